@@ -1,0 +1,74 @@
+"""foundation-ai: LLM agents on one normalized message model.
+
+The seed's types are importable from here or from :mod:`foundation_ai.types`. Heavier parts
+load lazily on first use (``AgentSession``, ``tool``, ``backends``), so ``import foundation_ai``
+stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .errors import FoundationAIError
+from .types import (
+    Args,
+    MessageRole,
+    Messages,
+    ModelId,
+    ModelInteraction,
+    ModelOutput,
+    ModelParams,
+    ModelState,
+    SessionRecord,
+    StopReason,
+    Stream,
+    Tool,
+    ToolArgs,
+    ToolChoice,
+    ToolDefinition,
+    UsageReport,
+    from_json,
+    to_json,
+)
+
+if TYPE_CHECKING:
+    from .agentic import AgentSession, tool
+
+__version__ = "0.1.0"
+
+_LAZY = {"AgentSession": "foundation_ai.agentic", "tool": "foundation_ai.agentic"}
+
+__all__ = [
+    "AgentSession",
+    "Args",
+    "FoundationAIError",
+    "MessageRole",
+    "Messages",
+    "ModelId",
+    "ModelInteraction",
+    "ModelOutput",
+    "ModelParams",
+    "ModelState",
+    "SessionRecord",
+    "StopReason",
+    "Stream",
+    "Tool",
+    "ToolArgs",
+    "ToolChoice",
+    "ToolDefinition",
+    "UsageReport",
+    "__version__",
+    "from_json",
+    "to_json",
+    "tool",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'foundation_ai' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,370 @@
+"""What messages hold: ``UserModelContent`` (seed 000, section 3), ``ModelOutput`` (section 2),
+``StopReason`` (section 4), ``MessageRole`` and ``GenerationMetadata``.
+
+Every Rust enum of the seed is a base class with one ``msgspec.Struct`` subclass per variant,
+reachable under the seed's name (``ModelOutput.ToolCall``), so both ``isinstance`` and
+``match`` work::
+
+    match output:
+        case ModelOutput.Text(content=text): ...
+        case ModelOutput.ToolCall(name=name, arguments=args): ...
+
+In JSON each variant is an object tagged by a ``"type"`` field (``"text"``, ``"tool_call"``, …).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, ClassVar
+
+import msgspec
+
+__all__ = [
+    "ExecutionHint",
+    "GenerationMetadata",
+    "ImageContent",
+    "MessageRole",
+    "MimeType",
+    "ModelOutput",
+    "StopReason",
+    "TextContent",
+    "TokenLogProb",
+    "UserModelContent",
+]
+
+
+def _name_variants(base: type, **variants: type) -> None:
+    """Attach variant classes to their enum base under the seed's names, with readable reprs."""
+    for attr, cls in variants.items():
+        setattr(base, attr, cls)
+        cls.__qualname__ = f"{base.__name__}.{attr}"
+        cls.__name__ = f"{base.__name__}.{attr}"
+
+
+# --------------------------------------------------------------------------------------------
+# MessageRole
+
+
+class MessageRole:
+    """Who a user-side message speaks for (seed 000, section 1).
+
+    ``User`` (human input), ``Agent`` (a peer agent), ``System`` (instructions and loop
+    redirects), ``Tool`` (tool context) and ``Custom(name)``. A role is a plain ``str``: the
+    lowercase strings providers expect (``"user"``, ``"agent"``, ``"system"``, ``"tool"``), a
+    custom role its bare string; so ``message.role == MessageRole.System`` and JSON stay simple.
+    """
+
+    User: ClassVar[str] = "user"
+    Agent: ClassVar[str] = "agent"
+    System: ClassVar[str] = "system"
+    Tool: ClassVar[str] = "tool"
+
+    @staticmethod
+    def Custom(name: str) -> str:
+        """A custom role, stored as ``name`` itself."""
+        return name
+
+    @staticmethod
+    def is_custom(role: str) -> bool:
+        """True for a role other than user, agent, system and tool."""
+        return role not in _STANDARD_ROLES
+
+
+_STANDARD_ROLES = frozenset({"user", "agent", "system", "tool"})
+
+
+class MimeType(enum.Enum):
+    """The media type of an image (``ImageContent.mime_type``), serialized as the MIME string."""
+
+    Png = "image/png"
+    Jpeg = "image/jpeg"
+    Gif = "image/gif"
+    Webp = "image/webp"
+
+
+class ExecutionHint(enum.Enum):
+    """How a tool call may be scheduled relative to its stage (seed 000, section 2).
+
+    ``Sequential`` calls run one at a time; the others may run concurrently within their
+    ``depends_on`` stage.
+    """
+
+    Unspecified = "unspecified"
+    Parallel = "parallel"
+    Sequential = "sequential"
+
+
+# --------------------------------------------------------------------------------------------
+# UserModelContent and ModelOutput
+
+
+class UserModelContent(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
+    """The content of a user message or tool result (seed 000, section 3): exactly one item.
+
+    Variants: ``UserModelContent.Text`` (= :class:`TextContent`) and ``UserModelContent.Image``
+    (= :class:`ImageContent`). There is no multi-part variant.
+    """
+
+    Text: ClassVar[type[TextContent]]
+    Image: ClassVar[type[ImageContent]]
+
+
+class ModelOutput(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
+    """One output of the assistant (seed 000, section 2). One output per assistant message.
+
+    Variants: ``Text`` (= :class:`TextContent`), ``Image`` (= :class:`ImageContent`),
+    ``ThinkingContent``, ``ToolCall``, ``Embedding``. There is no refusal variant: refusals
+    surface through :class:`StopReason` and ``GenerationMetadata.RefusalReason``.
+    """
+
+    Text: ClassVar[type[TextContent]]
+    Image: ClassVar[type[ImageContent]]
+    ThinkingContent: ClassVar[type[ThinkingContent]]
+    ToolCall: ClassVar[type[ToolCall]]
+    Embedding: ClassVar[type[Embedding]]
+
+
+class TextContent(ModelOutput, UserModelContent, tag="text", frozen=True):
+    """Text. Both a ``ModelOutput`` and a ``UserModelContent``. JSON tag ``"text"``."""
+
+    content: str
+    """The text."""
+    signature: str | None = None
+    """An opaque provider signature over the text, replayed unchanged when present."""
+
+
+class ImageContent(ModelOutput, UserModelContent, tag="image", frozen=True):
+    """An image, base64-encoded. Both a ``ModelOutput`` and a ``UserModelContent``. JSON tag ``"image"``."""
+
+    b64: str
+    """The image bytes, standard base64 without a ``data:`` prefix."""
+    mime_type: MimeType = MimeType.Png
+    """The image format."""
+
+
+class ThinkingContent(ModelOutput, tag="thinking", frozen=True):
+    """The model's reasoning (seed 000, section 2). JSON tag ``"thinking"``.
+
+    Thinking is replayed to the provider that issued it byte-exact, never as plain text
+    (wire-notes section 4).
+
+    Supported by: Anthropic (``thinking`` and ``redacted_thinking`` blocks), OpenAI Responses
+    (``reasoning`` items), llama.cpp (``<think>`` text of reasoning models).
+    """
+
+    thinking: str
+    """The reasoning text so far (may be empty: the "omitted display" shape, case C23)."""
+    signature: str | None = None
+    """Anthropic: the block's ``signature``; for a redacted block, its opaque ``data``.
+    OpenAI Responses: the reasoning item's ``encrypted_content``."""
+    redacted: bool = False
+    """Anthropic ``redacted_thinking``: ``signature`` holds the block's ``data``."""
+    item_id: str | None = None
+    """OpenAI Responses: the reasoning item's ``id`` (``"rs_…"``), needed to replay it."""
+
+
+class ToolCall(ModelOutput, tag="tool_call", frozen=True):
+    """A request to run a tool (seed 000, section 2). JSON tag ``"tool_call"``."""
+
+    id: str
+    """The correlation id; the matching ``Messages.ToolResult.tool_call_id`` carries it back.
+    For OpenAI Responses this is the ``call_id``, not the item id."""
+    name: str
+    """The tool (function) name."""
+    arguments: dict[str, Any] | None = None
+    """The JSON object the model sent, unchanged (seed section 5); ``None`` when it sent no
+    object or invalid JSON (validation then reports the missing fields to the model)."""
+    signature: str | None = None
+    """An opaque provider signature on the call, echoed back on replay (case C26)."""
+    depends_on: list[str] = msgspec.field(default_factory=list)
+    """Ids of calls in the same response that must finish before this one runs."""
+    execution_hint: ExecutionHint = ExecutionHint.Unspecified
+    """Scheduling hint within its dependency stage."""
+    raw_arguments: str | None = None
+    """The argument text as received when it was not a JSON object (truncated or malformed,
+    case C06); ``None`` when ``arguments`` holds the parsed object."""
+
+
+class Embedding(ModelOutput, tag="embedding", frozen=True):
+    """An embedding vector (seed 000, section 2). JSON tag ``"embedding"``."""
+
+    dimensions: int
+    """The vector length."""
+    values: list[float]
+    """The vector."""
+
+
+# TextContent and ImageContent are shared by both unions and keep their own names.
+UserModelContent.Text = ModelOutput.Text = TextContent
+UserModelContent.Image = ModelOutput.Image = ImageContent
+ModelOutput.ThinkingContent = ThinkingContent
+ModelOutput.ToolCall = ToolCall
+ModelOutput.Embedding = Embedding
+
+UserModelContentT = TextContent | ImageContent
+"""The decodable union of ``UserModelContent`` variants."""
+ModelOutputT = TextContent | ImageContent | ThinkingContent | ToolCall | Embedding
+"""The decodable union of ``ModelOutput`` variants."""
+
+
+# --------------------------------------------------------------------------------------------
+# StopReason
+
+
+class StopReason(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
+    """Why a generation ended (seed 000, section 4).
+
+    ``Stop`` natural end; ``Length`` hit ``max_tokens``; ``ToolUse`` the model wants tools;
+    ``Error`` provider error (see ``error_detail``); ``Aborted`` cancelled; ``Message(value)``
+    any other provider value, preserved. Variants without data compare equal to each other
+    (``StopReason.Stop() == StopReason.STOP``); the upper-case constants are shared instances.
+    """
+
+    Stop: ClassVar[type[_Stop]]
+    Length: ClassVar[type[_Length]]
+    ToolUse: ClassVar[type[_ToolUse]]
+    Error: ClassVar[type[_Error]]
+    Aborted: ClassVar[type[_Aborted]]
+    Message: ClassVar[type[_Message]]
+
+    STOP: ClassVar[StopReason]
+    LENGTH: ClassVar[StopReason]
+    TOOL_USE: ClassVar[StopReason]
+    ERROR: ClassVar[StopReason]
+    ABORTED: ClassVar[StopReason]
+
+    @staticmethod
+    def parse(value: str) -> StopReason:
+        """Map a provider's stop string to a variant.
+
+        ``stop``, ``end_turn``, ``stop_sequence``, ``completed`` -> ``Stop``; ``length``,
+        ``max_tokens``, ``max_output_tokens`` -> ``Length``; ``tool_calls``, ``tool_use``,
+        ``function_call`` -> ``ToolUse``; ``error`` -> ``Error``; ``aborted``, ``cancelled`` ->
+        ``Aborted``; anything else -> ``Message(value)`` (e.g. ``"content_filter"``,
+        ``"refusal"``, ``"pause_turn"``). Sources: OpenAI ``finish_reason``, Anthropic
+        ``stop_reason``, OpenAI Responses ``incomplete_details.reason``.
+        """
+        known = _STOP_STRINGS.get(value.strip().lower())
+        return known if known is not None else _Message(value)
+
+    def as_str(self) -> str:
+        """A short lowercase name: ``"stop"``, ``"tool_use"``, or a ``Message``'s own value."""
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
+
+class _Stop(StopReason, tag="stop", frozen=True):
+    pass
+
+
+class _Length(StopReason, tag="length", frozen=True):
+    pass
+
+
+class _ToolUse(StopReason, tag="tool_use", frozen=True):
+    pass
+
+
+class _Error(StopReason, tag="error", frozen=True):
+    pass
+
+
+class _Aborted(StopReason, tag="aborted", frozen=True):
+    pass
+
+
+class _Message(StopReason, tag="message", frozen=True):
+    value: str
+    """The provider's own stop value."""
+
+    def as_str(self) -> str:
+        return self.value
+
+
+_name_variants(
+    StopReason, Stop=_Stop, Length=_Length, ToolUse=_ToolUse, Error=_Error, Aborted=_Aborted, Message=_Message
+)
+StopReason.STOP = _Stop()
+StopReason.LENGTH = _Length()
+StopReason.TOOL_USE = _ToolUse()
+StopReason.ERROR = _Error()
+StopReason.ABORTED = _Aborted()
+_STOP_STRINGS: dict[str, StopReason] = {
+    "stop": StopReason.STOP,
+    "end_turn": StopReason.STOP,
+    "stop_sequence": StopReason.STOP,
+    "completed": StopReason.STOP,
+    "eos": StopReason.STOP,
+    "length": StopReason.LENGTH,
+    "max_tokens": StopReason.LENGTH,
+    "max_output_tokens": StopReason.LENGTH,
+    "tool_calls": StopReason.TOOL_USE,
+    "tool_use": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,
+    "error": StopReason.ERROR,
+    "aborted": StopReason.ABORTED,
+    "cancelled": StopReason.ABORTED,
+}
+StopReasonT = _Stop | _Length | _ToolUse | _Error | _Aborted | _Message
+"""The decodable union of ``StopReason`` variants."""
+
+
+# --------------------------------------------------------------------------------------------
+# GenerationMetadata
+
+
+class TokenLogProb(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """One sampled token with its log probability (natural log) and the top alternatives."""
+
+    token: str
+    logprob: float
+    top: list[tuple[str, float]] = msgspec.field(default_factory=list)
+
+
+class GenerationMetadata(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
+    """Extra facts about a generation, attached to ``Messages.Assistant.metadata``.
+
+    Variants: ``LogProbs(tokens)``, ``SystemFingerprint(value)``, ``Timing(...)`` (seconds and
+    tokens per second), ``RefusalReason(reason)``.
+    """
+
+    LogProbs: ClassVar[type[_LogProbs]]
+    SystemFingerprint: ClassVar[type[_SystemFingerprint]]
+    Timing: ClassVar[type[_Timing]]
+    RefusalReason: ClassVar[type[_RefusalReason]]
+
+
+class _LogProbs(GenerationMetadata, tag="log_probs", frozen=True):
+    tokens: list[TokenLogProb]
+    """Per-token log probabilities, in output order."""
+
+
+class _SystemFingerprint(GenerationMetadata, tag="system_fingerprint", frozen=True):
+    value: str
+    """OpenAI ``system_fingerprint``: the backend configuration that served the request."""
+
+
+class _Timing(GenerationMetadata, tag="timing", frozen=True):
+    time_to_first_token: float | None = None
+    """Seconds from sending the request to the first output chunk."""
+    tokens_per_second: float | None = None
+    """Output tokens per second after the first token."""
+    duration: float | None = None
+    """Seconds from sending the request to the end of the stream."""
+
+
+class _RefusalReason(GenerationMetadata, tag="refusal_reason", frozen=True):
+    reason: str
+    """The provider's refusal text or reason code."""
+
+
+_name_variants(
+    GenerationMetadata,
+    LogProbs=_LogProbs,
+    SystemFingerprint=_SystemFingerprint,
+    Timing=_Timing,
+    RefusalReason=_RefusalReason,
+)
+GenerationMetadataT = _LogProbs | _SystemFingerprint | _Timing | _RefusalReason
+"""The decodable union of ``GenerationMetadata`` variants."""
+
+JsonObject = dict[str, Any]

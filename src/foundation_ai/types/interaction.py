@@ -1,0 +1,142 @@
+"""A request to a model: ``ModelInteraction`` and ``ModelParams`` (seed 000, section 8)."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, ClassVar
+
+import msgspec
+
+from .messages import MessagesT
+from .tools import ToolChoiceT, ToolDeclarations
+
+__all__ = ["CacheRetention", "ModelInteraction", "ModelParams", "OutputFormat", "ThinkingLevel"]
+
+
+class ThinkingLevel(enum.Enum):
+    """How much the model should reason before answering.
+
+    Supported by: OpenAI Chat and Responses (``reasoning_effort`` / ``reasoning.effort``:
+    minimal, low, medium, high), Anthropic (``thinking`` enabled with ``thinking_budget``
+    tokens, or a budget derived from the level). ``Off`` disables reasoning where allowed.
+    """
+
+    Off = "off"
+    Minimal = "minimal"
+    Low = "low"
+    Medium = "medium"
+    High = "high"
+
+
+class CacheRetention(enum.Enum):
+    """How long the provider should keep the prompt cache.
+
+    Supported by: Anthropic (``cache_control`` ``{"type": "ephemeral", "ttl": "5m" | "1h"}`` on the
+    last system block and last message: ``Short`` = 5 minutes, ``Long`` = 1 hour), OpenAI
+    (``prompt_cache_retention``: ``Long`` = ``"24h"``). ``None_`` disables cache markers.
+    """
+
+    None_ = "none"
+    Short = "short"
+    Long = "long"
+
+
+class OutputFormat(msgspec.Struct, frozen=True, tag_field="type"):
+    """The shape of the answer. ``OutputFormat.Text()`` (default), ``OutputFormat.JsonObject()``
+    (any JSON object), ``OutputFormat.JsonSchema(name, schema, strict=True)``.
+
+    Supported by: OpenAI Chat and Responses (``response_format`` / ``text.format``), Anthropic
+    (a system instruction plus validation of the answer), llama.cpp (grammar-enforced).
+    """
+
+    Text: ClassVar[type[_Text]]
+    JsonObject: ClassVar[type[_JsonObject]]
+    JsonSchema: ClassVar[type[_JsonSchema]]
+
+
+class _Text(OutputFormat, tag="text", frozen=True):
+    pass
+
+
+class _JsonObject(OutputFormat, tag="json_object", frozen=True):
+    pass
+
+
+class _JsonSchema(OutputFormat, tag="json_schema", frozen=True):
+    name: str
+    schema: dict[str, Any]
+    strict: bool = True
+
+
+for _attr, _cls in (("Text", _Text), ("JsonObject", _JsonObject), ("JsonSchema", _JsonSchema)):
+    setattr(OutputFormat, _attr, _cls)
+    _cls.__qualname__ = _cls.__name__ = f"OutputFormat.{_attr}"
+OutputFormatT = _Text | _JsonObject | _JsonSchema
+
+
+class ModelParams(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Sampling and output parameters (seed 000, section 8). Backends ignore what they don't support.
+
+    Change one field with ``msgspec.structs.replace(params, temperature=0.0)`` or
+    :meth:`with_`.
+    """
+
+    max_tokens: int = 2048
+    """Maximum output tokens. Supported by: all."""
+    temperature: float = 0.7
+    """Sampling temperature. Supported by: all (not OpenAI reasoning models)."""
+    top_p: float = 0.9
+    """Nucleus sampling. Supported by: all."""
+    top_k: float = 40.0
+    """Top-k sampling. Supported by: Anthropic, llama.cpp (OpenAI: ignored)."""
+    repeat_penalty: float = 1.1
+    """Repetition penalty. Supported by: llama.cpp."""
+    seed: int | None = None
+    """Sampling seed. Supported by: OpenAI Chat, llama.cpp."""
+    stop_tokens: list[str] = msgspec.field(default_factory=list)
+    """Stop sequences. Supported by: OpenAI Chat (``stop``, max 4), Anthropic
+    (``stop_sequences``), llama.cpp."""
+    thinking_level: ThinkingLevel | None = None
+    """Reasoning effort; see :class:`ThinkingLevel`."""
+    thinking_budget: int | None = None
+    """Reasoning token budget. Supported by: Anthropic (``budget_tokens``, >= 1024)."""
+    cache_retention: CacheRetention | None = None
+    """Prompt-cache retention; see :class:`CacheRetention`."""
+    output_format: OutputFormatT = msgspec.field(default_factory=_Text)
+    """Text, JSON object or JSON Schema; see :class:`OutputFormat`."""
+    frequency_penalty: float | None = None
+    """Supported by: OpenAI Chat, llama.cpp."""
+    presence_penalty: float | None = None
+    """Supported by: OpenAI Chat, llama.cpp."""
+    logit_bias: dict[str, float] | None = None
+    """Token id (as a string) -> bias. Supported by: OpenAI Chat, llama.cpp."""
+
+    def with_(self, **changes: Any) -> ModelParams:
+        """A copy with some fields changed."""
+        return msgspec.structs.replace(self, **changes)
+
+
+class ModelInteraction(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One request to a model (seed 000, section 8).
+
+    ``messages`` are oldest-first. The system prompt is not a message: ``system_prompt`` and
+    ``soul`` (a persona, joined to the system prompt by a blank line) ride here.
+    """
+
+    messages: list[MessagesT] = msgspec.field(default_factory=list)
+    """The conversation, oldest first."""
+    system_prompt: str | None = None
+    """Instructions for the model."""
+    soul: str | None = None
+    """A persona / character text, appended to the system prompt after a blank line."""
+    tools_shed: ToolDeclarations = msgspec.field(default_factory=ToolDeclarations)
+    """The tools on offer."""
+    chat_template: str | None = None
+    """Local backends: a Jinja chat template overriding the model's own."""
+    tool_choice: ToolChoiceT | None = None
+    """Whether/which tool must be called; ``None`` means the provider default (auto)."""
+
+    def full_system_prompt(self) -> str | None:
+        """``system_prompt`` and ``soul`` joined by a blank line, or ``None`` when both are empty."""
+        parts = [p for p in (self.system_prompt, self.soul) if p]
+        return "\n\n".join(parts) if parts else None

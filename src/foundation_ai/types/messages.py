@@ -1,0 +1,189 @@
+"""``Messages``: the normalized conversation format (seed 000, section 1).
+
+Three variants; system prompts are not a variant (they ride on
+``ModelInteraction.system_prompt``) and loop-injected instructions are ``Messages.User`` with
+``role=MessageRole.System``::
+
+    prompt = Messages.user("Hi")                    # role user, text content, fresh id
+    steer = Messages.agent("Stop and summarise.")    # role agent
+    note = Messages.system("Be brief.")              # role system
+    Messages.coerce("Hi") == prompt (but for the id) # a str converts to a user message
+
+A streaming backend yields one ``Messages.Assistant`` per chunk, each holding one
+``ModelOutput``. HTTP backends send the whole text so far in every text chunk; llama.cpp sends
+only the new piece (see ``Model.chunk_mode``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import ClassVar
+
+import msgspec
+
+from ..ids import Id, new_scru128
+from .content import (
+    GenerationMetadataT,
+    MessageRole,
+    ModelOutputT,
+    StopReason,
+    StopReasonT,
+    TextContent,
+    UserModelContentT,
+)
+from .model_id import ModelIdT, ModelProviders
+from .overflow import is_overflow_text
+from .usage import UsageReport
+
+__all__ = ["Messages", "MessagesT", "utc_now"]
+
+
+def utc_now() -> datetime:
+    """The current time as a timezone-aware UTC ``datetime``."""
+    return datetime.now(UTC)
+
+
+class Messages(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True, kw_only=True):
+    """A message of the conversation (seed 000, section 1). Variants:
+
+    - ``Messages.User``: input from a human, a peer agent, the loop or a tool context.
+    - ``Messages.Assistant``: one model output (text, thinking, a tool call, …).
+    - ``Messages.ToolResult``: the result of a tool call.
+
+    Every variant has ``id`` (a 25-character SCRU128 string). JSON: tagged by ``"type"``
+    (``"user"``, ``"assistant"``, ``"tool_result"``); a document without ``id`` loads with a
+    fresh one.
+    """
+
+    User: ClassVar[type[UserMessage]]
+    Assistant: ClassVar[type[AssistantMessage]]
+    ToolResult: ClassVar[type[ToolResultMessage]]
+
+    id: Id = msgspec.field(default_factory=new_scru128)
+    """A SCRU128 id, time-ordered; made fresh when absent."""
+
+    # -- constructors (seed section 1) ------------------------------------------------------
+
+    @staticmethod
+    def user(text: str) -> UserMessage:
+        """A human's text message (role ``user``) with a fresh id."""
+        return UserMessage(role=MessageRole.User, content=TextContent(text))
+
+    @staticmethod
+    def agent(text: str) -> UserMessage:
+        """A peer agent's text message (role ``agent``) with a fresh id."""
+        return UserMessage(role=MessageRole.Agent, content=TextContent(text))
+
+    @staticmethod
+    def system(text: str) -> UserMessage:
+        """A loop-injected instruction (role ``system``) with a fresh id."""
+        return UserMessage(role=MessageRole.System, content=TextContent(text))
+
+    @staticmethod
+    def coerce(message: str | Messages) -> Messages:
+        """``impl Into<Messages>``: a ``str`` becomes ``Messages.user(text)``; a message is returned as is.
+
+        Raises:
+            TypeError: ``message`` is neither.
+        """
+        if isinstance(message, Messages):
+            return message
+        if isinstance(message, str):
+            return Messages.user(message)
+        raise TypeError(f"expected a str or Messages, got {type(message).__name__}")
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def is_context_overflow(self, context_window: int | None = None) -> bool:
+        """True when this is an Assistant message that reports a context overflow.
+
+        Two cases (wire-notes section 1): ``stop_reason`` is ``Error`` and ``error_detail``
+        matches one of the providers' overflow messages (``types.overflow.OVERFLOW_PATTERNS``);
+        or "silent" overflow: ``stop_reason`` is ``Stop`` and ``usage.input + usage.cache_read``
+        exceeds ``context_window`` (tokens), when given.
+        """
+        return False
+
+    def text(self) -> str | None:
+        """The text of a text message or text output, else ``None``."""
+        content = getattr(self, "content", None)
+        return content.content if isinstance(content, TextContent) else None
+
+
+class UserMessage(Messages, tag="user", frozen=True, kw_only=True):
+    """``Messages.User``: input to the model. JSON tag ``"user"``."""
+
+    role: str = MessageRole.User
+    """A :class:`MessageRole`: ``"user"``, ``"agent"``, ``"system"``, ``"tool"`` or a custom string."""
+    content: UserModelContentT
+    """One content item: ``TextContent`` or ``ImageContent``."""
+    signature: str | None = None
+    """An opaque signature, replayed unchanged."""
+
+
+class AssistantMessage(Messages, tag="assistant", frozen=True, kw_only=True):
+    """``Messages.Assistant``: one model output. JSON tag ``"assistant"``.
+
+    A provider error is an Assistant message too: ``stop_reason`` ``Error``, the provider's text
+    in ``error_detail``, and usually an empty ``TextContent``.
+    """
+
+    model: ModelIdT
+    """The model that produced it."""
+    content: ModelOutputT
+    """One output: text, image, thinking, a tool call or an embedding."""
+    timestamp: datetime = msgspec.field(default_factory=utc_now)
+    """When it was produced, UTC."""
+    usage: UsageReport = msgspec.field(default_factory=UsageReport)
+    """Token usage; on streamed chunks, cumulative for the generation so far."""
+    stop_reason: StopReasonT = StopReason.STOP  # type: ignore[assignment]
+    """Why generation stopped (on intermediate stream chunks: ``Stop`` until known)."""
+    provider: str = ModelProviders.Unknown
+    """The provider that produced it (``ModelProviders``): decides whose signatures are valid."""
+    error_detail: str | None = None
+    """The provider's error text when ``stop_reason`` is ``Error``; never contains API keys."""
+    signature: str | None = None
+    """An opaque provider signature, replayed unchanged."""
+    metadata: list[GenerationMetadataT] | None = None
+    """Log probs, system fingerprint, timing, refusal reason, when known."""
+
+    def is_context_overflow(self, context_window: int | None = None) -> bool:
+        if isinstance(self.stop_reason, StopReason.Error):
+            return self.error_detail is not None and is_overflow_text(self.error_detail)
+        if context_window is not None and isinstance(self.stop_reason, StopReason.Stop):
+            return self.usage.input + self.usage.cache_read > context_window
+        return False
+
+
+class ToolResultMessage(Messages, tag="tool_result", frozen=True, kw_only=True):
+    """``Messages.ToolResult``: a tool's answer to one call. JSON tag ``"tool_result"``."""
+
+    tool_call_id: str
+    """The ``ModelOutput.ToolCall.id`` this answers."""
+    name: str
+    """The tool's name."""
+    content: UserModelContentT
+    """What the tool returned, as text or an image; for a failure, a short description."""
+    timestamp: datetime = msgspec.field(default_factory=utc_now)
+    """When the tool finished, UTC."""
+    details: str | None = None
+    """Extra detail for people and logs (not sent to the model)."""
+    error_detail: str | None = None
+    """Set when the tool failed (validation, exception, timeout): sent to the model as an error."""
+    signature: str | None = None
+    """An opaque signature, replayed unchanged."""
+
+    @property
+    def is_error(self) -> bool:
+        """True when the tool failed."""
+        return self.error_detail is not None
+
+
+Messages.User = UserMessage
+Messages.Assistant = AssistantMessage
+Messages.ToolResult = ToolResultMessage
+for _cls, _n in ((UserMessage, "User"), (AssistantMessage, "Assistant"), (ToolResultMessage, "ToolResult")):
+    _cls.__qualname__ = _cls.__name__ = f"Messages.{_n}"
+
+MessagesT = UserMessage | AssistantMessage | ToolResultMessage
+"""The decodable union of ``Messages`` variants (use it as ``msgspec`` type or annotation)."""

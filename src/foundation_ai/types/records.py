@@ -1,0 +1,290 @@
+"""What a turn produces: ``SessionRecord`` (seed 000, section 11) and ``AgentProgress`` (section 12)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+
+import msgspec
+
+from ..ids import Id, new_scru128
+from .messages import MessagesT, utc_now
+from .usage import TokenSnapshot
+
+__all__ = [
+    "AgentProgress",
+    "AgenticError",
+    "MemoryFact",
+    "ObservationEntry",
+    "ReflectionEntry",
+    "SessionRecord",
+    "StructuredErrorTrace",
+]
+
+
+def _attach(base: type, pairs: tuple[tuple[str, type], ...]) -> None:
+    for attr, cls in pairs:
+        setattr(base, attr, cls)
+        cls.__qualname__ = cls.__name__ = f"{base.__name__}.{attr}"
+
+
+# --------------------------------------------------------------------------------------------
+# Memory entries
+
+
+class MemoryFact(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One fact of working memory."""
+
+    id: Id = msgspec.field(default_factory=new_scru128)
+    content: str
+    """The fact, in plain language."""
+    confidence: float = 1.0
+    """0.0 to 1.0."""
+    source: str | None = None
+    """Where it came from (a message id, a tool name, …)."""
+    timestamp: datetime = msgspec.field(default_factory=utc_now)
+
+
+class ObservationEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One observation the agent made about the conversation."""
+
+    id: Id = msgspec.field(default_factory=new_scru128)
+    content: str
+    priority: int = 0
+    """Higher is more important."""
+    timestamp: datetime = msgspec.field(default_factory=utc_now)
+
+
+class ReflectionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One reflection condensed from observations."""
+
+    id: Id = msgspec.field(default_factory=new_scru128)
+    content: str
+    source_observations: list[Id] = msgspec.field(default_factory=list)
+    """The observation ids it condenses."""
+
+
+class AgenticError(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """An error of the agent loop (in ``SessionRecord.FailedAction``).
+
+    ``kind`` is a stable machine name: ``"provider"``, ``"context_overflow"``, ``"rate_limited"``,
+    ``"tool"``, ``"budget_exhausted"``, ``"iteration_limit"``, ``"aborted"``, ``"internal"``.
+    """
+
+    kind: str
+    message: str
+    retryable: bool = False
+
+
+class StructuredErrorTrace(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Where an error happened: the steps the loop went through (``frames``, outermost first) and
+    free-form context (model, iteration, tool name, …)."""
+
+    frames: list[str] = msgspec.field(default_factory=list)
+    context: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# SessionRecord
+
+
+class SessionRecord(msgspec.Struct, frozen=True, tag_field="type", kw_only=True, omit_defaults=True):
+    """A record of a session (seed 000, section 11). Variants and JSON tags:
+
+    - ``Conversation(message)`` ``"conversation"``: one persisted message (one per output).
+    - ``Retracted(id, reason, timestamp)`` ``"retracted"``: drop the assistant output streamed so far.
+    - ``WorkingMemory(id, facts, version, timestamp)`` ``"working_memory"``.
+    - ``Observation(id, observations, token_count, timestamp)`` ``"observation"``.
+    - ``Reflection(id, reflections, generated_at, observation_token_count_before,
+      reflection_token_count_after)`` ``"reflection"``.
+    - ``FailedAction(error, trace)`` ``"failed_action"``: never persisted.
+    - ``Summary(message_count, usage)`` ``"summary"``: the end of a turn, cumulative usage.
+    """
+
+    Conversation: ClassVar[type[_Conversation]]
+    Retracted: ClassVar[type[_Retracted]]
+    WorkingMemory: ClassVar[type[_WorkingMemory]]
+    Observation: ClassVar[type[_Observation]]
+    Reflection: ClassVar[type[_Reflection]]
+    FailedAction: ClassVar[type[_FailedAction]]
+    Summary: ClassVar[type[_Summary]]
+
+    @property
+    def persistable(self) -> bool:
+        """False for ``FailedAction`` (never persisted), True otherwise."""
+        return not isinstance(self, _FailedAction)
+
+
+class _Conversation(SessionRecord, tag="conversation", frozen=True, kw_only=True):
+    message: MessagesT
+
+
+class _Retracted(SessionRecord, tag="retracted", frozen=True, kw_only=True):
+    id: Id = msgspec.field(default_factory=new_scru128)
+    """The id of the retraction itself."""
+    reason: str
+    timestamp: datetime = msgspec.field(default_factory=utc_now)
+    message_ids: list[Id] = msgspec.field(default_factory=list)
+    """Ids of the streamed (or persisted) messages this retracts, when known."""
+
+
+class _WorkingMemory(SessionRecord, tag="working_memory", frozen=True, kw_only=True):
+    id: Id = msgspec.field(default_factory=new_scru128)
+    facts: list[MemoryFact] = msgspec.field(default_factory=list)
+    version: int = 0
+    timestamp: datetime = msgspec.field(default_factory=utc_now)
+
+
+class _Observation(SessionRecord, tag="observation", frozen=True, kw_only=True):
+    id: Id = msgspec.field(default_factory=new_scru128)
+    observations: list[ObservationEntry] = msgspec.field(default_factory=list)
+    token_count: int = 0
+    timestamp: datetime = msgspec.field(default_factory=utc_now)
+
+
+class _Reflection(SessionRecord, tag="reflection", frozen=True, kw_only=True):
+    id: Id = msgspec.field(default_factory=new_scru128)
+    reflections: list[ReflectionEntry] = msgspec.field(default_factory=list)
+    generated_at: datetime = msgspec.field(default_factory=utc_now)
+    observation_token_count_before: int = 0
+    reflection_token_count_after: int = 0
+
+
+class _FailedAction(SessionRecord, tag="failed_action", frozen=True, kw_only=True):
+    error: AgenticError
+    trace: StructuredErrorTrace = msgspec.field(default_factory=StructuredErrorTrace)
+
+
+class _Summary(SessionRecord, tag="summary", frozen=True, kw_only=True):
+    message_count: int
+    """Messages persisted in the turn."""
+    usage: TokenSnapshot
+    """Cumulative usage of the turn."""
+
+
+_attach(
+    SessionRecord,
+    (
+        ("Conversation", _Conversation),
+        ("Retracted", _Retracted),
+        ("WorkingMemory", _WorkingMemory),
+        ("Observation", _Observation),
+        ("Reflection", _Reflection),
+        ("FailedAction", _FailedAction),
+        ("Summary", _Summary),
+    ),
+)
+SessionRecordT = (
+    _Conversation | _Retracted | _WorkingMemory | _Observation | _Reflection | _FailedAction | _Summary
+)
+"""The decodable union of ``SessionRecord`` variants."""
+
+
+# --------------------------------------------------------------------------------------------
+# AgentProgress
+
+
+class AgentProgress(msgspec.Struct, frozen=True, tag_field="type", kw_only=True, omit_defaults=True):
+    """Advisory progress hints (seed 000, section 12) — not a framing guarantee.
+
+    Non-exhaustive: new variants may be added, so a ``match`` needs a ``case _:`` arm. Variants:
+    ``Initializing(step)``, ``Generating(model, tokens_so_far)``, ``ToolCallRequested(name)``,
+    ``ExecutingTools(total, completed)``, ``ToolCallCancelled(id)``, ``ProcessingMemory(kind)``,
+    ``FlushingRecords(count)``, ``Steering(source)``, ``TurnComplete(usage)``,
+    ``SessionEnding()``. A JSON document naming an unknown variant decodes as
+    ``AgentProgress.Unknown(kind, data)``.
+    """
+
+    Initializing: ClassVar[type[_Initializing]]
+    Generating: ClassVar[type[_Generating]]
+    ToolCallRequested: ClassVar[type[_ToolCallRequested]]
+    ExecutingTools: ClassVar[type[_ExecutingTools]]
+    ToolCallCancelled: ClassVar[type[_ToolCallCancelled]]
+    ProcessingMemory: ClassVar[type[_ProcessingMemory]]
+    FlushingRecords: ClassVar[type[_FlushingRecords]]
+    Steering: ClassVar[type[_Steering]]
+    TurnComplete: ClassVar[type[_TurnComplete]]
+    SessionEnding: ClassVar[type[_SessionEnding]]
+    Unknown: ClassVar[type[_UnknownProgress]]
+
+
+class _Initializing(AgentProgress, tag="initializing", frozen=True, kw_only=True):
+    step: str
+
+
+class _Generating(AgentProgress, tag="generating", frozen=True, kw_only=True):
+    model: str
+    tokens_so_far: int = 0
+
+
+class _ToolCallRequested(AgentProgress, tag="tool_call_requested", frozen=True, kw_only=True):
+    name: str
+
+
+class _ExecutingTools(AgentProgress, tag="executing_tools", frozen=True, kw_only=True):
+    total: int
+    completed: int = 0
+
+
+class _ToolCallCancelled(AgentProgress, tag="tool_call_cancelled", frozen=True, kw_only=True):
+    id: str
+
+
+class _ProcessingMemory(AgentProgress, tag="processing_memory", frozen=True, kw_only=True):
+    kind: str
+
+
+class _FlushingRecords(AgentProgress, tag="flushing_records", frozen=True, kw_only=True):
+    count: int
+
+
+class _Steering(AgentProgress, tag="steering", frozen=True, kw_only=True):
+    source: str
+
+
+class _TurnComplete(AgentProgress, tag="turn_complete", frozen=True, kw_only=True):
+    usage: TokenSnapshot
+
+
+class _SessionEnding(AgentProgress, tag="session_ending", frozen=True, kw_only=True):
+    pass
+
+
+class _UnknownProgress(AgentProgress, tag="unknown", frozen=True, kw_only=True):
+    kind: str
+    """The unknown variant's tag."""
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Its other fields, as JSON."""
+
+
+_attach(
+    AgentProgress,
+    (
+        ("Initializing", _Initializing),
+        ("Generating", _Generating),
+        ("ToolCallRequested", _ToolCallRequested),
+        ("ExecutingTools", _ExecutingTools),
+        ("ToolCallCancelled", _ToolCallCancelled),
+        ("ProcessingMemory", _ProcessingMemory),
+        ("FlushingRecords", _FlushingRecords),
+        ("Steering", _Steering),
+        ("TurnComplete", _TurnComplete),
+        ("SessionEnding", _SessionEnding),
+        ("Unknown", _UnknownProgress),
+    ),
+)
+AgentProgressT = (
+    _Initializing
+    | _Generating
+    | _ToolCallRequested
+    | _ExecutingTools
+    | _ToolCallCancelled
+    | _ProcessingMemory
+    | _FlushingRecords
+    | _Steering
+    | _TurnComplete
+    | _SessionEnding
+    | _UnknownProgress
+)
+"""The decodable union of ``AgentProgress`` variants."""
+AGENT_PROGRESS_TAGS = frozenset(c.__struct_config__.tag for c in AgentProgressT.__args__)

@@ -1,0 +1,21 @@
+"""Vector types (seed 000 "Vector types"; seed 001 for tags and score meanings).
+
+- :class:`VectorEntry`: ``id``, ``vector`` (floats), ``metadata`` (``tags`` plus free fields).
+- :class:`VectorMatch`: ``id`` and ``score``. What the score means depends on the metric:
+
+  | metric | score | better |
+  |---|---|---|
+  | ``Metric.Cosine`` | cosine similarity, -1.0 to 1.0 | higher |
+  | ``Metric.Dot`` | dot product, unbounded | higher |
+  | ``Metric.L2`` | Euclidean distance, >= 0.0 | lower |
+
+  ``search`` always returns the best match first.
+- :class:`VectorStore`: the protocol (upsert, get, delete, search by vector with ``k`` and a tag
+  filter); :class:`InMemoryVectorStore` is an exact (brute-force) implementation.
+"""
+
+from __future__ import annotations
+
+from ._store import InMemoryVectorStore, Metric, VectorEntry, VectorMatch, VectorMetadata, VectorStore
+
+__all__ = ["InMemoryVectorStore", "Metric", "VectorEntry", "VectorMatch", "VectorMetadata", "VectorStore"]
