@@ -1,0 +1,46 @@
+# foundation-ai — every target sets up what it needs first (a virtual environment in .venv).
+#   make run      set up, then run one agent turn on the bundled SmolLM2 model (no API key)
+#   make test     set up, then run the whole test suite
+#   make check    lint (ruff) and type-check (mypy --strict on src/)
+#   make bench    run the benchmarks in bench/ (installs the peers they compare against)
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PROMPT ?= In one sentence, what is a large language model?
+
+.PHONY: setup run chat test check bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# The `local` extra compiles llama-cpp-python from source once (about 5 minutes on 2 cores);
+# pip caches the built wheel, so later set-ups take seconds.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	@echo ">>> installing foundation-ai with the local model (first time: compiles llama.cpp, ~5 min)"
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install --progress-bar on -e ".[local,test,dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+run: setup
+	$(BIN)/foundation-ai run "$(PROMPT)"
+
+chat: setup
+	$(BIN)/foundation-ai chat
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+check: setup
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+bench: setup
+	$(BIN)/python -m pip install --quiet -e ".[bench]"
+	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
