@@ -102,7 +102,7 @@ class ModelParams(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     """Reasoning token budget. Supported by: Anthropic (``budget_tokens``, >= 1024)."""
     cache_retention: CacheRetention | None = None
     """Prompt-cache retention; see :class:`CacheRetention`."""
-    output_format: OutputFormatT = msgspec.field(default_factory=_Text)
+    output_format: OutputFormatT = _Text()
     """Text, JSON object or JSON Schema; see :class:`OutputFormat`."""
     frequency_penalty: float | None = None
     """Supported by: OpenAI Chat, llama.cpp."""

@@ -134,7 +134,7 @@ class AssistantMessage(Messages, tag="assistant", frozen=True, kw_only=True):
     """One output: text, image, thinking, a tool call or an embedding."""
     timestamp: datetime = msgspec.field(default_factory=utc_now)
     """When it was produced, UTC."""
-    usage: UsageReport = msgspec.field(default_factory=UsageReport)
+    usage: UsageReport = UsageReport()
     """Token usage; on streamed chunks, cumulative for the generation so far."""
     stop_reason: StopReasonT = StopReason.STOP  # type: ignore[assignment]
     """Why generation stopped (on intermediate stream chunks: ``Stop`` until known)."""

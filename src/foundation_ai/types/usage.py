@@ -69,6 +69,10 @@ class UsageCosting(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
         )
 
 
+_NO_COST = UsageCosting()
+"""The shared zero costing: a frozen default, omitted from JSON when unchanged."""
+
+
 class UsageReport(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """Token usage of one generation (seed 000, section 9). Units: tokens, cost in USD.
 
@@ -86,7 +90,7 @@ class UsageReport(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """Input tokens written to the provider's prompt cache."""
     total_tokens: float = 0.0
     """All tokens: input + output + cache_read + cache_write (as the provider reports it)."""
-    cost: UsageCosting = msgspec.field(default_factory=UsageCosting)
+    cost: UsageCosting = _NO_COST
     """The cost of this usage in USD."""
 
     def __add__(self, other: UsageReport) -> UsageReport:
@@ -117,7 +121,7 @@ class UsageReport(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
             cache_read=cache_read,
             cache_write=cache_write,
             total_tokens=input + output + cache_read + cache_write,
-            cost=cost if cost is not None else UsageCosting(),
+            cost=cost if cost is not None else _NO_COST,
         )
 
 

@@ -1,0 +1,56 @@
+"""Cold import time of ``foundation_ai`` (and, for comparison, ``pydantic_ai`` and ``openai``).
+
+Each sample starts a fresh interpreter (``python -X importtime``-free: it times the import
+statement inside the child with ``time.perf_counter``), so nothing is cached in-process; the OS
+file cache is warm after the first run. Prints the median and min of ``--runs`` samples in ms.
+
+Goal (issue 2): ``import foundation_ai`` under 100 ms.
+
+Run: ``.venv/bin/python bench/import.py [--runs 7]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+
+CHILD = (
+    "import time; t = time.perf_counter(); import {module}; "
+    "print((time.perf_counter() - t) * 1000)"
+)
+
+
+def sample(module: str) -> float | None:
+    """Milliseconds to import ``module`` in a fresh interpreter, or ``None`` if it is missing."""
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD.format(module=module)], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        return None
+    return float(proc.stdout.strip())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("modules", nargs="*", default=["foundation_ai", "pydantic_ai", "openai"])
+    ns = ap.parse_args()
+    print(f"cold import, fresh process each run, {ns.runs} runs")
+    print(f"{'module':<16}{'median ms':>11}{'min ms':>9}")
+    for module in ns.modules:
+        sample(module)  # warm the OS file cache
+        times = [sample(module) for _ in range(ns.runs)]
+        got = [t for t in times if t is not None]
+        if not got:
+            print(f"{module:<16}{'not installed':>20}")
+            continue
+        print(f"{module:<16}{statistics.median(got):>11.1f}{min(got):>9.1f}")
+        if module == "foundation_ai":
+            verdict = "met" if statistics.median(got) < 100 else "NOT met"
+            print(f"  goal (< 100 ms): {verdict}")
+
+
+if __name__ == "__main__":
+    main()
