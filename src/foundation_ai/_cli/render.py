@@ -1,0 +1,233 @@
+"""Terminal output for the CLI, with rich: streamed text, dimmed thinking, compact tool panels,
+a usage line after each turn, and transcripts of stored sessions.
+
+:class:`TurnRenderer` is fed one ``TurnEvent`` at a time (from ``TurnStream.events()``) and
+writes it at once, so tokens appear as they arrive. It is safe to call from a worker thread
+while the main thread waits for input (rich's ``Console`` serialises writes with a lock).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.text import Text
+
+from ..types import (
+    AssistantMessage,
+    ImageContent,
+    MessageRole,
+    Messages,
+    SessionRecord,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+
+__all__ = [
+    "TurnRenderer",
+    "format_usage",
+    "render_records",
+    "short",
+    "tool_call_panel",
+    "tool_result_panel",
+]
+
+PANEL_MAX_CHARS = 600
+"""Characters of tool arguments or results shown in a panel (the model gets everything)."""
+
+
+def short(text: str, limit: int = PANEL_MAX_CHARS) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis note."""
+    text = text.rstrip()
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+def _args_text(call: ToolCall) -> str:
+    if call.arguments is not None:
+        return json.dumps(call.arguments, ensure_ascii=False)
+    return call.raw_arguments or "{}"
+
+
+def tool_call_panel(call: ToolCall) -> Panel:
+    """A one-line-ish panel: ``⚙ name`` as title, the JSON arguments as body."""
+    return Panel(
+        Text(short(_args_text(call)), style="cyan"),
+        title=f"[bold]tool call[/bold] {call.name}",
+        title_align="left",
+        border_style="cyan",
+        expand=False,
+    )
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, TextContent):
+        return content.content
+    if isinstance(content, ImageContent):
+        return f"[image {content.mime_type.value}, {len(content.b64) * 3 // 4} bytes]"
+    return str(content)
+
+
+def tool_result_panel(result: ToolResultMessage) -> Panel:
+    """The tool's result (green) or its error (red), cut to :data:`PANEL_MAX_CHARS`."""
+    if result.error_detail is not None:
+        body = result.error_detail
+        body_text = _content_text(result.content)
+        if body_text and body_text not in body:
+            body = f"{body}\n{body_text}"
+        return Panel(
+            Text(short(body), style="red"),
+            title=f"[bold]tool error[/bold] {result.name}",
+            title_align="left",
+            border_style="red",
+            expand=False,
+        )
+    return Panel(
+        Text(short(_content_text(result.content)) or "(empty)"),
+        title=f"[bold]tool result[/bold] {result.name}",
+        title_align="left",
+        border_style="green",
+        expand=False,
+    )
+
+
+def format_usage(
+    input_tokens: float,
+    output_tokens: float,
+    cost_usd: float | None = None,
+    cache_read: float = 0.0,
+    cache_write: float = 0.0,
+) -> str:
+    """``"tokens: 42 in · 17 out · cost $0.000123"``; cache counts when non-zero; cost ``n/a``
+    when unknown (``None``). Units: tokens, USD."""
+    parts = [f"{input_tokens:,.0f} in", f"{output_tokens:,.0f} out"]
+    if cache_read:
+        parts.append(f"{cache_read:,.0f} cache read")
+    if cache_write:
+        parts.append(f"{cache_write:,.0f} cache write")
+    cost = "n/a" if cost_usd is None else f"${cost_usd:.6f}"
+    return f"tokens: {' · '.join(parts)} · cost {cost}"
+
+
+class TurnRenderer:
+    """Writes one turn's events to a rich console as they arrive.
+
+    Call :meth:`text` / :meth:`thinking` with new pieces, :meth:`tool_call`,
+    :meth:`tool_result`, :meth:`retract`, then :meth:`usage` or :meth:`failed`.
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._mode: str | None = None  # "text" | "thinking" | None (at a line start)
+
+    def _switch(self, mode: str | None) -> None:
+        if self._mode is not None and self._mode != mode:
+            self.console.print()
+        self._mode = mode
+
+    def text(self, piece: str) -> None:
+        """Append a piece of the answer."""
+        if not piece:
+            return
+        self._switch("text")
+        self.console.print(piece, end="", markup=False, highlight=False, soft_wrap=True)
+
+    def thinking(self, piece: str) -> None:
+        """Append a piece of the model's reasoning, dimmed."""
+        if not piece:
+            return
+        self._switch("thinking")
+        self.console.print(piece, end="", style="dim italic", markup=False, highlight=False, soft_wrap=True)
+
+    def tool_call(self, call: ToolCall) -> None:
+        """Show a tool call as a compact panel."""
+        self._switch(None)
+        self.console.print(tool_call_panel(call))
+
+    def tool_result(self, result: ToolResultMessage) -> None:
+        """Show a tool result (or error) as a compact panel."""
+        self._switch(None)
+        self.console.print(tool_result_panel(result))
+
+    def retract(self, reason: str) -> None:
+        """Say that the output shown since the last tool step is withdrawn."""
+        self._switch(None)
+        self.console.print(Text(f"[output above retracted: {reason}]", style="yellow"))
+
+    def notice(self, message: str, style: str = "dim") -> None:
+        """A line of commentary (steering accepted, aborting, …)."""
+        self._switch(None)
+        self.console.print(Text(message, style=style))
+
+    def end_line(self) -> None:
+        """Finish the current streamed line, if any."""
+        self._switch(None)
+
+    def usage(self, line: str) -> None:
+        """The usage line after a turn."""
+        self._switch(None)
+        self.console.print(Text(line, style="dim"))
+
+    def failed(self, message: str) -> None:
+        """A failed turn, in red."""
+        self._switch(None)
+        self.console.print(Text(f"error: {message}", style="bold red"))
+
+
+def _message_lines(console: Console, message: Messages) -> None:
+    if isinstance(message, UserMessage):
+        who = "you" if message.role == MessageRole.User else str(message.role)
+        console.print(Text.assemble((f"{who}> ", "bold green"), (_content_text(message.content), "")))
+    elif isinstance(message, AssistantMessage):
+        content = message.content
+        if isinstance(content, TextContent):
+            if content.content:
+                console.print(Text.assemble(("assistant> ", "bold blue"), (content.content, "")))
+        elif isinstance(content, ThinkingContent):
+            if content.thinking:
+                console.print(Text(content.thinking, style="dim italic"))
+        elif isinstance(content, ToolCall):
+            console.print(tool_call_panel(content))
+        else:
+            console.print(Text(f"[{type(content).__name__}]", style="dim"))
+        if message.error_detail:
+            console.print(Text(f"error: {message.error_detail}", style="red"))
+    elif isinstance(message, ToolResultMessage):
+        console.print(tool_result_panel(message))
+
+
+def render_records(console: Console, records: Iterable[Any]) -> int:
+    """Print a transcript of session records (``SessionRecord`` or bare ``Messages``).
+
+    Conversation messages are printed in order; ``Retracted`` records hide the messages they
+    name; ``Summary`` records print a usage line. Returns the number of messages printed.
+    """
+    items = list(records)
+    hidden: set[str] = set()
+    for rec in items:
+        if isinstance(rec, SessionRecord.Retracted):
+            hidden.update(rec.message_ids)
+    count = 0
+    for rec in items:
+        if isinstance(rec, Messages):
+            message: Messages | None = rec
+        elif isinstance(rec, SessionRecord.Conversation):
+            message = rec.message
+        else:
+            message = None
+        if message is not None:
+            if message.id in hidden:
+                continue
+            _message_lines(console, message)
+            count += 1
+        elif isinstance(rec, SessionRecord.Summary):
+            u = rec.usage
+            console.print(Text(format_usage(u.input, u.output, u.cost_usd or None), style="dim"))
+    return count
