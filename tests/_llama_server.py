@@ -144,9 +144,13 @@ def _log_tail(path: str, limit: int = 2000) -> str:
         return ""
 
 
+# Never route loopback traffic through an HTTP(S)_PROXY from the environment.
+_NO_PROXY_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 def _healthy(base_url: str) -> bool:
     try:
-        with urllib.request.urlopen(f"{base_url}/health", timeout=1.0) as resp:
+        with _NO_PROXY_OPENER.open(f"{base_url}/health", timeout=1.0) as resp:
             return bool(resp.status == 200)
     except (urllib.error.URLError, OSError):  # 503 while loading, refused before bind
         return False
