@@ -24,6 +24,7 @@ __all__ = ["ToolArgs"]
 T = TypeVar("T")
 _MISSING: Any = object()
 _BAD_FIELD = re.compile(r"at `\$\.?([^`]*)`")
+_EXPECTED_GOT = re.compile(r"Expected `([^`]+)`, got `([^`]+)`")
 
 
 def _describe(value: Any) -> builtins.str:
@@ -169,10 +170,11 @@ class ToolArgs:
             if missing:
                 name = f"{field}.{missing.group(1)}" if field else missing.group(1)
                 raise ToolArgumentError(name, "a value", "missing") from exc
-            expected = msg.split(" - at ")[0]
-            raise ToolArgumentError(
-                field or "$", expected.replace("Expected ", "").strip(), "a mismatch"
-            ) from exc
+            reason = msg.split(" - at ")[0]
+            typed = _EXPECTED_GOT.match(reason)
+            if typed:
+                raise ToolArgumentError(field or "$", typed.group(1), typed.group(2)) from exc
+            raise ToolArgumentError(field or "$", reason.replace("Expected ", "").strip(), "a mismatch") from exc
 
     def __repr__(self) -> builtins.str:
         return f"ToolArgs({self._args!r})"

@@ -77,7 +77,8 @@ class UsageReport(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """Token usage of one generation (seed 000, section 9). Units: tokens, cost in USD.
 
     Streaming backends report **cumulative** usage on each chunk: the last chunk's report is the
-    generation's usage. ``a + b`` adds two reports field by field (for totals across generations).
+    generation's usage. ``a + b`` adds two reports field by field (for totals across generations); an empty report
+    is the identity.
     """
 
     input: float = 0.0
@@ -96,6 +97,12 @@ class UsageReport(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     def __add__(self, other: UsageReport) -> UsageReport:
         if not isinstance(other, UsageReport):
             return NotImplemented
+        # An empty report (no tokens, no cost) is the identity, so ``sum(reports, UsageReport())``
+        # keeps an ``Actual`` cost status instead of degrading it to ``Estimated``.
+        if other == _EMPTY_REPORT:
+            return self
+        if self == _EMPTY_REPORT:
+            return other
         return UsageReport(
             input=self.input + other.input,
             output=self.output + other.output,
@@ -123,6 +130,9 @@ class UsageReport(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
             total_tokens=input + output + cache_read + cache_write,
             cost=cost if cost is not None else _NO_COST,
         )
+
+
+_EMPTY_REPORT = UsageReport()
 
 
 class TokenSnapshot(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
