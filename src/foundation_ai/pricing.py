@@ -73,7 +73,9 @@ def _per_mtok(value: Any) -> float | None:
         return None
 
 
-def model_prices(model: str, *, provider_id: str | None = None, api_url: str | None = None) -> ModelPrices | None:
+def model_prices(
+    model: str, *, provider_id: str | None = None, api_url: str | None = None
+) -> ModelPrices | None:
     """Base-tier USD-per-million-token prices of ``model``, or ``None`` when genai-prices does not
     know it. ``provider_id`` (``"openai"``, ``"anthropic"``, …) or ``api_url`` (a base URL such
     as ``https://openrouter.ai/api/v1``) narrows the provider; without them any provider listing
