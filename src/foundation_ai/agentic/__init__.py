@@ -1,0 +1,53 @@
+"""The agent layer (seed 000, sections 1, 5-7, 10-12): ``AgentSession`` runs multi-step turns
+with tools on any ``Model``, streams ``TurnEvent``s, persists ``SessionRecord``s and can be
+steered while it runs.
+
+    from foundation_ai.agentic import AgentSession, tool, ScriptedModel, say, call
+
+Modules: ``tools`` (``@tool``, class tools, MultiCommands, registry), ``dag`` (``depends_on``
+stages), ``session`` (builder, ``AgentSession``, ``Turn``, ``Answer``), ``loop`` (the turn loop),
+``events`` (``TurnStream``, ``TurnEvent``), ``steering``, ``ledger``, ``context`` (trimming),
+``stores`` (in-memory and SQLite), ``scripted`` (a deterministic ``Model``).
+"""
+
+from __future__ import annotations
+
+from ..types import ToolArgs
+from .events import TurnEvent, TurnOutcome, TurnStream, TurnSummary
+from .ledger import TokenBudget, TokenLedger
+from .scripted import Reply, ScriptedModel, call, fail, hook, overflow, pause, rate_limited, say, think
+from .session import AgentSession, AgentSessionBuilder, Answer, Turn
+from .stores import InMemorySessionStore, SessionStore, SqliteSessionStore
+from .tools import BaseTool, FunctionTool, MultiCommandTool, ToolRegistry, tool
+
+__all__ = [
+    "AgentSession",
+    "AgentSessionBuilder",
+    "Answer",
+    "BaseTool",
+    "FunctionTool",
+    "InMemorySessionStore",
+    "MultiCommandTool",
+    "Reply",
+    "ScriptedModel",
+    "SessionStore",
+    "SqliteSessionStore",
+    "TokenBudget",
+    "TokenLedger",
+    "ToolArgs",
+    "ToolRegistry",
+    "Turn",
+    "TurnEvent",
+    "TurnOutcome",
+    "TurnStream",
+    "TurnSummary",
+    "call",
+    "fail",
+    "hook",
+    "overflow",
+    "pause",
+    "rate_limited",
+    "say",
+    "think",
+    "tool",
+]

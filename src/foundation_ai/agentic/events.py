@@ -1,0 +1,298 @@
+"""What a streamed turn yields: ``TurnStream`` (raw ``Stream[SessionRecord, AgentProgress]``
+items) and ``TurnEvent`` (typed events), seed 000 section 10.
+
+Raw items: ``Stream.Init()``; ``Stream.Pending(AgentProgress)`` hints;
+``Stream.Next(SessionRecord.Conversation(message))`` for messages, where **every item sharing a
+message id is a snapshot of one output so far** (whatever the backend's chunk mode) and the
+last one is the merged message the session persists (unless a later ``Retracted`` names it);
+``Stream.Next(SessionRecord.Retracted(...))``; then ``Summary`` and, for a failed turn, a final
+``FailedAction``.
+
+``TurnStream.events()`` maps them to ``TurnEvent``: ``Text`` and ``Thinking`` carry only the new
+piece; ``ToolCall`` comes once, complete; ``ToolResult``; ``Retract``; ``Progress``; then exactly
+one terminal ``Failed`` or ``Done(TurnSummary)``. User messages (the prompt, steering) are not
+events.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, ClassVar
+
+import msgspec
+
+from ..errors import FoundationAIError
+from ..types import (
+    AgenticError,
+    AgentProgress,
+    AssistantMessage,
+    SessionRecord,
+    Stream,
+    TextContent,
+    ThinkingContent,
+    TokenSnapshot,
+    ToolCall,
+    ToolResultMessage,
+)
+
+__all__ = ["TurnEvent", "TurnOutcome", "TurnStream", "TurnSummary"]
+
+
+class TurnOutcome(enum.Enum):
+    """How a turn ended."""
+
+    Completed = "completed"
+    """An answer with no tool calls."""
+    Aborted = "aborted"
+    """``abort()`` was called; everything produced so far is kept."""
+    Failed = "failed"
+    """A provider error the loop could not recover from."""
+    BudgetExhausted = "budget_exhausted"
+    """The token or cost budget ran out."""
+    IterationLimit = "iteration_limit"
+    """The inner or outer iteration limit was reached."""
+
+
+class TurnSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """The end of a turn: messages persisted, cumulative usage (tokens, USD), model calls."""
+
+    outcome: TurnOutcome
+    message_count: int
+    """Messages persisted during the turn."""
+    usage: TokenSnapshot
+    """Cumulative usage of the turn (tokens; ``cost_usd`` in USD)."""
+    generations: int = 0
+    """Model calls made."""
+    error: AgenticError | None = None
+    """Why the turn did not complete, when it did not."""
+
+
+class TurnEvent(msgspec.Struct, frozen=True, tag_field="type"):
+    """A typed event of a streamed turn. Variants: ``Text(text, message_id)``,
+    ``Thinking(text, message_id)``, ``ToolCall(call, message_id)``, ``ToolResult(result)``,
+    ``Retract(message_ids, reason)``, ``Progress(progress)``, ``Failed(error, summary)``,
+    ``Done(summary)``."""
+
+    Text: ClassVar[type[_Text]]
+    Thinking: ClassVar[type[_Thinking]]
+    ToolCall: ClassVar[type[_ToolCall]]
+    ToolResult: ClassVar[type[_ToolResult]]
+    Retract: ClassVar[type[_Retract]]
+    Progress: ClassVar[type[_Progress]]
+    Failed: ClassVar[type[_Failed]]
+    Done: ClassVar[type[_Done]]
+
+
+class _Text(TurnEvent, tag="text", frozen=True):
+    text: str
+    """Only the new piece."""
+    message_id: str
+
+
+class _Thinking(TurnEvent, tag="thinking", frozen=True):
+    text: str
+    """Only the new piece."""
+    message_id: str
+
+
+class _ToolCall(TurnEvent, tag="tool_call", frozen=True):
+    call: ToolCall
+    message_id: str
+
+
+class _ToolResult(TurnEvent, tag="tool_result", frozen=True):
+    result: ToolResultMessage
+
+
+class _Retract(TurnEvent, tag="retract", frozen=True):
+    message_ids: list[str]
+    """The ids of streamed outputs to drop."""
+    reason: str
+
+
+class _Progress(TurnEvent, tag="progress", frozen=True):
+    progress: Any
+
+
+class _Failed(TurnEvent, tag="failed", frozen=True):
+    error: AgenticError
+    summary: TurnSummary
+
+
+class _Done(TurnEvent, tag="done", frozen=True):
+    summary: TurnSummary
+
+
+for _a, _c in (
+    ("Text", _Text),
+    ("Thinking", _Thinking),
+    ("ToolCall", _ToolCall),
+    ("ToolResult", _ToolResult),
+    ("Retract", _Retract),
+    ("Progress", _Progress),
+    ("Failed", _Failed),
+    ("Done", _Done),
+):
+    setattr(TurnEvent, _a, _c)
+    _c.__qualname__ = _c.__name__ = f"TurnEvent.{_a}"
+
+AgentItem = Stream[SessionRecord, AgentProgress]
+"""One raw item of a turn stream."""
+
+
+class EventMapper:
+    """Turns raw items into ``TurnEvent``s (stateful: remembers how much of each output was seen)."""
+
+    __slots__ = ("_seen", "_summary")
+
+    def __init__(self) -> None:
+        self._seen: dict[str, Any] = {}
+        self._summary: Any = None
+
+    def map(self, item: Any) -> list[TurnEvent]:
+        """The events for one raw item (often none)."""
+        if isinstance(item, Stream.Next):
+            rec = item.value
+            if isinstance(rec, SessionRecord.Conversation):
+                m = rec.message
+                if isinstance(m, AssistantMessage):
+                    return self._assistant(m)
+                if isinstance(m, ToolResultMessage):
+                    return [_ToolResult(m)]
+                return []
+            if isinstance(rec, SessionRecord.Retracted):
+                for mid in rec.message_ids:
+                    self._seen.pop(mid, None)
+                return [_Retract(list(rec.message_ids), rec.reason)]
+            if isinstance(rec, SessionRecord.Summary):
+                self._summary = rec
+                return []
+            if isinstance(rec, SessionRecord.FailedAction):
+                return []
+            return []
+        if isinstance(item, Stream.Pending):
+            return [_Progress(item.value)]
+        return []
+
+    def _assistant(self, m: AssistantMessage) -> list[TurnEvent]:
+        c = m.content
+        if isinstance(c, TextContent):
+            prev = self._seen.get(m.id, "")
+            self._seen[m.id] = c.content
+            piece = c.content[len(prev) :] if c.content.startswith(prev) else c.content
+            return [_Text(piece, m.id)] if piece else []
+        if isinstance(c, ThinkingContent):
+            prev = self._seen.get(m.id, "")
+            self._seen[m.id] = c.thinking
+            piece = c.thinking[len(prev) :] if c.thinking.startswith(prev) else c.thinking
+            return [_Thinking(piece, m.id)] if piece else []
+        if isinstance(c, ToolCall):
+            if m.id in self._seen:
+                return []
+            self._seen[m.id] = True
+            return [_ToolCall(c, m.id)]
+        return []
+
+
+class TurnStream:
+    """A streamed turn: iterate with ``for`` or ``async for`` over raw ``Stream`` items, or over
+    :meth:`events`. Single use. When the stream ends, :attr:`turn` holds the finished ``Turn``.
+
+    ``for`` runs the turn on the session's private event loop in the calling thread; inside a
+    running event loop use ``async for``.
+    """
+
+    def __init__(
+        self, agen: AsyncIterator[Any], driver: Callable[[Any], Any], finish: Callable[[], Any]
+    ) -> None:
+        self._agen = agen
+        self._driver = driver
+        self._finish = finish
+        self._started = False
+        self.turn: Any = None
+        """The ``Turn`` once the stream is exhausted."""
+
+    def _claim(self) -> None:
+        if self._started:
+            raise FoundationAIError("a TurnStream can be iterated only once")
+        self._started = True
+
+    async def _aiter(self) -> AsyncIterator[Any]:
+        self._claim()
+        agen = self._agen
+        try:
+            async for item in agen:
+                yield item
+        finally:
+            await agen.aclose()  # type: ignore[attr-defined]
+        self.turn = self._finish()
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._aiter()
+
+    def __iter__(self) -> Iterator[Any]:
+        self._claim()
+        agen = self._agen
+        nxt = agen.__anext__
+        drive = self._driver
+        try:
+            while True:
+                try:
+                    item = drive(nxt())
+                except StopAsyncIteration:
+                    break
+                yield item
+        finally:
+            drive(agen.aclose())  # type: ignore[attr-defined]
+        self.turn = self._finish()
+
+    def events(self) -> _Events:
+        """The typed events (``for`` or ``async for``); see the module docstring."""
+        return _Events(self)
+
+
+class _Events:
+    def __init__(self, stream: TurnStream) -> None:
+        self._stream = stream
+
+    @staticmethod
+    def _terminal(mapper: EventMapper, failed: Any) -> TurnEvent:
+        summary = mapper._summary
+        ts = _summary_of(summary)
+        if failed is not None:
+            return _Failed(failed.error, ts)
+        return _Done(ts)
+
+    def __iter__(self) -> Iterator[TurnEvent]:
+        mapper = EventMapper()
+        failed = None
+        for item in self._stream:
+            if isinstance(item, Stream.Next) and isinstance(item.value, SessionRecord.FailedAction):
+                failed = item.value
+            yield from mapper.map(item)
+        yield self._terminal_for(mapper, failed)
+
+    async def __aiter__(self) -> AsyncIterator[TurnEvent]:
+        mapper = EventMapper()
+        failed = None
+        async for item in self._stream:
+            if isinstance(item, Stream.Next) and isinstance(item.value, SessionRecord.FailedAction):
+                failed = item.value
+            for ev in mapper.map(item):
+                yield ev
+        yield self._terminal_for(mapper, failed)
+
+    def _terminal_for(self, mapper: EventMapper, failed: Any) -> TurnEvent:
+        turn = self._stream.turn
+        if turn is not None:
+            if turn.error is not None and turn.outcome is not TurnOutcome.Aborted:
+                return _Failed(turn.error, turn.summary)
+            return _Done(turn.summary)
+        return self._terminal(mapper, failed)
+
+
+def _summary_of(rec: Any) -> TurnSummary:
+    if rec is None:
+        return TurnSummary(outcome=TurnOutcome.Failed, message_count=0, usage=TokenSnapshot())
+    return TurnSummary(outcome=TurnOutcome.Completed, message_count=rec.message_count, usage=rec.usage)

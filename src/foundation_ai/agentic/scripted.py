@@ -1,0 +1,351 @@
+"""``ScriptedModel``: a deterministic ``Model`` for tests and benchmarks.
+
+It follows the ``Model`` contract of ``backends/base.py`` exactly: ``Stream.Init``, one stable
+message id per output, text/thinking split into chunks (``"snapshot"``: the whole text so far;
+``"delta"``: only the new piece), a tool call emitted once complete, the output's id repeated in
+a final chunk carrying the stop reason and usage, then ``Pending(Finished)``; a scripted error
+is an Assistant message with ``StopReason.Error`` and the text in ``error_detail`` followed by
+``Pending(ModelState.Error)``. Each generation plays the next reply of the script::
+
+    model = ScriptedModel([
+        [say("Let me add."), call("add", {"a": 1, "b": 2})],   # preamble + a tool call
+        say("3"),                                            # the answer
+    ], chunk_mode="delta")
+
+A reply is an output, a list of outputs, a :class:`Reply`, or a callable taking the
+``ModelInteraction`` and returning one of those. Outputs: :func:`say`, :func:`think`,
+:func:`call`, :func:`fail` (also :func:`overflow` and :func:`rate_limited`), :func:`pause`
+(sleep, seconds) and :func:`hook` (call a function when reached). ``interactions`` records
+every request. Once the script is exhausted each generation fails with "script exhausted".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any
+
+import msgspec
+
+from ..backends.base import ChunkMode, ModelDescriptor, ModelStream, _sync_iter, assemble
+from ..ids import new_call_id, new_scru128
+from ..types import (
+    ExecutionHint,
+    Messages,
+    ModelId,
+    ModelInteraction,
+    ModelParams,
+    ModelState,
+    StopReason,
+    Stream,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    UsageReport,
+)
+
+__all__ = [
+    "Reply",
+    "ScriptedModel",
+    "call",
+    "fail",
+    "hook",
+    "overflow",
+    "pause",
+    "rate_limited",
+    "say",
+    "think",
+]
+
+
+class Say(msgspec.Struct, frozen=True):
+    text: str
+
+
+class Think(msgspec.Struct, frozen=True):
+    text: str
+    signature: str | None = None
+
+
+class Call(msgspec.Struct, frozen=True):
+    call: ToolCall
+
+
+class Fail(msgspec.Struct, frozen=True):
+    detail: str
+
+
+class Pause(msgspec.Struct, frozen=True):
+    seconds: float
+
+
+class Hook(msgspec.Struct, frozen=True):
+    fn: Any
+
+
+Output = Say | Think | Call | Fail | Pause | Hook
+
+
+def say(text: str) -> Say:
+    """A text output."""
+    return Say(text)
+
+
+def think(text: str, signature: str | None = None) -> Think:
+    """A thinking output."""
+    return Think(text, signature)
+
+
+def call(
+    name: str,
+    arguments: dict[str, Any] | None = None,
+    *,
+    id: str | None = None,
+    depends_on: Sequence[str] = (),
+    hint: ExecutionHint = ExecutionHint.Unspecified,
+    raw_arguments: str | None = None,
+) -> Call:
+    """A tool call (``arguments`` ``None`` + ``raw_arguments`` = invalid/truncated JSON, case C06)."""
+    return Call(
+        ToolCall(
+            id=id or new_call_id(),
+            name=name,
+            arguments=arguments if arguments is not None or raw_arguments is not None else {},
+            depends_on=list(depends_on),
+            execution_hint=hint,
+            raw_arguments=raw_arguments,
+        )
+    )
+
+
+def fail(detail: str) -> Fail:
+    """A provider error with this text (after any outputs before it)."""
+    return Fail(detail)
+
+
+def overflow() -> Fail:
+    """An OpenAI-style context-overflow error."""
+    return Fail(
+        "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens."
+    )
+
+
+def rate_limited() -> Fail:
+    """An HTTP 429 rate-limit error."""
+    return Fail("HTTP 429 Too Many Requests: Rate limit reached for requests")
+
+
+def pause(seconds: float) -> Pause:
+    """Sleep this many seconds before the next output (cancellable)."""
+    return Pause(seconds)
+
+
+def hook(fn: Callable[[], Any]) -> Hook:
+    """Call ``fn()`` (sync or async) when the stream reaches this point."""
+    return Hook(fn)
+
+
+class Reply(msgspec.Struct):
+    """One scripted generation: outputs, final stop reason (default: ToolUse when there are
+    calls, else Stop) and usage (tokens; default: input 10 x messages, output 1 per word)."""
+
+    outputs: list[Any]
+    stop_reason: Any = None
+    usage: UsageReport | None = None
+
+
+ReplyLike = Any
+
+
+class ScriptedModel:
+    """A deterministic ``Model`` (see the module docstring).
+
+    Args:
+        script: the replies, one per generation, in order.
+        chunk_mode: ``"snapshot"`` or ``"delta"``.
+        chunk_words: words per text chunk (text is split on spaces; ``0``: one chunk).
+        chunk_delay: seconds to sleep before each chunk (``0``: none; a zero-latency model).
+        name: the model name (``descriptor.name``).
+        context_window: tokens, for ``descriptor``.
+        input_price, output_price: USD per million tokens, for cost in the ledger.
+    """
+
+    def __init__(
+        self,
+        script: Sequence[ReplyLike] = (),
+        *,
+        chunk_mode: ChunkMode = "snapshot",
+        chunk_words: int = 1,
+        chunk_delay: float = 0.0,
+        name: str = "scripted",
+        context_window: int | None = None,
+        input_price: float | None = None,
+        output_price: float | None = None,
+    ) -> None:
+        self.script: list[ReplyLike] = list(script)
+        self.chunk_mode: ChunkMode = chunk_mode
+        self.chunk_words = chunk_words
+        self.chunk_delay = chunk_delay
+        self.descriptor = ModelDescriptor(
+            name=name,
+            provider="scripted",
+            context_window=context_window,
+            input_price=input_price,
+            output_price=output_price,
+        )
+        self._model_id = ModelId.Name(name)
+        self.interactions: list[ModelInteraction] = []
+        self.params: list[ModelParams | None] = []
+        self._pos = 0
+
+    @property
+    def model_id(self) -> ModelId:
+        return self._model_id
+
+    def extend(self, *replies: ReplyLike) -> None:
+        """Append replies to the script."""
+        self.script.extend(replies)
+
+    @property
+    def remaining(self) -> int:
+        """Replies not yet played."""
+        return len(self.script) - self._pos
+
+    def _next_reply(self, interaction: ModelInteraction) -> Reply:
+        if self._pos >= len(self.script):
+            return Reply([Fail("script exhausted")])
+        r = self.script[self._pos]
+        self._pos += 1
+        if callable(r) and not isinstance(r, Reply):
+            r = r(interaction)
+        if isinstance(r, Reply):
+            return r
+        if isinstance(r, list | tuple):
+            return Reply(list(r))
+        if isinstance(r, str):
+            return Reply([Say(r)])
+        return Reply([r])
+
+    def _pieces(self, text: str) -> list[str]:
+        if self.chunk_words <= 0 or not text:
+            return [text]
+        words = text.split(" ")
+        n = self.chunk_words
+        out = [" ".join(words[i : i + n]) for i in range(0, len(words), n)]
+        return [p + " " if k < len(out) - 1 else p for k, p in enumerate(out)]
+
+    async def astream(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> AsyncIterator[ModelStream]:
+        """Play the next reply (see the module docstring)."""
+        self.interactions.append(interaction)
+        self.params.append(params)
+        reply = self._next_reply(interaction)
+        mid = self._model_id
+        delay = self.chunk_delay
+        snapshot = self.chunk_mode == "snapshot"
+        has_calls = any(isinstance(o, Call) for o in reply.outputs)
+        words = 0
+        usage_in = float(10 * len(interaction.messages))
+        yield Stream.Init()
+        last_id: str | None = None
+        last_content: Any = None
+        for out in reply.outputs:
+            if isinstance(out, Pause):
+                await asyncio.sleep(out.seconds)
+                continue
+            if isinstance(out, Hook):
+                res = out.fn()
+                if inspect.isawaitable(res):
+                    await res
+                continue
+            if isinstance(out, Fail):
+                yield Stream.Next(
+                    Messages.Assistant(
+                        model=mid,
+                        content=TextContent(""),
+                        stop_reason=StopReason.Error(),
+                        error_detail=out.detail,
+                        usage=UsageReport.of(usage_in, float(words)),
+                        provider="scripted",
+                    )
+                )
+                yield Stream.Pending(ModelState.Error(out.detail))
+                return
+            oid = new_scru128()
+            if isinstance(out, Call):
+                if delay:
+                    await asyncio.sleep(delay)
+                msg = Messages.Assistant(
+                    id=oid,
+                    model=mid,
+                    content=out.call,
+                    usage=UsageReport.of(usage_in, float(words)),
+                    provider="scripted",
+                )
+                last_id, last_content = oid, out.call
+                yield Stream.Next(msg)
+                continue
+            text = out.text
+            so_far = ""
+            for piece in self._pieces(text):
+                if delay:
+                    await asyncio.sleep(delay)
+                so_far += piece
+                words += 1 if piece.strip() else 0
+                shown = so_far if snapshot else piece
+                content: Any = (
+                    TextContent(shown) if isinstance(out, Say) else ThinkingContent(shown, out.signature)
+                )
+                yield Stream.Next(
+                    Messages.Assistant(
+                        id=oid,
+                        model=mid,
+                        content=content,
+                        usage=UsageReport.of(usage_in, float(words)),
+                        provider="scripted",
+                    )
+                )
+            last_id = oid
+            last_content = (
+                TextContent(text if snapshot else "")
+                if isinstance(out, Say)
+                else ThinkingContent(text if snapshot else "", out.signature)
+            )
+        usage = reply.usage or UsageReport.of(usage_in, float(max(words, 1)))
+        stop: Any = reply.stop_reason or (StopReason.ToolUse() if has_calls else StopReason.Stop())
+        if last_id is not None:
+            yield Stream.Next(
+                Messages.Assistant(
+                    id=last_id,
+                    model=mid,
+                    content=last_content,
+                    usage=usage,
+                    stop_reason=stop,
+                    provider="scripted",
+                )
+            )
+        else:  # an empty reply: one empty text output
+            yield Stream.Next(
+                Messages.Assistant(
+                    model=mid, content=TextContent(""), usage=usage, stop_reason=stop, provider="scripted"
+                )
+            )
+        yield Stream.Pending(ModelState.Finished())
+
+    def stream(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> Iterator[ModelStream]:
+        """Synchronous ``astream`` (on a private loop in a worker thread)."""
+        return _sync_iter(lambda: self.astream(interaction, params))
+
+    def generate(self, interaction: ModelInteraction, params: ModelParams | None = None) -> list[Messages]:
+        """``assemble`` of :meth:`stream`."""
+        return assemble(self.stream(interaction, params), self.chunk_mode)
+
+    async def agenerate(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> list[Messages]:
+        """``assemble`` of :meth:`astream`."""
+        return assemble([i async for i in self.astream(interaction, params)], self.chunk_mode)

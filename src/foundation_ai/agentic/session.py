@@ -1,0 +1,491 @@
+"""``AgentSession``: multi-step turns with tools, streaming events, steering and persistence
+(seed 000, sections 1, 5-7, 10-12).
+
+    agent = (
+        AgentSession.builder(model)              # any Model, or a ProviderRouter
+        .with_system_prompt("Be brief.")
+        .with_tools(add, search)
+        .with_store(SqliteSessionStore("chat.db"))
+        .build()
+    )
+    turn = agent.run_turn("What is 2 + 40?")     # Turn: records, outcome, text(), tool_calls(), usage()
+    answer = agent.ask("And 5 + 5?")             # Answer: text, turn
+    for event in agent.run_turn_stream("Hi").events(): ...
+    again = AgentSession.builder(model).with_store(store).resume(agent.session_id)
+
+Every blocking call has an async twin (``arun_turn``, ``aask``, ``arun_turn_stream``). Blocking
+calls run on the session's private event loop in the calling thread; called from inside a
+running event loop, ``run_turn``/``ask`` run in a worker thread instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import ConfigurationError, FoundationAIError
+from ..ids import new_scru128
+from ..types import (
+    AgenticError,
+    AssistantMessage,
+    Messages,
+    ModelParams,
+    SessionRecord,
+    StopReason,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UsageReport,
+)
+from .context import dangling_calls, interrupted_results
+from .events import TurnOutcome, TurnStream, TurnSummary
+from .ledger import TokenBudget, TokenLedger
+from .loop import CircuitBreaker, TurnState, run_turn_loop, summary_of
+from .steering import Steering
+from .stores import SessionStore, SqliteSessionStore, conversation_of
+from .tools import ToolRegistry
+
+__all__ = ["AgentSession", "AgentSessionBuilder", "Answer", "Turn"]
+
+
+class Turn:
+    """A finished turn.
+
+    Attributes:
+        records: what the turn produced, in order: ``Conversation`` (one per persisted message),
+            ``Retracted``, ``Summary`` and, for a failed turn, a last ``FailedAction``.
+        outcome: a :class:`TurnOutcome`.
+        error: why it did not complete (``None`` when completed).
+        summary: the :class:`TurnSummary`.
+    """
+
+    __slots__ = ("_usage", "error", "outcome", "records", "summary")
+
+    def __init__(self, state: TurnState, usage: UsageReport) -> None:
+        self.records: list[SessionRecord] = state.records
+        self.outcome: TurnOutcome = state.outcome
+        self.error: AgenticError | None = state.error
+        self._usage = usage
+        snap = next((r.usage for r in reversed(state.records) if isinstance(r, SessionRecord.Summary)), None)
+        from ..types import TokenSnapshot
+
+        self.summary: TurnSummary = summary_of(state, snap or TokenSnapshot.from_usage(usage))
+
+    @property
+    def stop_reason(self) -> StopReason:
+        """``Stop`` (completed), ``Aborted``, ``Error`` (failed) or ``Message(kind)`` (budget,
+        iteration limit)."""
+        if self.outcome is TurnOutcome.Completed:
+            return StopReason.STOP
+        if self.outcome is TurnOutcome.Aborted:
+            return StopReason.ABORTED
+        if self.outcome is TurnOutcome.Failed:
+            return StopReason.ERROR
+        return StopReason.Message(self.outcome.value)
+
+    @property
+    def ok(self) -> bool:
+        """True when the turn completed."""
+        return self.outcome is TurnOutcome.Completed
+
+    def messages(self) -> list[Messages]:
+        """The messages persisted by the turn, in order."""
+        return [r.message for r in self.records if isinstance(r, SessionRecord.Conversation)]
+
+    def text(self) -> str:
+        """The answer: the text outputs after the last tool result (joined)."""
+        out: list[str] = []
+        for m in self.messages():
+            if isinstance(m, ToolResultMessage):
+                out = []
+            elif isinstance(m, AssistantMessage) and isinstance(m.content, TextContent):
+                out.append(m.content.content)
+        return "".join(out)
+
+    def tool_calls(self) -> list[ToolCall]:
+        """Every tool call of the turn, in order."""
+        return [
+            m.content
+            for m in self.messages()
+            if isinstance(m, AssistantMessage) and isinstance(m.content, ToolCall)
+        ]
+
+    def tool_results(self) -> list[ToolResultMessage]:
+        """Every tool result of the turn, in order."""
+        return [m for m in self.messages() if isinstance(m, ToolResultMessage)]
+
+    def usage(self) -> UsageReport:
+        """Cumulative usage of the turn (tokens; cost in USD)."""
+        return self._usage
+
+    def __repr__(self) -> str:
+        return (
+            f"Turn(outcome={self.outcome.name}, messages={len(self.messages())}, text={self.text()[:40]!r})"
+        )
+
+
+class Answer:
+    """The result of :meth:`AgentSession.ask`: ``text`` plus the ``turn`` behind it."""
+
+    __slots__ = ("text", "turn")
+
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
+        self.text = turn.text()
+
+    @property
+    def usage(self) -> UsageReport:
+        """The turn's usage."""
+        return self.turn.usage()
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Answer({self.text!r})"
+
+
+def _is_model(obj: Any) -> bool:
+    return hasattr(obj, "astream") and hasattr(obj, "descriptor")
+
+
+def _resolve_model(obj: Any, model_id: Any = None) -> Any:
+    """A Model, or a router resolved to one (``ProviderRouter``: ``resolve(model_id)`` / ``route``)."""
+    if _is_model(obj):
+        return obj
+    for meth in ("resolve", "route", "model", "get"):
+        fn = getattr(obj, meth, None)
+        if callable(fn):
+            try:
+                m = fn(model_id) if model_id is not None else fn()
+            except TypeError:
+                continue
+            if _is_model(m):
+                return m
+    raise ConfigurationError(f"not a Model (no astream/descriptor) and not a usable router: {obj!r}")
+
+
+class AgentSessionBuilder:
+    """Configures an :class:`AgentSession`; every ``with_*`` returns the builder."""
+
+    def __init__(self, model_or_router: Any) -> None:
+        self._model = model_or_router
+        self._model_id: Any = None
+        self._system: str | None = None
+        self._soul: str | None = None
+        self._tools: list[Any] = []
+        self._params: ModelParams | None = None
+        self._inner = 25
+        self._outer = 10
+        self._fallbacks: list[Any] = []
+        self._budget: TokenBudget | None = None
+        self._store: SessionStore | None = None
+        self._tool_timeout: float | None = None
+        self._tool_choice: Any = None
+        self._chat_template: str | None = None
+        self._cooldown = 30.0
+
+    def with_model_id(self, model_id: Any) -> AgentSessionBuilder:
+        """For a router: the ``ModelId`` (or name) to route to."""
+        self._model_id = model_id
+        return self
+
+    def with_system_prompt(self, prompt: str) -> AgentSessionBuilder:
+        """Instructions, sent as ``ModelInteraction.system_prompt`` (never as a message)."""
+        self._system = prompt
+        return self
+
+    def with_soul(self, soul: str) -> AgentSessionBuilder:
+        """A persona text, appended to the system prompt by the backend."""
+        self._soul = soul
+        return self
+
+    def with_tools(self, *tools: Any) -> AgentSessionBuilder:
+        """Add tools: ``@tool`` functions, plain typed functions, class tools, MultiCommandTools
+        (iterables of them are flattened)."""
+        for t in tools:
+            if isinstance(t, list | tuple):
+                self._tools.extend(t)
+            else:
+                self._tools.append(t)
+        return self
+
+    def with_params(self, params: ModelParams) -> AgentSessionBuilder:
+        """Sampling parameters for every generation."""
+        self._params = params
+        return self
+
+    def with_max_iterations(self, inner: int = 25, outer: int = 10) -> AgentSessionBuilder:
+        """``inner``: model calls per round; ``outer``: follow-up rounds per turn."""
+        if inner < 1 or outer < 1:
+            raise ConfigurationError("iteration limits must be at least 1")
+        self._inner, self._outer = inner, outer
+        return self
+
+    def with_fallback_models(self, *models: Any, cooldown: float = 30.0) -> AgentSessionBuilder:
+        """Models to use, in order, while the primary is rate limited (``cooldown`` seconds per
+        tripped circuit breaker)."""
+        self._fallbacks.extend(models)
+        self._cooldown = cooldown
+        return self
+
+    def with_token_budget(
+        self, max_tokens: float | None = None, *, max_cost_usd: float | None = None
+    ) -> AgentSessionBuilder:
+        """Stop with ``BudgetExhausted`` once the session used this many tokens or USD."""
+        self._budget = TokenBudget(max_tokens=max_tokens, max_cost_usd=max_cost_usd)
+        return self
+
+    def with_store(self, store: SessionStore) -> AgentSessionBuilder:
+        """Where records are persisted (default: ``SqliteSessionStore()`` in the user data dir)."""
+        self._store = store
+        return self
+
+    def with_tool_timeout(self, seconds: float | None) -> AgentSessionBuilder:
+        """Default per-call timeout for tools that set none."""
+        self._tool_timeout = seconds
+        return self
+
+    def with_tool_choice(self, choice: Any) -> AgentSessionBuilder:
+        """``ToolChoice`` for the first generation of every turn (later ones use the default)."""
+        self._tool_choice = choice
+        return self
+
+    def with_chat_template(self, template: str) -> AgentSessionBuilder:
+        """Local backends: a chat template overriding the model's own."""
+        self._chat_template = template
+        return self
+
+    def build(self, session_id: str | None = None) -> AgentSession:
+        """A new session (fresh id unless given).
+
+        Raises:
+            ConfigurationError: a model or tool is unusable.
+        """
+        store = self._store if self._store is not None else SqliteSessionStore()
+        models = [_resolve_model(self._model, self._model_id)] + [
+            _resolve_model(m, self._model_id) for m in self._fallbacks
+        ]
+        return AgentSession(
+            models=models,
+            system_prompt=self._system,
+            soul=self._soul,
+            registry=ToolRegistry(self._tools, default_timeout=self._tool_timeout),
+            params=self._params,
+            max_inner=self._inner,
+            max_outer=self._outer,
+            budget=self._budget,
+            store=store,
+            session_id=session_id or new_scru128(),
+            tool_choice=self._tool_choice,
+            chat_template=self._chat_template,
+            breaker=CircuitBreaker(self._cooldown),
+        )
+
+    def resume(self, session_id: str) -> AgentSession:
+        """Rebuild a stored session: its conversation exactly as persisted (retracted outputs
+        left out; tool calls left without a result by a crash get an "interrupted" result).
+
+        Raises:
+            FoundationAIError: the store has no such session.
+        """
+        session = self.build(session_id)
+        records = session.store.load(session_id)
+        if not records:
+            raise FoundationAIError(f"no stored session {session_id!r}")
+        session.messages = conversation_of(records)
+        open_calls = dangling_calls(session.messages)
+        if open_calls:
+            fix = interrupted_results(open_calls, "the process stopped")
+            session.messages.extend(fix)
+            session.store.append(session_id, [SessionRecord.Conversation(message=m) for m in fix])
+        return session
+
+
+class AgentSession:
+    """A conversation with a model and tools; see the module docstring. Build with
+    :meth:`builder`."""
+
+    def __init__(
+        self,
+        *,
+        models: Sequence[Any],
+        system_prompt: str | None,
+        soul: str | None,
+        registry: ToolRegistry,
+        params: ModelParams | None,
+        max_inner: int,
+        max_outer: int,
+        budget: TokenBudget | None,
+        store: SessionStore,
+        session_id: str,
+        tool_choice: Any = None,
+        chat_template: str | None = None,
+        breaker: CircuitBreaker | None = None,
+    ) -> None:
+        self.models = list(models)
+        self.system_prompt = system_prompt
+        self.soul = soul
+        self.registry = registry
+        self.params = params
+        self.max_inner = max_inner
+        self.max_outer = max_outer
+        self.ledger = TokenLedger(budget)
+        self.store = store
+        self.session_id = session_id
+        self.tool_choice = tool_choice
+        self.chat_template = chat_template
+        self.breaker = breaker or CircuitBreaker()
+        self.steering = Steering()
+        self.messages: list[Messages] = []
+        """The conversation, oldest first (what ``resume`` rebuilds)."""
+        self.context_start = 0
+        """Index of the first message sent to the model (moves forward on context overflow)."""
+        self._busy = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @staticmethod
+    def builder(model_or_router: Any) -> AgentSessionBuilder:
+        """Start configuring a session on a ``Model`` (or a ``ProviderRouter``)."""
+        return AgentSessionBuilder(model_or_router)
+
+    @property
+    def model(self) -> Any:
+        """The primary model."""
+        return self.models[0]
+
+    # -- history ---------------------------------------------------------------------------------
+
+    def history(self) -> list[SessionRecord]:
+        """The session's persisted records, from the store."""
+        return self.store.load(self.session_id)
+
+    # -- steering --------------------------------------------------------------------------------
+
+    def steer(self, message: str | Messages) -> None:
+        """Interrupt the running turn at the next safe point and continue with ``message``
+        (any thread or task)."""
+        self.steering.steer(message)
+
+    def follow_up(self, message: str | Messages) -> None:
+        """Queue ``message`` for after the current answer (any thread or task)."""
+        self.steering.follow_up(message)
+
+    def abort(self) -> None:
+        """End the running turn as ``Aborted`` at the next safe point, keeping its output."""
+        self.steering.abort()
+
+    # -- turns -----------------------------------------------------------------------------------
+
+    def _start(
+        self, prompt: str | Messages | Sequence[str | Messages], tool_choice: Any
+    ) -> tuple[Any, TurnState, Any]:
+        if not self._busy.acquire(blocking=False):
+            raise FoundationAIError("a turn is already running on this session")
+        prompts = [prompt] if isinstance(prompt, str | Messages) else list(prompt)
+        state = TurnState()
+        tc = tool_choice if tool_choice is not None else self.tool_choice
+        agen = self._guarded(run_turn_loop(self, [Messages.coerce(p) for p in prompts], state, tc))
+
+        def finish() -> Turn:
+            return Turn(state, self.ledger.turn)
+
+        return agen, state, finish
+
+    async def _guarded(self, agen: Any) -> Any:
+        try:
+            async for item in agen:
+                yield item
+        finally:
+            await agen.aclose()
+            self._busy.release()
+
+    def run_turn_stream(
+        self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
+    ) -> TurnStream:
+        """Start a turn and stream it (``for`` or ``async for``; ``.events()`` for TurnEvents).
+
+        ``tool_choice`` applies to the turn's first generation only.
+
+        Raises:
+            FoundationAIError: a turn is already running.
+        """
+        agen, _state, finish = self._start(prompt, tool_choice)
+        return TurnStream(agen, self._drive, finish)
+
+    def arun_turn_stream(
+        self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
+    ) -> TurnStream:
+        """The same as :meth:`run_turn_stream` (the stream supports ``async for``)."""
+        return self.run_turn_stream(prompt, tool_choice=tool_choice)
+
+    async def arun_turn(
+        self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
+    ) -> Turn:
+        """Run a turn to its end; see :class:`Turn`."""
+        agen, _state, finish = self._start(prompt, tool_choice)
+        try:
+            async for _ in agen:
+                pass
+        finally:
+            await agen.aclose()
+        turn: Turn = finish()
+        return turn
+
+    def run_turn(self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None) -> Turn:
+        """Blocking :meth:`arun_turn`."""
+        return self._run_sync(lambda: self.arun_turn(prompt, tool_choice=tool_choice))  # type: ignore[no-any-return]
+
+    async def aask(self, prompt: str | Messages, *, tool_choice: Any = None) -> Answer:
+        """Run a turn and return its answer text."""
+        return Answer(await self.arun_turn(prompt, tool_choice=tool_choice))
+
+    def ask(self, prompt: str | Messages, *, tool_choice: Any = None) -> Answer:
+        """Blocking :meth:`aask`."""
+        return Answer(self.run_turn(prompt, tool_choice=tool_choice))
+
+    # -- sync plumbing ---------------------------------------------------------------------------
+
+    def _own_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+    def _drive(self, awaitable: Any) -> Any:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._own_loop().run_until_complete(awaitable)
+        raise FoundationAIError("iterate a TurnStream with `async for` inside a running event loop")
+
+    def _run_sync(self, make: Any) -> Any:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._own_loop().run_until_complete(make())
+        box: list[Any] = []
+
+        def work() -> None:
+            try:
+                box.append((True, asyncio.run(make())))
+            except BaseException as exc:
+                box.append((False, exc))
+
+        t = threading.Thread(target=work, name="foundation-ai-turn")
+        t.start()
+        t.join()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+    def close(self) -> None:
+        """Release the private event loop and the store."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.close()
+        self.store.close()
+
+    def __repr__(self) -> str:
+        return f"AgentSession(id={self.session_id!r}, model={self.model.descriptor.name!r}, messages={len(self.messages)})"

@@ -1,0 +1,139 @@
+"""Steering a running turn from another thread or task (seed 000, section 12: ``Steering``).
+
+- ``steer(msg)``: interrupt generation or tool execution at the next safe point and continue the
+  turn with ``msg`` added to the conversation.
+- ``follow_up(msg)``: queue ``msg``; it is sent once the current answer is complete (the turn
+  then goes on: an outer iteration).
+- ``abort()``: end the turn with ``StopReason.Aborted`` and a Summary, keeping what was produced.
+
+How the interrupt works: the loop marks the few awaits where it may be interrupted (waiting for
+the next model chunk, waiting for a tool stage) by publishing the waiting task. ``steer`` and
+``abort`` schedule, thread-safely on the turn's event loop, a callback that cancels that task
+with a private marker; the loop catches the cancellation there, ``uncancel()``s the task and
+handles the interrupt. When the loop is elsewhere (e.g. the consumer is handling an item) the
+request waits in the queue and is seen at the next check, which happens before every await.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+from typing import Any
+
+from ..types import Messages
+
+__all__ = ["STEER_MARKER", "Steering"]
+
+STEER_MARKER = "foundation-ai:steering-interrupt"
+"""The cancellation message used for steering interrupts."""
+
+
+class Steering:
+    """The steering queues of one session (thread-safe)."""
+
+    __slots__ = ("_aborted", "_follow", "_interrupts", "_lock", "_loop", "_steer", "_waiting")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._steer: collections.deque[Messages] = collections.deque()
+        self._follow: collections.deque[Messages] = collections.deque()
+        self._aborted = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiting: asyncio.Task[Any] | None = None
+        self._interrupts = 0
+
+    # -- called by users, from any thread -------------------------------------------------------
+
+    def steer(self, message: str | Messages) -> None:
+        """Interrupt at the next safe point and continue with ``message``."""
+        with self._lock:
+            self._steer.append(Messages.coerce(message))
+        self._poke()
+
+    def follow_up(self, message: str | Messages) -> None:
+        """Queue ``message`` for after the current answer."""
+        with self._lock:
+            self._follow.append(Messages.coerce(message))
+
+    def abort(self) -> None:
+        """End the turn as ``Aborted`` at the next safe point."""
+        with self._lock:
+            self._aborted = True
+        self._poke()
+
+    # -- used by the loop -----------------------------------------------------------------------
+
+    def bind(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Attach to the event loop running the turn (``None`` when the turn ends)."""
+        self._loop = loop
+        self._waiting = None
+
+    @property
+    def wanted(self) -> bool:
+        """True when a steer or an abort is pending."""
+        return self._aborted or bool(self._steer)
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    def clear_abort(self) -> None:
+        with self._lock:
+            self._aborted = False
+
+    def take_steers(self) -> list[Messages]:
+        """Pop every pending steering message."""
+        with self._lock:
+            out = list(self._steer)
+            self._steer.clear()
+        return out
+
+    def take_follow_ups(self) -> list[Messages]:
+        """Pop every queued follow-up."""
+        with self._lock:
+            out = list(self._follow)
+            self._follow.clear()
+        return out
+
+    def wait_here(self, task: asyncio.Task[Any] | None) -> None:
+        """Publish (or with ``None`` withdraw) the task now awaiting at an interruptible point."""
+        self._waiting = task
+
+    def is_interrupt(self, exc: BaseException) -> bool:
+        """True when ``exc`` is our own steering cancellation (then the task was uncancelled)."""
+        if not isinstance(exc, asyncio.CancelledError) or self._interrupts == 0:
+            return False
+        if not (exc.args and exc.args[0] == STEER_MARKER):
+            return False
+        self._interrupts -= 1
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        return True
+
+    def _poke(self) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._interrupt()
+        else:
+            try:
+                loop.call_soon_threadsafe(self._interrupt)
+            except RuntimeError:
+                pass
+
+    def _interrupt(self) -> None:
+        task = self._waiting
+        if task is None or task.done() or not self.wanted:
+            return
+        if task is asyncio.current_task():
+            return  # called from inside the awaiting code itself: it checks the flag later
+        self._waiting = None
+        self._interrupts += 1
+        task.cancel(STEER_MARKER)
