@@ -1,0 +1,368 @@
+"""``ModelInteraction`` + ``ModelParams`` -> an Anthropic Messages API request body.
+
+Pure functions, no I/O. Sources: Anthropic Messages API reference (request shape, content
+blocks, ``tool_choice``, extended thinking, prompt caching) and wire-notes section 4; the cases
+C19-C23, C26, C38 and C40 of ``cases/wire-cases.md``.
+
+Rules applied here:
+
+- ``system`` is top-level: ``system_prompt`` and ``soul`` joined by a blank line, plus the JSON
+  instruction of ``output_format`` (Anthropic has no JSON mode here: the answer is checked after
+  the stream, see :func:`check_output_format`).
+- ``max_tokens`` is always sent (the API requires it).
+- Adjacent messages of one wire role are merged into ONE wire message with several blocks; in a
+  user message ``tool_result`` blocks come first, in the order of the calls they answer.
+- Every ``tool_use`` is followed, in the next user message, by exactly its ``tool_result``
+  (C40): a missing result becomes an ``is_error`` result saying so; a result whose call is not in
+  the preceding assistant message becomes plain text (the API rejects orphan results).
+- Thinking (``thinking`` + ``signature``, ``redacted_thinking`` + ``data``) is replayed
+  byte-exact and in order, only when the message came from Anthropic (signatures are only valid
+  for their issuer, C21); a thinking block with empty text and a signature is kept (C23); one
+  without a signature cannot be replayed and is dropped. Text and tool calls of any provider
+  are kept.
+- User messages with role System / Agent / Tool / custom keep their meaning: Anthropic has only
+  ``user`` and ``assistant`` roles, so their text is wrapped in a tag naming the role
+  (``<system_instruction>``, ``<agent_message>``, ``<tool_context>``, ``<message from="...">``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..types import (
+    AssistantMessage,
+    CacheRetention,
+    ImageContent,
+    MessageRole,
+    Messages,
+    ModelInteraction,
+    ModelParams,
+    ModelProviders,
+    OutputFormat,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ThinkingLevel,
+    ToolCall,
+    ToolChoice,
+    ToolResultMessage,
+    UserMessage,
+)
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "THINKING_BUDGETS",
+    "build_request",
+    "check_output_format",
+    "json_instruction",
+    "role_text",
+    "wire_messages",
+]
+
+ANTHROPIC_VERSION = "2023-06-01"
+"""The ``anthropic-version`` header value sent by default."""
+
+THINKING_BUDGETS: dict[ThinkingLevel, int] = {
+    ThinkingLevel.Minimal: 1024,
+    ThinkingLevel.Low: 2048,
+    ThinkingLevel.Medium: 8192,
+    ThinkingLevel.High: 24576,
+}
+"""``budget_tokens`` (tokens) for a ``thinking_level`` when no ``thinking_budget`` is given."""
+
+_MIN_THINKING_BUDGET = 1024  # Anthropic: budget_tokens >= 1024
+_DEFAULT_TOP_P = ModelParams().top_p
+_DEFAULT_TOP_K = ModelParams().top_k
+
+_ROLE_TAGS = {
+    MessageRole.System: "system_instruction",
+    MessageRole.Agent: "agent_message",
+    MessageRole.Tool: "tool_context",
+}
+
+
+def role_text(role: str, text: str) -> str:
+    """The text of a user-side message as sent under the provider's ``user`` role.
+
+    ``user`` text is unchanged; System / Agent / Tool roles are wrapped in
+    ``<system_instruction>``, ``<agent_message>`` and ``<tool_context>`` tags, a custom role in
+    ``<message from="role">``, so the model still sees who speaks (issue 3, "roles keep their
+    meaning").
+    """
+    if role == MessageRole.User:
+        return text
+    tag = _ROLE_TAGS.get(role)
+    if tag is not None:
+        return f"<{tag}>\n{text}\n</{tag}>"
+    return f'<message from="{role}">\n{text}\n</message>'
+
+
+def _image_block(img: ImageContent) -> dict[str, Any]:
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": img.mime_type.value, "data": img.b64},
+    }
+
+
+def _user_blocks(msg: UserMessage) -> list[dict[str, Any]]:
+    c = msg.content
+    if isinstance(c, ImageContent):
+        if msg.role == MessageRole.User:
+            return [_image_block(c)]
+        return [{"type": "text", "text": role_text(msg.role, "(image follows)")}, _image_block(c)]
+    if not c.content:
+        return []
+    return [{"type": "text", "text": role_text(msg.role, c.content)}]
+
+
+def _result_block(msg: ToolResultMessage) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": msg.tool_call_id}
+    c = msg.content
+    if isinstance(c, ImageContent):
+        block["content"] = [_image_block(c)]  # C38: the image stays inside the tool_result
+    else:
+        text = c.content or (msg.error_detail or "")
+        if text:
+            block["content"] = [{"type": "text", "text": text}]
+    if msg.error_detail is not None:
+        block["is_error"] = True
+    return block
+
+
+def _assistant_blocks(msg: AssistantMessage) -> list[dict[str, Any]]:
+    if isinstance(msg.stop_reason, StopReason.Error):
+        return []  # an error report is not something the model said
+    c = msg.content
+    if isinstance(c, TextContent):
+        return [{"type": "text", "text": c.content}] if c.content else []
+    if isinstance(c, ToolCall):
+        block: dict[str, Any] = {
+            "type": "tool_use",
+            "id": c.id,
+            "name": c.name,
+            "input": c.arguments if c.arguments is not None else {},
+        }
+        if c.signature is not None and msg.provider == ModelProviders.Anthropic:
+            block["signature"] = c.signature  # C26: echoed to the provider that issued it
+        return [block]
+    if isinstance(c, ThinkingContent):
+        if msg.provider != ModelProviders.Anthropic or c.signature is None:
+            return []  # C21: another provider's signature is not valid here
+        if c.redacted:
+            return [{"type": "redacted_thinking", "data": c.signature}]
+        return [{"type": "thinking", "thinking": c.thinking, "signature": c.signature}]
+    return []  # images and embeddings cannot be sent back as assistant content
+
+
+def _orphan_text(block: dict[str, Any]) -> list[dict[str, Any]]:
+    head = (
+        f"[result of tool call {block['tool_use_id']}" + (" (error)" if block.get("is_error") else "") + "]"
+    )
+    out: list[dict[str, Any]] = [{"type": "text", "text": head}]
+    for part in block.get("content", []):
+        out.append(part)
+    return out
+
+
+def _pair_tool_results(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Make every tool_use be followed by exactly its tool_result (C40); see the module doc."""
+    out: list[dict[str, Any]] = []
+    expected: list[str] = []
+    for msg in wire:
+        if msg["role"] == "assistant":
+            if expected:  # an assistant turn right after unanswered calls
+                out.append({"role": "user", "content": _missing_results(expected, {})})
+            out.append(msg)
+            expected = [b["id"] for b in msg["content"] if b["type"] == "tool_use"]
+            continue
+        results: dict[str, dict[str, Any]] = {}
+        rest: list[dict[str, Any]] = []
+        for b in msg["content"]:
+            if (
+                b["type"] == "tool_result"
+                and b["tool_use_id"] in expected
+                and b["tool_use_id"] not in results
+            ):
+                results[b["tool_use_id"]] = b
+            elif b["type"] == "tool_result":
+                rest.extend(_orphan_text(b))
+            else:
+                rest.append(b)
+        blocks = _missing_results(expected, results) + rest
+        out.append({"role": "user", "content": blocks})
+        expected = []
+    if expected:
+        out.append({"role": "user", "content": _missing_results(expected, {})})
+    return out
+
+
+def _missing_results(expected: list[str], found: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        found.get(cid)
+        or {
+            "type": "tool_result",
+            "tool_use_id": cid,
+            "content": [{"type": "text", "text": "No result: the tool call was not run."}],
+            "is_error": True,
+        }
+        for cid in expected
+    ]
+
+
+def wire_messages(messages: list[Messages] | list[Any]) -> list[dict[str, Any]]:
+    """The ``messages`` array for ``messages`` (oldest first).
+
+    Returns a list of ``{"role": "user" | "assistant", "content": [block, ...]}`` with adjacent
+    same-role messages merged and tool results paired with their calls (see the module doc).
+    """
+    wire: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            role, blocks = "assistant", _assistant_blocks(m)
+        elif isinstance(m, ToolResultMessage):
+            role, blocks = "user", [_result_block(m)]
+        elif isinstance(m, UserMessage):
+            role, blocks = "user", _user_blocks(m)
+        else:
+            continue
+        if not blocks:
+            continue
+        if wire and wire[-1]["role"] == role:
+            wire[-1]["content"].extend(blocks)
+        else:
+            wire.append({"role": role, "content": blocks})
+    return _pair_tool_results(wire)
+
+
+def json_instruction(fmt: Any) -> str | None:
+    """The system instruction for a JSON ``output_format``, or ``None`` for text."""
+    if isinstance(fmt, OutputFormat.JsonObject):
+        return "Answer with one JSON object and nothing else: no prose, no code fences."
+    if isinstance(fmt, OutputFormat.JsonSchema):
+        schema = msgspec.json.encode(fmt.schema).decode()
+        return (
+            f"Answer with one JSON object named {fmt.name!r} that matches this JSON Schema, "
+            f"and nothing else: no prose, no code fences.\n{schema}"
+        )
+    return None
+
+
+def check_output_format(text: str, fmt: Any) -> str | None:
+    """Check an answer against a JSON ``output_format``; ``None`` when it conforms (or the
+    format is text), else a short reason. Surrounding whitespace and a Markdown code fence are
+    tolerated. Uses the project's JSON Schema validator (jsonschema-rs)."""
+    if not isinstance(fmt, OutputFormat.JsonObject | OutputFormat.JsonSchema):
+        return None
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.split("\n", 1)[1] if "\n" in body else ""
+        body = body.rsplit("```", 1)[0].strip()
+    try:
+        value = msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        return f"the answer is not valid JSON ({exc})"
+    if not isinstance(value, dict):
+        return "the answer is JSON but not an object"
+    if isinstance(fmt, OutputFormat.JsonSchema):
+        from ..schema import compile_schema, violations_of
+
+        found = violations_of(compile_schema(fmt.schema), value)
+        if found:
+            return "the answer does not match the JSON Schema: " + "; ".join(str(v) for v in found)
+    return None
+
+
+def _cache_control(retention: CacheRetention | None) -> dict[str, str] | None:
+    if retention is None or retention is CacheRetention.None_:
+        return None
+    if retention is CacheRetention.Long:
+        return {"type": "ephemeral", "ttl": "1h"}
+    return {"type": "ephemeral"}
+
+
+def _tool_choice(choice: Any) -> dict[str, Any] | None:
+    if choice is None:
+        return None
+    if isinstance(choice, ToolChoice.Auto):
+        return {"type": "auto"}
+    if isinstance(choice, ToolChoice.Required):
+        return {"type": "any"}
+    if isinstance(choice, ToolChoice.Function):
+        return {"type": "tool", "name": choice.name}
+    return {"type": "none"}
+
+
+def build_request(
+    interaction: ModelInteraction, params: ModelParams, model: str, *, stream: bool
+) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/messages``.
+
+    ``ModelParams`` mapping: ``max_tokens`` (always), ``temperature``, ``top_p`` and ``top_k``
+    (the last two only when changed from the seed's defaults 0.9 / 40: recent Claude models
+    reject ``temperature`` and ``top_p`` together), ``stop_tokens`` -> ``stop_sequences``,
+    ``thinking_budget`` / ``thinking_level`` -> ``thinking: {type: enabled, budget_tokens}``
+    (at least 1024; ``max_tokens`` is raised to budget + ``max_tokens`` when not above the
+    budget; with thinking on, ``temperature`` and ``top_k`` are not sent and ``top_p`` only when
+    >= 0.95, as the API requires), ``cache_retention`` -> ``cache_control`` on the system block
+    and on the last block of the last message, ``output_format`` -> a system instruction.
+    ``seed``, penalties, ``logit_bias`` and ``repeat_penalty`` are not supported and ignored.
+    """
+    body: dict[str, Any] = {"model": model}
+    max_tokens = params.max_tokens
+    budget: int | None = None
+    if params.thinking_budget is not None and params.thinking_level is not ThinkingLevel.Off:
+        budget = max(_MIN_THINKING_BUDGET, params.thinking_budget)
+    elif params.thinking_level is not None and params.thinking_level is not ThinkingLevel.Off:
+        budget = THINKING_BUDGETS[params.thinking_level]
+    if budget is not None and max_tokens <= budget:
+        max_tokens = budget + params.max_tokens
+    body["max_tokens"] = max_tokens
+
+    cache = _cache_control(params.cache_retention)
+    system_parts = [
+        p for p in (interaction.full_system_prompt(), json_instruction(params.output_format)) if p
+    ]
+    if system_parts:
+        system_text = "\n\n".join(system_parts)
+        if cache is not None:
+            body["system"] = [{"type": "text", "text": system_text, "cache_control": cache}]
+        else:
+            body["system"] = system_text
+
+    messages = wire_messages(interaction.messages)
+    if cache is not None and messages:
+        last = messages[-1]["content"]
+        if last and last[-1]["type"] in ("text", "image", "tool_result", "tool_use"):
+            last[-1] = {**last[-1], "cache_control": cache}
+    body["messages"] = messages
+
+    functions = interaction.tools_shed.functions()
+    if functions:
+        tools: list[dict[str, Any]] = []
+        for f in functions:
+            t: dict[str, Any] = {"name": f.name}
+            if f.description:
+                t["description"] = f.description
+            t["input_schema"] = f.parameters
+            tools.append(t)
+        body["tools"] = tools
+        choice = _tool_choice(interaction.tool_choice)
+        if choice is not None:
+            body["tool_choice"] = choice
+
+    if budget is not None:
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        if params.top_p != _DEFAULT_TOP_P and params.top_p >= 0.95:
+            body["top_p"] = params.top_p
+    else:
+        body["temperature"] = params.temperature
+        if params.top_p != _DEFAULT_TOP_P:
+            body["top_p"] = params.top_p
+        if params.top_k != _DEFAULT_TOP_K:
+            body["top_k"] = int(params.top_k)
+    if params.stop_tokens:
+        body["stop_sequences"] = list(params.stop_tokens)
+    body["stream"] = stream
+    return body

@@ -1,0 +1,394 @@
+"""Anthropic Messages stream events (and whole responses) -> ``Stream[Messages, ModelState]``.
+
+Pure, no I/O: :class:`AnthropicStreamParser` is fed decoded SSE ``data`` objects one at a time
+and returns the stream items they produce, following the Model contract of ``backends/base.py``
+in snapshot mode. Sources: Anthropic "Streaming messages" docs (event order ``message_start``,
+``content_block_start`` / ``_delta`` / ``_stop``, ``message_delta``, ``message_stop``, ``ping``,
+``error``; delta types ``text_delta``, ``thinking_delta``, ``signature_delta``,
+``input_json_delta``) and wire-notes section 4.
+
+- Each content block is one output with its own message id (a fresh SCRU128).
+- Text and thinking chunks hold the whole text so far; a thinking chunk is sent again when its
+  ``signature_delta`` arrives; a ``redacted_thinking`` block is one chunk
+  (``ThinkingContent(redacted=True, signature=data)``).
+- A ``tool_use`` block's ``input_json_delta`` fragments are joined by block ``index``; its
+  ``content_block_start`` may hold no ``input`` at all and a tool without arguments sends no
+  fragment: its input is ``{}`` (C01). The call is emitted once, complete, when the next block
+  starts or the final ``message_delta`` arrives (so that the last call carries the stop reason).
+  Arguments that do not parse as a JSON object (cut off by ``max_tokens``, C06) give
+  ``arguments=None`` and the text in ``raw_arguments``.
+- ``message_delta`` carries the stop reason and cumulative usage: the last output is repeated
+  once more (same id) carrying them and the timing metadata.
+- An ``error`` event raises :class:`AnthropicStreamError` (the backend turns it into the
+  contract's error tail); so does a stream that ends before ``message_delta``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..errors import ProviderError
+from ..ids import new_call_id, new_scru128
+from ..types import (
+    AssistantMessage,
+    GenerationMetadata,
+    ModelId,
+    ModelProviders,
+    ModelState,
+    StopReason,
+    Stream,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    UsageReport,
+)
+from ._http import Timer
+
+__all__ = ["AnthropicStreamError", "AnthropicStreamParser", "error_event_text", "map_stop_reason", "usage_of"]
+
+_DECODE = msgspec.json.Decoder().decode
+_EMPTY_USAGE = UsageReport()
+
+
+class AnthropicStreamError(ProviderError):
+    """An ``error`` event in the stream, or a stream that ended early; ``detail`` is the text."""
+
+
+def error_event_text(doc: Any) -> str:
+    """``"<message> (type: <type>)"`` for an Anthropic ``{"type": "error", "error": {...}}``."""
+    err = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(err, dict):
+        msg = str(err.get("message") or "unknown error")
+        kind = err.get("type")
+        return f"{msg} (type: {kind})" if kind else msg
+    return f"provider error: {str(doc)[:1000]}"
+
+
+def usage_of(u: Any, prev: UsageReport = _EMPTY_USAGE) -> UsageReport:
+    """A :class:`UsageReport` from an Anthropic ``usage`` object; absent fields keep ``prev``.
+
+    ``input_tokens`` -> input (it excludes cache reads and writes), ``output_tokens`` -> output,
+    ``cache_read_input_tokens`` -> cache_read, ``cache_creation_input_tokens`` -> cache_write;
+    the total is their sum. Units: tokens.
+    """
+    if not isinstance(u, dict):
+        return prev
+    inp = u.get("input_tokens")
+    out = u.get("output_tokens")
+    cr = u.get("cache_read_input_tokens")
+    cw = u.get("cache_creation_input_tokens")
+    i = float(inp) if inp is not None else prev.input
+    o = float(out) if out is not None else prev.output
+    r = float(cr) if cr is not None else prev.cache_read
+    w = float(cw) if cw is not None else prev.cache_write
+    return UsageReport(input=i, output=o, cache_read=r, cache_write=w, total_tokens=i + o + r + w)
+
+
+def map_stop_reason(value: str | None) -> tuple[StopReason, list[Any] | None]:
+    """Anthropic ``stop_reason`` -> (``StopReason``, extra metadata).
+
+    end_turn / stop_sequence -> Stop, max_tokens -> Length, tool_use -> ToolUse, refusal ->
+    ``Message("refusal")`` plus ``RefusalReason("refusal")``, pause_turn and others ->
+    ``Message(value)`` (wire-notes section 4). ``None`` -> Stop.
+    """
+    if not value:
+        return StopReason.STOP, None
+    stop = StopReason.parse(value)
+    if value == "refusal":
+        return stop, [GenerationMetadata.RefusalReason(value)]
+    return stop, None
+
+
+def tool_arguments(raw: str, initial: Any = None) -> tuple[dict[str, Any] | None, str | None]:
+    """(arguments, raw_arguments) for a tool call's joined argument text.
+
+    No text: ``initial`` when it is an object, else ``{}``. A JSON object: (it, ``None``).
+    Anything else (truncated or malformed JSON, a non-object): (``None``, the text).
+    """
+    if not raw.strip():
+        return (initial if isinstance(initial, dict) else {}), None
+    try:
+        value = _DECODE(raw)
+    except msgspec.DecodeError:
+        return None, raw
+    if isinstance(value, dict):
+        return value, None
+    return None, raw
+
+
+class _Block:
+    __slots__ = ("call_id", "emitted", "initial", "kind", "mid", "name", "parts", "signature", "text")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.mid = new_scru128()
+        self.text = ""
+        self.signature: str | None = None
+        self.call_id = ""
+        self.name = ""
+        self.initial: Any = None
+        self.parts: list[str] = []
+        self.emitted = False
+
+
+class AnthropicStreamParser:
+    """Turns Anthropic stream events into model stream items (see the module docstring).
+
+    ``feed(event)`` takes one decoded ``data`` object and returns the items to yield;
+    ``finish()`` is called when the stream ends and returns the last items (or raises
+    :class:`AnthropicStreamError` when the stream was cut short).
+    """
+
+    def __init__(
+        self, model: ModelId, *, provider: str = ModelProviders.Anthropic, timer: Timer | None = None
+    ) -> None:
+        self.model = model
+        self.provider = provider
+        self.timer = timer if timer is not None else Timer()
+        self.usage = _EMPTY_USAGE
+        self.blocks: dict[int, _Block] = {}
+        self.pending: _Block | None = None
+        self.last: tuple[str, Any] | None = None  # (message id, content) of the latest output
+        self.finished = False
+        self.stopped = False
+        self.texts: list[str] = []
+        self.stop_reason: StopReason = StopReason.STOP
+
+    # -- building chunks ---------------------------------------------------------------------
+
+    def _chunk(
+        self, mid: str, content: Any, stop: Any = StopReason.STOP, meta: list[Any] | None = None
+    ) -> Stream[Any, Any]:
+        self.last = (mid, content)
+        return Stream.Next(
+            AssistantMessage(
+                id=mid,
+                model=self.model,  # type: ignore[arg-type]
+                content=content,
+                usage=self.usage,
+                stop_reason=stop,
+                provider=self.provider,
+                metadata=meta,
+            )
+        )
+
+    def _tool_content(self, b: _Block) -> ToolCall:
+        args, raw = tool_arguments("".join(b.parts), b.initial)
+        return ToolCall(
+            id=b.call_id or new_call_id("toolu_"),
+            name=b.name,
+            arguments=args,
+            signature=b.signature,
+            raw_arguments=raw,
+        )
+
+    def _flush_pending(self, out: list[Stream[Any, Any]]) -> None:
+        b = self.pending
+        if b is not None:
+            self.pending = None
+            b.emitted = True
+            out.append(self._chunk(b.mid, self._tool_content(b)))
+
+    # -- events ------------------------------------------------------------------------------
+
+    def feed(self, ev: Any) -> list[Stream[Any, Any]]:
+        """The items produced by one event (a decoded ``data`` object).
+
+        Raises:
+            AnthropicStreamError: an ``error`` event.
+        """
+        t = ev.get("type") if isinstance(ev, dict) else None
+        if t == "content_block_delta":
+            return self._delta(ev)
+        if t == "content_block_start":
+            return self._start(ev)
+        if t == "content_block_stop":
+            return self._stop(ev)
+        if t == "message_start":
+            msg = ev.get("message") or {}
+            self.usage = usage_of(msg.get("usage"), self.usage)
+            return [Stream.Pending(ModelState.GeneratingTokens(self.usage))]
+        if t == "message_delta":
+            return self._message_delta(ev)
+        if t == "message_stop":
+            self.stopped = True
+            return []
+        if t == "error":
+            raise AnthropicStreamError(error_event_text(ev))
+        return []  # ping and event types added later are ignored
+
+    def _block(self, ev: dict[str, Any], kind: str) -> _Block:
+        idx = ev.get("index", 0)
+        b = self.blocks.get(idx)
+        if b is None:  # a delta without its start: open the block it implies
+            b = self.blocks[idx] = _Block(kind)
+        return b
+
+    def _delta(self, ev: dict[str, Any]) -> list[Stream[Any, Any]]:
+        d = ev.get("delta") or {}
+        dt = d.get("type")
+        if dt == "text_delta":
+            b = self._block(ev, "text")
+            b.text += d.get("text", "")
+            b.emitted = True
+            self.timer.first()
+            return [self._chunk(b.mid, TextContent(b.text))]
+        if dt == "input_json_delta":
+            self._block(ev, "tool_use").parts.append(d.get("partial_json", ""))
+            self.timer.first()
+            return []
+        if dt == "thinking_delta":
+            b = self._block(ev, "thinking")
+            b.text += d.get("thinking", "")
+            b.emitted = True
+            self.timer.first()
+            return [self._chunk(b.mid, ThinkingContent(b.text, signature=b.signature))]
+        if dt == "signature_delta":
+            b = self._block(ev, "thinking")
+            b.signature = (b.signature or "") + d.get("signature", "")
+            b.emitted = True
+            return [self._chunk(b.mid, ThinkingContent(b.text, signature=b.signature))]
+        return []  # citations_delta and future delta types
+
+    def _start(self, ev: dict[str, Any]) -> list[Stream[Any, Any]]:
+        out: list[Stream[Any, Any]] = []
+        self._flush_pending(out)
+        cb = ev.get("content_block") or {}
+        kind = cb.get("type", "")
+        b = self.blocks[ev.get("index", 0)] = _Block(kind)
+        if kind == "text":
+            b.text = cb.get("text") or ""
+            if b.text:
+                b.emitted = True
+                self.timer.first()
+                out.append(self._chunk(b.mid, TextContent(b.text)))
+        elif kind == "thinking":
+            b.text = cb.get("thinking") or ""
+            b.signature = cb.get("signature") or None
+            if b.text:
+                b.emitted = True
+                self.timer.first()
+                out.append(self._chunk(b.mid, ThinkingContent(b.text, signature=b.signature)))
+        elif kind == "redacted_thinking":
+            b.emitted = True
+            self.timer.first()
+            out.append(self._chunk(b.mid, ThinkingContent("", signature=cb.get("data") or "", redacted=True)))
+        elif kind == "tool_use":
+            b.call_id = cb.get("id") or ""
+            b.name = cb.get("name") or ""
+            b.initial = cb.get("input")  # optional: absent in some streams (C01)
+            b.signature = cb.get("signature") or None
+        return out
+
+    def _stop(self, ev: dict[str, Any]) -> list[Stream[Any, Any]]:
+        b = self.blocks.get(ev.get("index", 0))
+        if b is None or b.emitted:
+            return []
+        out: list[Stream[Any, Any]] = []
+        if b.kind == "tool_use":
+            self._flush_pending(out)
+            self.pending = b
+            b.emitted = True  # emitted from `pending`
+        elif b.kind == "text":
+            b.emitted = True
+            out.append(self._chunk(b.mid, TextContent(b.text)))
+        elif b.kind == "thinking":  # C23: empty text with a signature is still an output
+            b.emitted = True
+            out.append(self._chunk(b.mid, ThinkingContent(b.text, signature=b.signature)))
+        return out
+
+    def _message_delta(self, ev: dict[str, Any]) -> list[Stream[Any, Any]]:
+        d = ev.get("delta") or {}
+        self.usage = usage_of(ev.get("usage"), self.usage)
+        stop, meta = map_stop_reason(d.get("stop_reason"))
+        self.stop_reason = stop
+        out: list[Stream[Any, Any]] = []
+        open_tools = [b for b in self.blocks.values() if b.kind == "tool_use" and not b.emitted]
+        for b in open_tools:  # cut off before content_block_stop (C06)
+            self._flush_pending(out)
+            b.emitted = True
+            self.pending = b
+        self.texts = [b.text for b in self.blocks.values() if b.kind == "text"]
+        timing = self.timer.metadata(self.usage.output)
+        metadata = [*(meta or ()), timing]
+        final = self.pending
+        if final is not None:
+            self.pending = None
+            out.append(self._chunk(final.mid, self._tool_content(final), stop, metadata))
+        elif self.last is not None:
+            out.append(self._chunk(self.last[0], self.last[1], stop, metadata))
+        else:
+            out.append(self._chunk(new_scru128(), TextContent(""), stop, metadata))
+        self.finished = True
+        return out
+
+    def finish(self) -> list[Stream[Any, Any]]:
+        """Items due when the stream ends: ``Finished`` after a complete message.
+
+        Raises:
+            AnthropicStreamError: the stream ended before ``message_delta`` (already complete
+                tool calls are returned first through ``flush``).
+        """
+        if not self.finished:
+            raise AnthropicStreamError("the stream ended before message_delta / message_stop")
+        return [Stream.Pending(ModelState.Finished())]
+
+    def flush(self) -> list[Stream[Any, Any]]:
+        """Outputs held back when the stream fails: a completed tool call, and any tool call
+        still open (reported with ``raw_arguments`` when its JSON is incomplete)."""
+        out: list[Stream[Any, Any]] = []
+        if self.finished:
+            return out
+        self._flush_pending(out)
+        for b in self.blocks.values():
+            if b.kind == "tool_use" and not b.emitted:
+                b.emitted = True
+                out.append(self._chunk(b.mid, self._tool_content(b)))
+        return out
+
+
+def parse_message(
+    doc: Any, model: ModelId, *, provider: str = ModelProviders.Anthropic, timer: Timer | None = None
+) -> list[Stream[Any, Any]]:
+    """The items of a whole (non-streamed) Anthropic message: one ``Next`` per content block,
+    the last carrying the stop reason and timing, all carrying the usage; then ``Finished``.
+
+    The same response streamed assembles to the same outputs (C01). An ``{"type": "error"}``
+    document raises :class:`AnthropicStreamError`.
+    """
+    if not isinstance(doc, dict):
+        raise AnthropicStreamError(f"unexpected response: {str(doc)[:1000]}")
+    if doc.get("type") == "error":
+        raise AnthropicStreamError(error_event_text(doc))
+    parser = AnthropicStreamParser(model, provider=provider, timer=timer)
+    parser.usage = usage_of(doc.get("usage"))
+    out: list[Stream[Any, Any]] = []
+    for i, block in enumerate(doc.get("content") or []):
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        ev: dict[str, Any] = {"index": i, "content_block": block}
+        if kind == "tool_use":
+            inp = block.get("input")
+            block = {k: v for k, v in block.items() if k != "input"}
+            ev = {"index": i, "content_block": block}
+            out += parser.feed({"type": "content_block_start", **ev})
+            parser.blocks[i].initial = inp if isinstance(inp, dict) else {}
+        else:
+            out += parser.feed({"type": "content_block_start", **ev})
+        out += parser.feed({"type": "content_block_stop", "index": i})
+    out += parser.feed({"type": "message_delta", "delta": {"stop_reason": doc.get("stop_reason")}})
+    out += parser.finish()
+    return _collapse(out)
+
+
+def _collapse(items: list[Stream[Any, Any]]) -> list[Stream[Any, Any]]:
+    """Drop chunks superseded by a later chunk of the same id (a whole response needs one
+    chunk per output)."""
+    last: dict[str, int] = {}
+    for i, it in enumerate(items):
+        if isinstance(it, Stream.Next):
+            last[it.value.id] = i
+    return [it for i, it in enumerate(items) if not isinstance(it, Stream.Next) or last[it.value.id] == i]

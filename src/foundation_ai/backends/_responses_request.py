@@ -1,0 +1,281 @@
+"""``ModelInteraction`` + ``ModelParams`` -> an OpenAI Responses API request body.
+
+Pure functions, no I/O. Sources: OpenAI Responses API reference (``POST /v1/responses``: input
+items, function tools, ``tool_choice``, ``reasoning``, ``text.format``, ``include``) and
+wire-notes section 3; cases C29, C31 and C32 of ``cases/wire-cases.md``.
+
+- ``instructions`` carries ``system_prompt`` and ``soul`` (joined by a blank line).
+- ``input`` holds one item per message, in order: user messages as ``message`` items
+  (``input_text`` / ``input_image``; System role as ``role: system``, Agent / Tool / custom roles
+  as ``user`` text wrapped in a tag naming the role), assistant text as ``message`` items with
+  ``output_text``, tool calls as ``function_call`` items (``call_id``, ``name``, ``arguments``:
+  the JSON text of the original object), tool results as ``function_call_output`` items whose
+  ``output`` is always a string (C32; an image result becomes a text placeholder plus a user
+  message holding the image right after).
+- Reasoning items (``ThinkingContent`` from this provider with an ``item_id``) are replayed
+  unchanged where they were, i.e. directly before the item that followed them (C29):
+  ``{"type": "reasoning", "id", "summary", "encrypted_content"}``; a null ``encrypted_content``
+  and an empty summary stay as they are (C31). Thinking from another provider is dropped.
+- Every ``function_call`` gets a ``function_call_output`` (an error output saying it was not run
+  when the history has none); an output whose call is not in the input becomes user text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..types import (
+    AssistantMessage,
+    CacheRetention,
+    ImageContent,
+    MessageRole,
+    Messages,
+    ModelInteraction,
+    ModelParams,
+    ModelProviders,
+    OutputFormat,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ThinkingLevel,
+    ToolCall,
+    ToolChoice,
+    ToolResultMessage,
+    UserMessage,
+)
+from ._anthropic_request import role_text
+
+__all__ = ["build_request", "input_items", "is_reasoning_model"]
+
+_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5", "codex")
+_ENCODE = msgspec.json.encode
+
+
+def is_reasoning_model(name: str) -> bool:
+    """True for OpenAI reasoning model names (``o1``, ``o3``, ``o4``, ``gpt-5*``, ``codex``…),
+    which reject ``temperature`` / ``top_p`` and return reasoning items."""
+    base = name.rsplit("/", 1)[-1].lower()
+    return base.startswith(_REASONING_PREFIXES)
+
+
+def _data_url(img: ImageContent) -> str:
+    return f"data:{img.mime_type.value};base64,{img.b64}"
+
+
+def _user_item(msg: UserMessage) -> dict[str, Any] | None:
+    c = msg.content
+    role = "system" if msg.role == MessageRole.System else "user"
+    if isinstance(c, ImageContent):
+        parts: list[dict[str, Any]] = []
+        if msg.role not in (MessageRole.User, MessageRole.System):
+            parts.append({"type": "input_text", "text": role_text(msg.role, "(image follows)")})
+        parts.append({"type": "input_image", "image_url": _data_url(c), "detail": "auto"})
+        return {"type": "message", "role": "user", "content": parts}
+    if not c.content:
+        return None
+    text = c.content if role == "system" else role_text(msg.role, c.content)
+    return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+
+
+def _arguments_text(call: ToolCall) -> str:
+    if call.arguments is not None:
+        return _ENCODE(call.arguments).decode()
+    return call.raw_arguments if call.raw_arguments is not None else "{}"
+
+
+def _assistant_item(msg: AssistantMessage, store: bool | None) -> dict[str, Any] | None:
+    if isinstance(msg.stop_reason, StopReason.Error):
+        return None
+    c = msg.content
+    if isinstance(c, TextContent):
+        if not c.content:
+            return None
+        return {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": c.content, "annotations": []}],
+        }
+    if isinstance(c, ToolCall):
+        return {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": _arguments_text(c)}
+    if isinstance(c, ThinkingContent):
+        if msg.provider != ModelProviders.OpenAIResponses or not c.item_id:
+            return None  # C21: reasoning of another provider cannot be replayed here
+        if store is False and c.signature is None:
+            return None  # with store=false the API can only use encrypted_content
+        summary = [{"type": "summary_text", "text": c.thinking}] if c.thinking else []
+        return {"type": "reasoning", "id": c.item_id, "summary": summary, "encrypted_content": c.signature}
+    return None
+
+
+def _result_items(msg: ToolResultMessage) -> list[dict[str, Any]]:
+    c = msg.content
+    if isinstance(c, ImageContent):
+        output = "(the tool returned an image: it follows in the next message)"
+        image: dict[str, Any] = {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {
+                    "type": "input_text",
+                    "text": f"The image returned by tool {msg.name} (call {msg.tool_call_id}):",
+                },
+                {"type": "input_image", "image_url": _data_url(c), "detail": "auto"},
+            ],
+        }
+        items: list[dict[str, Any]] = [
+            {"type": "function_call_output", "call_id": msg.tool_call_id, "output": output},
+            image,
+        ]
+    else:
+        text = c.content or (msg.error_detail or "")
+        if msg.error_detail is not None and not text.lower().startswith("error"):
+            text = f"Error: {text}"
+        items = [{"type": "function_call_output", "call_id": msg.tool_call_id, "output": text}]
+    return items
+
+
+def input_items(messages: list[Messages] | list[Any], *, store: bool | None = None) -> list[dict[str, Any]]:
+    """The ``input`` array for ``messages`` (oldest first); see the module docstring."""
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            item = _assistant_item(m, store)
+            if item is not None:
+                items.append(item)
+        elif isinstance(m, ToolResultMessage):
+            items.extend(_result_items(m))
+        elif isinstance(m, UserMessage):
+            item = _user_item(m)
+            if item is not None:
+                items.append(item)
+    return _pair_outputs(items)
+
+
+def _pair_outputs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    calls = {it["call_id"] for it in items if it["type"] == "function_call"}
+    answered = {it["call_id"] for it in items if it["type"] == "function_call_output"}
+    out: list[dict[str, Any]] = []
+    open_calls: list[str] = []
+    for it in items:
+        kind = it["type"]
+        if kind == "function_call_output" and it["call_id"] not in calls:
+            out.append(
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "input_text",
+                            "text": f"[result of tool call {it['call_id']}]\n{it['output']}",
+                        }
+                    ],
+                }
+            )
+            continue
+        if kind not in ("function_call", "reasoning", "function_call_output") and open_calls:
+            out += _missing_outputs(open_calls)
+            open_calls = []
+        if kind == "function_call" and it["call_id"] not in answered:
+            open_calls.append(it["call_id"])
+        out.append(it)
+    out += _missing_outputs(open_calls)
+    return out
+
+
+def _missing_outputs(call_ids: list[str]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function_call_output",
+            "call_id": cid,
+            "output": "Error: no result: the tool call was not run.",
+        }
+        for cid in call_ids
+    ]
+
+
+def _tool_choice(choice: Any) -> Any:
+    if choice is None:
+        return None
+    if isinstance(choice, ToolChoice.Function):
+        return {"type": "function", "name": choice.name}
+    if isinstance(choice, ToolChoice.Required):
+        return "required"
+    if isinstance(choice, ToolChoice.None_):
+        return "none"
+    return "auto"
+
+
+def _text_format(fmt: Any) -> dict[str, Any] | None:
+    if isinstance(fmt, OutputFormat.JsonObject):
+        return {"type": "json_object"}
+    if isinstance(fmt, OutputFormat.JsonSchema):
+        return {"type": "json_schema", "name": fmt.name, "schema": fmt.schema, "strict": fmt.strict}
+    return None
+
+
+def build_request(
+    interaction: ModelInteraction,
+    params: ModelParams,
+    model: str,
+    *,
+    stream: bool,
+    store: bool | None = None,
+) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/responses``.
+
+    ``ModelParams`` mapping: ``max_tokens`` -> ``max_output_tokens``; ``temperature`` and
+    ``top_p`` (not for reasoning models, see :func:`is_reasoning_model`, nor when a
+    ``thinking_level`` is set); ``thinking_level`` -> ``reasoning: {effort, summary: "auto"}``
+    (``Off`` sends nothing); ``output_format`` -> ``text.format`` (``json_object`` /
+    ``json_schema``); ``cache_retention`` ``Long`` -> ``prompt_cache_retention: "24h"``. The
+    API has no ``stop``, ``seed``, ``top_k``, penalties or ``logit_bias``: they are ignored.
+    ``include: ["reasoning.encrypted_content"]`` is sent when reasoning is in play (a reasoning
+    level, a reasoning model, ``store=False`` or reasoning items in the input). Tools are flat
+    function tools with ``strict: false`` (the Responses API defaults to strict schemas).
+    ``store`` is sent only when given.
+    """
+    body: dict[str, Any] = {"model": model}
+    system = interaction.full_system_prompt()
+    if system:
+        body["instructions"] = system
+    items = input_items(interaction.messages, store=store)
+    body["input"] = items
+    body["max_output_tokens"] = params.max_tokens
+    level = params.thinking_level
+    reasoning_on = level is not None and level is not ThinkingLevel.Off
+    if not reasoning_on and not is_reasoning_model(model):
+        body["temperature"] = params.temperature
+        body["top_p"] = params.top_p
+    if reasoning_on:
+        assert level is not None
+        body["reasoning"] = {"effort": level.value, "summary": "auto"}
+
+    functions = interaction.tools_shed.functions()
+    if functions:
+        body["tools"] = [
+            {
+                "type": "function",
+                "name": f.name,
+                "description": f.description,
+                "parameters": f.parameters,
+                "strict": False,
+            }
+            for f in functions
+        ]
+        choice = _tool_choice(interaction.tool_choice)
+        if choice is not None:
+            body["tool_choice"] = choice
+    fmt = _text_format(params.output_format)
+    if fmt is not None:
+        body["text"] = {"format": fmt}
+    if params.cache_retention is CacheRetention.Long:
+        body["prompt_cache_retention"] = "24h"
+    has_reasoning = any(it["type"] == "reasoning" for it in items)
+    if reasoning_on or is_reasoning_model(model) or store is False or has_reasoning:
+        body["include"] = ["reasoning.encrypted_content"]
+    if store is not None:
+        body["store"] = store
+    body["stream"] = stream
+    return body

@@ -1,0 +1,214 @@
+"""The Anthropic Messages API backend: :func:`anthropic` and :class:`AnthropicModel`.
+
+``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version`` headers, streamed
+over SSE (or, with ``streaming=False``, one JSON response turned into the same items). The
+request mapping lives in ``_anthropic_request.py``, the stream mapping in
+``_anthropic_stream.py``; HTTP, retries and error text in ``_http.py``. Sources: Anthropic
+Messages API reference, wire-notes section 4, seed 000 sections 1, 8-10.
+
+Usage::
+
+    from foundation_ai.backends import anthropic
+    model = anthropic("claude-sonnet-4-5", context_window=200_000)   # key from ANTHROPIC_API_KEY
+    for item in model.stream(ModelInteraction(messages=[Messages.user("Hi")])):
+        ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
+
+import httpx
+import msgspec
+
+from ..errors import ProviderError
+from ..types import ModelInteraction, ModelParams, ModelProviders, Stream
+from ._anthropic_request import ANTHROPIC_VERSION, build_request, check_output_format
+from ._anthropic_stream import AnthropicStreamParser, parse_message
+from ._http import HttpOptions, SseEvent, Timer, astream_events, error_items, join_url, stream_events
+from .base import BaseModel, ModelDescriptor, ModelStream
+
+__all__ = ["DEFAULT_BASE_URL", "AnthropicModel", "anthropic"]
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+"""Anthropic's API host; the backend adds ``/v1/messages``."""
+
+_DECODE = msgspec.json.Decoder().decode
+
+
+class AnthropicModel(BaseModel):
+    """A model served by the Anthropic Messages API (or a server speaking it, such as
+    llama.cpp's ``/v1/messages``). ``chunk_mode`` is ``"snapshot"``.
+
+    Build it with :func:`anthropic`. ``stream`` and ``astream`` never raise for provider or
+    network failures: those end the stream with an error message (backends/base.py, rule 4).
+    """
+
+    chunk_mode = "snapshot"
+
+    def __init__(
+        self,
+        descriptor: ModelDescriptor,
+        options: HttpOptions,
+        *,
+        anthropic_version: str = ANTHROPIC_VERSION,
+        streaming: bool = True,
+    ) -> None:
+        self.descriptor = descriptor
+        self.options = options
+        self.anthropic_version = anthropic_version
+        self.streaming = streaming
+        self.url = join_url(options.base_url, "/messages", version_prefix="/v1")
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel(model={self.descriptor.name!r}, options={self.options!r})"
+
+    def _headers(self) -> dict[str, str]:
+        h = {"anthropic-version": self.anthropic_version}
+        if self.options.api_key:
+            h["x-api-key"] = self.options.api_key
+        return h
+
+    def request_body(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> dict[str, Any]:
+        """The JSON body this model would send for ``interaction`` (for inspection and tests)."""
+        return build_request(
+            interaction, params or ModelParams(), self.descriptor.name, stream=self.streaming
+        )
+
+    def _feed(self, parser: AnthropicStreamParser, ev: SseEvent) -> list[ModelStream]:
+        if ev.event == "json":  # one JSON document: no time to first token to measure
+            try:
+                doc = _DECODE(ev.data)
+            except msgspec.DecodeError as exc:
+                raise ProviderError(f"malformed JSON response: {exc}") from None
+            items = parse_message(doc, parser.model, provider=parser.provider, timer=parser.timer)
+            parser.finished = True
+            parser.texts = [
+                it.value.content.content
+                for it in items
+                if isinstance(it, Stream.Next) and hasattr(it.value.content, "content")
+            ]
+            return [it for it in items if isinstance(it, Stream.Next)]
+        data = ev.data
+        if not data or data == "[DONE]":
+            return []
+        try:
+            doc = _DECODE(data)
+        except msgspec.DecodeError as exc:
+            raise ProviderError(f"malformed event data ({ev.event}): {exc}: {data[:200]!r}") from None
+        return parser.feed(doc)
+
+    def _tail(self, parser: AnthropicStreamParser, params: ModelParams) -> list[ModelStream]:
+        items = parser.finish()
+        problem = check_output_format("".join(parser.texts), params.output_format)
+        if problem is not None:
+            return error_items(problem, self.model_id, ModelProviders.Anthropic, parser.usage)
+        return items
+
+    def stream(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> Iterator[ModelStream]:
+        """Stream the answer synchronously (no worker thread: the sync httpx client is used)."""
+        p = params or ModelParams()
+        body = build_request(interaction, p, self.descriptor.name, stream=self.streaming)
+        timer = Timer()
+        parser = AnthropicStreamParser(self.model_id, timer=timer)
+        yield Stream.Init()
+        try:
+            for ev in stream_events(self.options, self.url, body, self._headers()):
+                out = self._feed(parser, ev)
+                if out:
+                    yield from out
+            tail = self._tail(parser, p)
+        except ProviderError as exc:
+            tail = [
+                *parser.flush(),
+                *error_items(exc.detail, self.model_id, ModelProviders.Anthropic, parser.usage),
+            ]
+        yield from tail
+
+    async def astream(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> AsyncIterator[ModelStream]:
+        """Stream the answer asynchronously; closing the iterator closes the HTTP response."""
+        p = params or ModelParams()
+        body = build_request(interaction, p, self.descriptor.name, stream=self.streaming)
+        timer = Timer()
+        parser = AnthropicStreamParser(self.model_id, timer=timer)
+        yield Stream.Init()
+        try:
+            async for ev in astream_events(self.options, self.url, body, self._headers()):
+                out = self._feed(parser, ev)
+                for item in out:
+                    yield item
+            tail = self._tail(parser, p)
+        except ProviderError as exc:
+            tail = [
+                *parser.flush(),
+                *error_items(exc.detail, self.model_id, ModelProviders.Anthropic, parser.usage),
+            ]
+        for item in tail:
+            yield item
+
+
+def anthropic(
+    model: str,
+    *,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    timeout: float = 600.0,
+    max_retries: int = 2,
+    headers: Mapping[str, str] | None = None,
+    http_client: httpx.AsyncClient | httpx.Client | tuple[Any, ...] | None = None,
+    context_window: int | None = None,
+    max_output_tokens: int | None = None,
+    anthropic_version: str = ANTHROPIC_VERSION,
+    streaming: bool = True,
+    retry_base_delay: float = 0.5,
+    max_retry_delay: float = 60.0,
+) -> AnthropicModel:
+    """An Anthropic Messages API model.
+
+    Args:
+        model: the model name sent to the API, e.g. ``"claude-sonnet-4-5"``.
+        api_key: the key; default ``ANTHROPIC_API_KEY`` from the environment. Required for the
+            default ``base_url``; optional for another server (e.g. llama.cpp on loopback).
+        base_url: the API host, with or without ``/v1`` (default ``https://api.anthropic.com``).
+        timeout: seconds for connect / read / write (an ``httpx`` timeout).
+        max_retries: retries of 429 / 5xx / 529 / connection failures before any output,
+            honouring ``Retry-After``; auth and request errors are never retried.
+        headers: extra headers on every request (e.g. ``anthropic-beta``).
+        http_client: an ``httpx.Client`` and/or ``httpx.AsyncClient`` to use (a tuple for both);
+            never closed by the backend.
+        context_window: tokens the model accepts, when known (for ``is_context_overflow``).
+        max_output_tokens: the model's output cap in tokens, when known.
+        anthropic_version: the ``anthropic-version`` header.
+        streaming: ``False`` sends ``stream: false`` and maps the whole JSON response.
+        retry_base_delay: seconds of the first backoff step.
+        max_retry_delay: cap in seconds on any single wait between retries.
+
+    Raises:
+        ConfigurationError: no API key for the default Anthropic host.
+    """
+    options = HttpOptions.create(
+        api_key=api_key,
+        env_var="ANTHROPIC_API_KEY",
+        key_required=base_url is None,
+        base_url=base_url or DEFAULT_BASE_URL,
+        timeout=timeout,
+        max_retries=max_retries,
+        headers=headers,
+        http_client=http_client,
+        retry_base_delay=retry_base_delay,
+        max_retry_delay=max_retry_delay,
+    )
+    descriptor = ModelDescriptor(
+        name=model,
+        provider=ModelProviders.Anthropic,
+        context_window=context_window,
+        max_output_tokens=max_output_tokens,
+    )
+    return AnthropicModel(descriptor, options, anthropic_version=anthropic_version, streaming=streaming)

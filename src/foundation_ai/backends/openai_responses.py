@@ -1,0 +1,194 @@
+"""The OpenAI Responses API backend: :func:`openai_responses` and :class:`OpenAIResponsesModel`.
+
+``POST {base_url}/responses`` (the base given with or without ``/v1``) with
+``Authorization: Bearer <key>``, streamed over SSE (or, with ``streaming=False``, one JSON
+response turned into the same items). The request mapping lives in ``_responses_request.py``,
+the stream mapping in ``_responses_stream.py``; HTTP, retries and error text in ``_http.py``.
+Sources: OpenAI Responses API reference, wire-notes section 3, seed 000 sections 1, 8-10.
+
+Usage::
+
+    from foundation_ai.backends import openai_responses
+    model = openai_responses("gpt-5-mini")            # key from OPENAI_API_KEY
+    messages = model.generate(ModelInteraction(messages=[Messages.user("Hi")]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
+
+import httpx
+import msgspec
+
+from ..errors import ProviderError
+from ..types import ModelInteraction, ModelParams, ModelProviders, Stream
+from ._http import HttpOptions, SseEvent, Timer, astream_events, error_items, join_url, stream_events
+from ._responses_request import build_request
+from ._responses_stream import ResponsesStreamParser, parse_response
+from .base import BaseModel, ModelDescriptor, ModelStream
+
+__all__ = ["DEFAULT_BASE_URL", "OpenAIResponsesModel", "openai_responses"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""OpenAI's API base; the backend adds ``/responses``."""
+
+_DECODE = msgspec.json.Decoder().decode
+
+
+class OpenAIResponsesModel(BaseModel):
+    """A model served by the OpenAI Responses API (or a server speaking it, such as llama.cpp's
+    ``/v1/responses``). ``chunk_mode`` is ``"snapshot"``. Build it with :func:`openai_responses`.
+
+    ``stream`` and ``astream`` never raise for provider or network failures: those end the
+    stream with an error message (backends/base.py, rule 4).
+    """
+
+    chunk_mode = "snapshot"
+
+    def __init__(
+        self,
+        descriptor: ModelDescriptor,
+        options: HttpOptions,
+        *,
+        streaming: bool = True,
+        store: bool | None = None,
+    ) -> None:
+        self.descriptor = descriptor
+        self.options = options
+        self.streaming = streaming
+        self.store = store
+        self.url = join_url(options.base_url, "/responses", version_prefix="/v1")
+
+    def __repr__(self) -> str:
+        return f"OpenAIResponsesModel(model={self.descriptor.name!r}, options={self.options!r})"
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
+
+    def request_body(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> dict[str, Any]:
+        """The JSON body this model would send for ``interaction`` (for inspection and tests)."""
+        return build_request(
+            interaction,
+            params or ModelParams(),
+            self.descriptor.name,
+            stream=self.streaming,
+            store=self.store,
+        )
+
+    def _feed(self, parser: ResponsesStreamParser, ev: SseEvent) -> list[ModelStream]:
+        data = ev.data
+        if not data or data == "[DONE]":
+            return []
+        try:
+            doc = _DECODE(data)
+        except msgspec.DecodeError as exc:
+            raise ProviderError(f"malformed event data ({ev.event}): {exc}: {data[:200]!r}") from None
+        if ev.event == "json":  # one JSON document: no time to first token to measure
+            items = parse_response(doc, parser.model, provider=parser.provider, timer=parser.timer)
+            parser.finished = True
+            return [it for it in items if isinstance(it, Stream.Next)]
+        return parser.feed(doc)
+
+    def stream(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> Iterator[ModelStream]:
+        """Stream the answer synchronously (no worker thread: the sync httpx client is used)."""
+        body = self.request_body(interaction, params)
+        parser = ResponsesStreamParser(self.model_id, timer=Timer())
+        yield Stream.Init()
+        try:
+            for ev in stream_events(self.options, self.url, body, self._headers()):
+                out = self._feed(parser, ev)
+                if out:
+                    yield from out
+            tail = parser.finish()
+        except ProviderError as exc:
+            tail = [
+                *parser.flush(),
+                *error_items(exc.detail, self.model_id, ModelProviders.OpenAIResponses, parser.usage),
+            ]
+        yield from tail
+
+    async def astream(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> AsyncIterator[ModelStream]:
+        """Stream the answer asynchronously; closing the iterator closes the HTTP response."""
+        body = self.request_body(interaction, params)
+        parser = ResponsesStreamParser(self.model_id, timer=Timer())
+        yield Stream.Init()
+        try:
+            async for ev in astream_events(self.options, self.url, body, self._headers()):
+                for item in self._feed(parser, ev):
+                    yield item
+            tail = parser.finish()
+        except ProviderError as exc:
+            tail = [
+                *parser.flush(),
+                *error_items(exc.detail, self.model_id, ModelProviders.OpenAIResponses, parser.usage),
+            ]
+        for item in tail:
+            yield item
+
+
+def openai_responses(
+    model: str,
+    *,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    timeout: float = 600.0,
+    max_retries: int = 2,
+    headers: Mapping[str, str] | None = None,
+    http_client: httpx.AsyncClient | httpx.Client | tuple[Any, ...] | None = None,
+    context_window: int | None = None,
+    max_output_tokens: int | None = None,
+    streaming: bool = True,
+    store: bool | None = None,
+    retry_base_delay: float = 0.5,
+    max_retry_delay: float = 60.0,
+) -> OpenAIResponsesModel:
+    """An OpenAI Responses API model.
+
+    Args:
+        model: the model name sent to the API, e.g. ``"gpt-5-mini"``.
+        api_key: the key; default ``OPENAI_API_KEY`` from the environment. Required for the
+            default ``base_url``; optional for another server (e.g. llama.cpp on loopback).
+        base_url: the API base, with or without ``/v1`` (default ``https://api.openai.com/v1``).
+        timeout: seconds for connect / read / write (an ``httpx`` timeout).
+        max_retries: retries of 429 / 5xx / connection failures before any output, honouring
+            ``Retry-After``; auth and request errors are never retried.
+        headers: extra headers on every request (e.g. ``OpenAI-Organization``).
+        http_client: an ``httpx.Client`` and/or ``httpx.AsyncClient`` (a tuple for both); never
+            closed by the backend.
+        context_window: tokens the model accepts, when known (for ``is_context_overflow``).
+        max_output_tokens: the model's output cap in tokens, when known.
+        streaming: ``False`` sends ``stream: false`` and maps the whole JSON response.
+        store: sent as ``store`` when given. ``False`` (stateless) replays reasoning through
+            ``encrypted_content`` only and drops reasoning items that have none.
+        retry_base_delay: seconds of the first backoff step.
+        max_retry_delay: cap in seconds on any single wait between retries.
+
+    Raises:
+        ConfigurationError: no API key for the default OpenAI base URL.
+    """
+    options = HttpOptions.create(
+        api_key=api_key,
+        env_var="OPENAI_API_KEY",
+        key_required=base_url is None,
+        base_url=base_url or DEFAULT_BASE_URL,
+        timeout=timeout,
+        max_retries=max_retries,
+        headers=headers,
+        http_client=http_client,
+        retry_base_delay=retry_base_delay,
+        max_retry_delay=max_retry_delay,
+    )
+    descriptor = ModelDescriptor(
+        name=model,
+        provider=ModelProviders.OpenAIResponses,
+        context_window=context_window,
+        max_output_tokens=max_output_tokens,
+    )
+    return OpenAIResponsesModel(descriptor, options, streaming=streaming, store=store)
