@@ -16,10 +16,7 @@ import statistics
 import subprocess
 import sys
 
-CHILD = (
-    "import time; t = time.perf_counter(); import {module}; "
-    "print((time.perf_counter() - t) * 1000)"
-)
+CHILD = "import time; t = time.perf_counter(); import {module}; print((time.perf_counter() - t) * 1000)"
 
 
 def sample(module: str) -> float | None:

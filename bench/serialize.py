@@ -39,10 +39,11 @@ from foundation_ai.types import (
     to_json,
 )
 
-WORDS = (
+_TEXT = (
     "the model reads a file then calls a tool with nested arguments and waits for the result "
     "before answering the user in plain text about weather search code tests budget context"
-).split()
+)
+WORDS = _TEXT.split()
 
 
 def _sentence(rng: random.Random, lo: int = 8, hi: int = 40) -> str:
@@ -53,7 +54,11 @@ def _arguments(rng: random.Random) -> dict[str, Any]:
     return {
         "query": _sentence(rng, 2, 6),
         "limit": rng.randint(1, 50),
-        "filters": {"tags": [rng.choice(WORDS) for _ in range(3)], "since": "2026-01-01", "exact": rng.random() < 0.5},
+        "filters": {
+            "tags": [rng.choice(WORDS) for _ in range(3)],
+            "since": "2026-01-01",
+            "exact": rng.random() < 0.5,
+        },
         "options": [{"name": rng.choice(WORDS), "weight": round(rng.random(), 3)} for _ in range(2)],
     }
 
@@ -84,9 +89,14 @@ def conversation(n: int, seed: int = 42) -> list[Spec]:
             call += 1
             out.append(Spec(kind, call_id=f"call_{call:04d}", name="search", args=_arguments(rng), at=at))
         elif kind == "tool_result":
-            out.append(Spec(kind, text=_sentence(rng, 20, 60), call_id=f"call_{call:04d}", name="search", at=at))
+            out.append(
+                Spec(kind, text=_sentence(rng, 20, 60), call_id=f"call_{call:04d}", name="search", at=at)
+            )
         elif kind == "thinking":
-            sig = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") for _ in range(120))
+            sig = "".join(
+                rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+                for _ in range(120)
+            )
             out.append(Spec(kind, text=_sentence(rng, 20, 60), signature=sig, at=at))
         else:
             out.append(Spec(kind, text=_sentence(rng), at=at))
@@ -104,7 +114,11 @@ def to_foundation(specs: list[Spec]) -> list[Messages]:
         if s.kind == "user":
             out.append(Messages.User(content=TextContent(s.text)))
         elif s.kind == "tool_result":
-            out.append(Messages.ToolResult(tool_call_id=s.call_id, name=s.name, content=TextContent(s.text), timestamp=s.at))
+            out.append(
+                Messages.ToolResult(
+                    tool_call_id=s.call_id, name=s.name, content=TextContent(s.text), timestamp=s.at
+                )
+            )
         else:
             content: Any
             stop = StopReason.STOP
@@ -149,7 +163,9 @@ def to_pydantic_ai(specs: list[Spec]) -> list[Any]:
         if s.kind == "user":
             out.append(ModelRequest(parts=[UserPromptPart(s.text, timestamp=s.at)]))
         elif s.kind == "tool_result":
-            out.append(ModelRequest(parts=[ToolReturnPart(s.name, s.text, tool_call_id=s.call_id, timestamp=s.at)]))
+            out.append(
+                ModelRequest(parts=[ToolReturnPart(s.name, s.text, tool_call_id=s.call_id, timestamp=s.at)])
+            )
         else:
             part: Any
             if s.kind == "text":
@@ -159,7 +175,13 @@ def to_pydantic_ai(specs: list[Spec]) -> list[Any]:
             else:
                 part = ToolCallPart(s.name, s.args, tool_call_id=s.call_id)
             out.append(
-                ModelResponse(parts=[part], usage=usage, model_name="claude-sonnet-4-5", timestamp=s.at, provider_name="anthropic")
+                ModelResponse(
+                    parts=[part],
+                    usage=usage,
+                    model_name="claude-sonnet-4-5",
+                    timestamp=s.at,
+                    provider_name="anthropic",
+                )
             )
     return out
 

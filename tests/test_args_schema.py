@@ -29,7 +29,9 @@ def search_schema() -> scheme.ObjectSchema:
         .optional("tags", scheme.array(scheme.string()).max_items(3).unique())
         .optional(
             "filter",
-            scheme.object().required("field", scheme.enum(["title", "body"])).required("exact", scheme.boolean()),
+            scheme.object()
+            .required("field", scheme.enum(["title", "body"]))
+            .required("exact", scheme.boolean()),
         )
     )
 
@@ -46,7 +48,10 @@ def test_scheme_builds_closed_object_schema() -> None:
             "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3, "uniqueItems": True},
             "filter": {
                 "type": "object",
-                "properties": {"field": {"enum": ["title", "body"], "type": "string"}, "exact": {"type": "boolean"}},
+                "properties": {
+                    "field": {"enum": ["title", "body"], "type": "string"},
+                    "exact": {"type": "boolean"},
+                },
                 "required": ["field", "exact"],
                 "additionalProperties": False,
             },
@@ -63,7 +68,9 @@ def test_scheme_other_keywords() -> None:
         "multipleOf": 0.5,
     }
     assert scheme.string().nullable().build() == {"type": ["string", "null"]}
-    assert scheme.any_of(scheme.string(), scheme.null()).build() == {"anyOf": [{"type": "string"}, {"type": "null"}]}
+    assert scheme.any_of(scheme.string(), scheme.null()).build() == {
+        "anyOf": [{"type": "string"}, {"type": "null"}]
+    }
     assert scheme.object().additional(True).build()["additionalProperties"] is True
     assert scheme.string().pattern("^a").format("uri").title("T").examples("a1").build() == {
         "type": "string",
@@ -73,7 +80,10 @@ def test_scheme_other_keywords() -> None:
         "examples": ["a1"],
     }
     assert scheme.enum([1, 2]).build() == {"enum": [1, 2]}
-    assert scheme.raw({"const": 3}).extra("description", "three").build() == {"const": 3, "description": "three"}
+    assert scheme.raw({"const": 3}).extra("description", "three").build() == {
+        "const": 3,
+        "description": "three",
+    }
 
 
 def test_build_returns_a_copy() -> None:
@@ -181,7 +191,9 @@ def _memory_tool() -> Tool:
         description="Replace a fact.",
         arguments=Args.new(scheme.object().required("id", scheme.string()).required("fact", scheme.string())),
     )
-    return Tool.MultiCommands(tool_name="memory", commands=[add, remove, replace], description="Working memory.")
+    return Tool.MultiCommands(
+        tool_name="memory", commands=[add, remove, replace], description="Working memory."
+    )
 
 
 def test_tool_definition_defaults_and_function() -> None:
@@ -227,7 +239,9 @@ def test_multi_commands_resolve_selects_command_and_drops_it() -> None:
     definition.arguments.validate(args)
 
 
-@pytest.mark.parametrize(("arguments", "got"), [({"fact": "x"}, "missing"), (None, "missing"), ({"command": "wipe"}, "'wipe'")])
+@pytest.mark.parametrize(
+    ("arguments", "got"), [({"fact": "x"}, "missing"), (None, "missing"), ({"command": "wipe"}, "'wipe'")]
+)
 def test_multi_commands_resolve_rejects_unknown_command(arguments: dict[str, Any] | None, got: str) -> None:
     with pytest.raises(ArgumentValidationError) as info:
         _memory_tool().resolve(arguments)

@@ -31,7 +31,11 @@ def _tool_result() -> Messages:
 
 @pytest.mark.parametrize(
     ("make", "role"),
-    [(Messages.user, MessageRole.User), (Messages.agent, MessageRole.Agent), (Messages.system, MessageRole.System)],
+    [
+        (Messages.user, MessageRole.User),
+        (Messages.agent, MessageRole.Agent),
+        (Messages.system, MessageRole.System),
+    ],
 )
 def test_constructors_set_role_text_and_fresh_id(make, role) -> None:
     a, b = make("Hi"), make("Hi")
@@ -160,5 +164,7 @@ def test_match_on_variants_and_content() -> None:
 
 def test_is_context_overflow_false_for_user_and_tool_result() -> None:
     assert not Messages.user("prompt is too long").is_context_overflow(10)
-    bad = Messages.ToolResult(tool_call_id="c", name="t", content=TextContent("x"), error_detail="prompt is too long")
+    bad = Messages.ToolResult(
+        tool_call_id="c", name="t", content=TextContent("x"), error_detail="prompt is too long"
+    )
     assert not bad.is_context_overflow(10)

@@ -10,7 +10,12 @@ from foundation_ai.types import ModelId, ModelProviders, Quantization, from_json
 
 @pytest.mark.parametrize(
     ("variant", "tag"),
-    [(ModelId.Name, "name"), (ModelId.Alias, "alias"), (ModelId.Group, "group"), (ModelId.Architecture, "architecture")],
+    [
+        (ModelId.Name, "name"),
+        (ModelId.Alias, "alias"),
+        (ModelId.Group, "group"),
+        (ModelId.Architecture, "architecture"),
+    ],
 )
 def test_four_variants(variant: type[ModelId], tag: str) -> None:
     cloud = variant("gpt-4o-mini")  # type: ignore[call-arg]

@@ -95,7 +95,12 @@ def test_embedding() -> None:
 
 @pytest.mark.parametrize(
     ("mime", "text"),
-    [(MimeType.Png, "image/png"), (MimeType.Jpeg, "image/jpeg"), (MimeType.Gif, "image/gif"), (MimeType.Webp, "image/webp")],
+    [
+        (MimeType.Png, "image/png"),
+        (MimeType.Jpeg, "image/jpeg"),
+        (MimeType.Gif, "image/gif"),
+        (MimeType.Webp, "image/webp"),
+    ],
 )
 def test_mime_types_serialize_as_mime_strings(mime: MimeType, text: str) -> None:
     img = ImageContent("AAAA", mime)
@@ -137,7 +142,12 @@ def test_generation_metadata_variants_round_trip() -> None:
     back = from_json(to_json(msg), Messages)
     assert isinstance(back, Messages.Assistant)
     assert back.metadata == meta
-    assert [m.__struct_config__.tag for m in meta] == ["log_probs", "system_fingerprint", "timing", "refusal_reason"]
+    assert [m.__struct_config__.tag for m in meta] == [
+        "log_probs",
+        "system_fingerprint",
+        "timing",
+        "refusal_reason",
+    ]
 
 
 def test_no_refusal_or_multipart_variant() -> None:

@@ -123,7 +123,11 @@ CASES: list[tuple[str, str, str]] = [
     ("generic", r"context[_ ]length[_ ]exceeded", "Error: context length exceeded for model qwen2.5"),
     ("generic", r"too many tokens", "Request failed: too many tokens in prompt"),
     ("generic", r"token limit exceeded", "Token limit exceeded for this request"),
-    ("Cerebras, Mistral (no body)", r"^4(?:00|13)\s*(?:status code)?\s*\(no body\)", "413 status code (no body)"),
+    (
+        "Cerebras, Mistral (no body)",
+        r"^4(?:00|13)\s*(?:status code)?\s*\(no body\)",
+        "413 status code (no body)",
+    ),
     ("Cerebras, Mistral (no body)", r"^4(?:00|13)\s*(?:status code)?\s*\(no body\)", "400 (no body)"),
 ]
 
@@ -172,12 +176,16 @@ def test_not_overflow(text: str) -> None:
 def test_overflow_text_needs_error_stop_reason() -> None:
     text = "prompt is too long: 213462 tokens > 200000 maximum"
     for stop in (StopReason.STOP, StopReason.LENGTH, StopReason.TOOL_USE):
-        msg = Messages.Assistant(model=ModelId.Name("m"), content=TextContent(text), stop_reason=stop, error_detail=text)
+        msg = Messages.Assistant(
+            model=ModelId.Name("m"), content=TextContent(text), stop_reason=stop, error_detail=text
+        )
         assert not msg.is_context_overflow()
 
 
 def test_error_without_detail_is_not_overflow() -> None:
-    assert not Messages.Assistant(model=ModelId.Name("m"), content=TextContent(""), stop_reason=StopReason.ERROR).is_context_overflow()
+    assert not Messages.Assistant(
+        model=ModelId.Name("m"), content=TextContent(""), stop_reason=StopReason.ERROR
+    ).is_context_overflow()
 
 
 def _answer(input_tokens: float, cache_read: float, stop: StopReason = StopReason.STOP) -> Messages:

@@ -16,6 +16,7 @@ from foundation_ai.types import (
     ObservationEntry,
     ReflectionEntry,
     SessionRecord,
+    Stream,
     StructuredErrorTrace,
     TokenSnapshot,
     from_json,
@@ -28,11 +29,19 @@ T = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 def all_records() -> list[SessionRecord]:
     return [
         SessionRecord.Conversation(message=Messages.user("hi")),
-        SessionRecord.Retracted(reason="stream restarted", timestamp=T, message_ids=["03hbt73h1zzmii7zf3sugzw4a"]),
-        SessionRecord.WorkingMemory(
-            facts=[MemoryFact(content="user likes tea", confidence=0.8, source="msg-1", timestamp=T)], version=3, timestamp=T
+        SessionRecord.Retracted(
+            reason="stream restarted", timestamp=T, message_ids=["03hbt73h1zzmii7zf3sugzw4a"]
         ),
-        SessionRecord.Observation(observations=[ObservationEntry(content="asked twice", priority=2, timestamp=T)], token_count=12, timestamp=T),
+        SessionRecord.WorkingMemory(
+            facts=[MemoryFact(content="user likes tea", confidence=0.8, source="msg-1", timestamp=T)],
+            version=3,
+            timestamp=T,
+        ),
+        SessionRecord.Observation(
+            observations=[ObservationEntry(content="asked twice", priority=2, timestamp=T)],
+            token_count=12,
+            timestamp=T,
+        ),
         SessionRecord.Reflection(
             reflections=[ReflectionEntry(content="prefers brevity", source_observations=["o1", "o2"])],
             generated_at=T,
@@ -43,11 +52,21 @@ def all_records() -> list[SessionRecord]:
             error=AgenticError(kind="context_overflow", message="prompt is too long", retryable=True),
             trace=StructuredErrorTrace(frames=["run_turn", "generate"], context={"iteration": 2}),
         ),
-        SessionRecord.Summary(message_count=4, usage=TokenSnapshot(input=100, output=20, total_tokens=120, cost_usd=0.001)),
+        SessionRecord.Summary(
+            message_count=4, usage=TokenSnapshot(input=100, output=20, total_tokens=120, cost_usd=0.001)
+        ),
     ]
 
 
-TAGS = ["conversation", "retracted", "working_memory", "observation", "reflection", "failed_action", "summary"]
+TAGS = [
+    "conversation",
+    "retracted",
+    "working_memory",
+    "observation",
+    "reflection",
+    "failed_action",
+    "summary",
+]
 
 
 def test_seven_variants_with_tags() -> None:
@@ -88,7 +107,15 @@ def test_match_on_records() -> None:
             case _:
                 return "memory"
 
-    assert [f(r) for r in all_records()] == ["msg hi", "memory", "memory", "memory", "memory", "failed context_overflow", "summary 4"]
+    assert [f(r) for r in all_records()] == [
+        "msg hi",
+        "memory",
+        "memory",
+        "memory",
+        "memory",
+        "failed context_overflow",
+        "summary 4",
+    ]
 
 
 # -- AgentProgress --------------------------------------------------------------------------------
@@ -130,9 +157,38 @@ def test_unknown_progress_variant_decodes_to_unknown() -> None:
     assert handle(got) == "ignored"
 
 
-def test_unknown_progress_inside_a_list_and_known_variant_errors() -> None:
+def test_unknown_progress_inside_lists_and_agent_streams() -> None:
+    items = from_json(b'[{"type":"warp","speed":9},{"type":"steering","source":"user"}]', list[AgentProgress])
+    assert items == [
+        AgentProgress.Unknown(kind="warp", data={"speed": 9}),
+        AgentProgress.Steering(source="user"),
+    ]
+    stream = from_json(
+        b'[{"type":"pending","value":{"type":"warp"}},{"type":"next","value":{"type":"summary","message_count":1,'
+        b'"usage":{}}},{"type":"wait"}]',
+        list[Stream[SessionRecord, AgentProgress]],
+    )
+    assert stream == [
+        Stream.Pending(AgentProgress.Unknown(kind="warp")),
+        Stream.Next(SessionRecord.Summary(message_count=1, usage=TokenSnapshot())),
+        Stream.Wait(),
+    ]
+    one = from_json(b'{"type":"pending","value":{"type":"warp"}}', Stream[SessionRecord, AgentProgress])
+    assert one == Stream.Pending(AgentProgress.Unknown(kind="warp"))
+
+
+def test_known_progress_variant_with_bad_fields_raises_with_path() -> None:
     with pytest.raises(JsonFormatError) as info:
-        from_json(b'{"type":"generating","tokens_so_far":"many"}', AgentProgress)
-    assert info.value.path.startswith("$")
+        from_json(b'{"type":"generating","model":"m","tokens_so_far":"many"}', AgentProgress)
+    assert info.value.path == "$.tokens_so_far"
+    with pytest.raises(JsonFormatError) as info:
+        from_json(b'[{"type":"warp"},{"type":"generating"}]', list[AgentProgress])
+    assert info.value.path == "$[1]" and "model" in info.value.reason
+    with pytest.raises(JsonFormatError) as info:
+        from_json(
+            b'[{"type":"pending","value":{"type":"generating","model":1}}]',
+            list[Stream[SessionRecord, AgentProgress]],
+        )
+    assert info.value.path == "$[0].value.model"
     with pytest.raises(JsonFormatError):
         from_json(b"[1, 2]", AgentProgress)

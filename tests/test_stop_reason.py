@@ -48,7 +48,14 @@ def test_dataless_variants_compare_equal_and_constants_are_shared() -> None:
 
 @pytest.mark.parametrize(
     "reason",
-    [StopReason.STOP, StopReason.LENGTH, StopReason.TOOL_USE, StopReason.ERROR, StopReason.ABORTED, StopReason.Message("x")],
+    [
+        StopReason.STOP,
+        StopReason.LENGTH,
+        StopReason.TOOL_USE,
+        StopReason.ERROR,
+        StopReason.ABORTED,
+        StopReason.Message("x"),
+    ],
 )
 def test_round_trip(reason: StopReason) -> None:
     assert from_json(to_json(reason), StopReason) == reason

@@ -52,7 +52,9 @@ def test_required_readers(args: ToolArgs) -> None:
         ("bool", "null", "a boolean", "null"),
     ],
 )
-def test_errors_name_field_and_expectation(args: ToolArgs, reader: str, field: str, expected: str, got: str) -> None:
+def test_errors_name_field_and_expectation(
+    args: ToolArgs, reader: str, field: str, expected: str, got: str
+) -> None:
     with pytest.raises(ToolArgumentError) as info:
         getattr(args, reader)(field)
     err = info.value

@@ -20,10 +20,18 @@ def test_of_sums_total_tokens() -> None:
 
 def test_adding_reports_adds_every_field() -> None:
     a = UsageReport.of(
-        input=100, output=20, cache_read=5, cache_write=1, cost=UsageCosting(0.001, 0.002, 0.0001, 0.0002, 0.0033, CostStatus.Actual)
+        input=100,
+        output=20,
+        cache_read=5,
+        cache_write=1,
+        cost=UsageCosting(0.001, 0.002, 0.0001, 0.0002, 0.0033, CostStatus.Actual),
     )
     b = UsageReport.of(
-        input=50, output=10, cache_read=0, cache_write=4, cost=UsageCosting(0.0005, 0.001, 0.0, 0.0008, 0.0023, CostStatus.Actual)
+        input=50,
+        output=10,
+        cache_read=0,
+        cache_write=4,
+        cost=UsageCosting(0.0005, 0.001, 0.0, 0.0008, 0.0023, CostStatus.Actual),
     )
     s = a + b
     assert (s.input, s.output, s.cache_read, s.cache_write, s.total_tokens) == (150, 30, 5, 5, 190)

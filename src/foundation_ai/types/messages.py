@@ -35,12 +35,31 @@ from .model_id import ModelIdT, ModelProviders
 from .overflow import is_overflow_text
 from .usage import UsageReport
 
-__all__ = ["Messages", "MessagesT", "utc_now"]
+__all__ = ["Messages", "MessagesT", "as_utc", "utc_now"]
 
 
 def utc_now() -> datetime:
     """The current time as a timezone-aware UTC ``datetime``."""
     return datetime.now(UTC)
+
+
+def as_utc(value: datetime) -> datetime:
+    """``value`` in UTC: an aware datetime is converted, a naive one is taken to be UTC already.
+
+    Every timestamp field applies this on construction and on decoding, so the JSON format only
+    ever holds RFC 3339 UTC timestamps ending in ``Z`` (docs/json-format.md).
+    """
+    if value.tzinfo is UTC:
+        return value
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def _utc_field(obj: msgspec.Struct, name: str) -> None:
+    value: datetime = getattr(obj, name)
+    if value.tzinfo is not UTC:
+        msgspec.structs.force_setattr(obj, name, as_utc(value))
 
 
 class Messages(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True, kw_only=True):
@@ -147,6 +166,9 @@ class AssistantMessage(Messages, tag="assistant", frozen=True, kw_only=True):
     metadata: list[GenerationMetadataT] | None = None
     """Log probs, system fingerprint, timing, refusal reason, when known."""
 
+    def __post_init__(self) -> None:
+        _utc_field(self, "timestamp")
+
     def is_context_overflow(self, context_window: int | None = None) -> bool:
         if isinstance(self.stop_reason, StopReason.Error):
             return self.error_detail is not None and is_overflow_text(self.error_detail)
@@ -172,6 +194,9 @@ class ToolResultMessage(Messages, tag="tool_result", frozen=True, kw_only=True):
     """Set when the tool failed (validation, exception, timeout): sent to the model as an error."""
     signature: str | None = None
     """An opaque signature, replayed unchanged."""
+
+    def __post_init__(self) -> None:
+        _utc_field(self, "timestamp")
 
     @property
     def is_error(self) -> bool:

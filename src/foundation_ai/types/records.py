@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from ..ids import Id, new_scru128
-from .messages import MessagesT, utc_now
+from .messages import MessagesT, _utc_field, utc_now
 from .usage import TokenSnapshot
 
 __all__ = [
@@ -44,6 +44,9 @@ class MemoryFact(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Where it came from (a message id, a tool name, …)."""
     timestamp: datetime = msgspec.field(default_factory=utc_now)
 
+    def __post_init__(self) -> None:
+        _utc_field(self, "timestamp")
+
 
 class ObservationEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One observation the agent made about the conversation."""
@@ -53,6 +56,9 @@ class ObservationEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=
     priority: int = 0
     """Higher is more important."""
     timestamp: datetime = msgspec.field(default_factory=utc_now)
+
+    def __post_init__(self) -> None:
+        _utc_field(self, "timestamp")
 
 
 class ReflectionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -127,12 +133,18 @@ class _Retracted(SessionRecord, tag="retracted", frozen=True, kw_only=True):
     message_ids: list[Id] = msgspec.field(default_factory=list)
     """Ids of the streamed (or persisted) messages this retracts, when known."""
 
+    def __post_init__(self) -> None:
+        _utc_field(self, "timestamp")
+
 
 class _WorkingMemory(SessionRecord, tag="working_memory", frozen=True, kw_only=True):
     id: Id = msgspec.field(default_factory=new_scru128)
     facts: list[MemoryFact] = msgspec.field(default_factory=list)
     version: int = 0
     timestamp: datetime = msgspec.field(default_factory=utc_now)
+
+    def __post_init__(self) -> None:
+        _utc_field(self, "timestamp")
 
 
 class _Observation(SessionRecord, tag="observation", frozen=True, kw_only=True):
@@ -141,6 +153,9 @@ class _Observation(SessionRecord, tag="observation", frozen=True, kw_only=True):
     token_count: int = 0
     timestamp: datetime = msgspec.field(default_factory=utc_now)
 
+    def __post_init__(self) -> None:
+        _utc_field(self, "timestamp")
+
 
 class _Reflection(SessionRecord, tag="reflection", frozen=True, kw_only=True):
     id: Id = msgspec.field(default_factory=new_scru128)
@@ -148,6 +163,9 @@ class _Reflection(SessionRecord, tag="reflection", frozen=True, kw_only=True):
     generated_at: datetime = msgspec.field(default_factory=utc_now)
     observation_token_count_before: int = 0
     reflection_token_count_after: int = 0
+
+    def __post_init__(self) -> None:
+        _utc_field(self, "generated_at")
 
 
 class _FailedAction(SessionRecord, tag="failed_action", frozen=True, kw_only=True):

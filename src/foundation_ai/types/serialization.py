@@ -108,6 +108,8 @@ def from_json(data: bytes | str, tp: type[T] | Any) -> T:
     """
     if tp is AgentProgress:
         return _decode_progress(data)  # type: ignore[return-value]
+    if _holds_progress(tp):
+        return _decode_with_progress(data, tp)  # type: ignore[no-any-return]
     try:
         dec = _decoder(tp)  # type: ignore[arg-type]
     except TypeError:  # an unhashable generic alias
@@ -119,7 +121,11 @@ def from_json(data: bytes | str, tp: type[T] | Any) -> T:
 
 
 def _decode_progress(data: bytes | str) -> AgentProgress:
-    raw: dict[str, Any] = from_json(data, dict[str, Any])
+    return _progress_from(from_json(data, dict[str, Any]), "$")
+
+
+def _progress_from(raw: dict[str, Any], path: str) -> AgentProgress:
+    """One ``AgentProgress`` from its JSON object; an unknown ``type`` becomes ``Unknown``."""
     kind = raw.get("type")
     if isinstance(kind, str) and kind not in AGENT_PROGRESS_TAGS:
         rest = {k: v for k, v in raw.items() if k != "type"}
@@ -128,7 +134,56 @@ def _decode_progress(data: bytes | str) -> AgentProgress:
         progress: AgentProgress = msgspec.convert(raw, AgentProgressT)
         return progress
     except msgspec.ValidationError as exc:
-        raise _format_error(exc) from None
+        err = _format_error(exc)
+        raise JsonFormatError(err.reason, path + err.path[1:]) from None
+
+
+def _holds_progress(tp: Any) -> bool:
+    """True when ``tp`` is a container (list, dict, ``Stream``) with ``AgentProgress`` inside."""
+    return any(_has_progress(a) for a in get_args(tp))
+
+
+def _has_progress(tp: Any) -> bool:
+    return tp is AgentProgress or _holds_progress(tp)
+
+
+def _progress_as_dicts(tp: Any) -> Any:
+    """``tp`` with every ``AgentProgress`` replaced by ``dict[str, Any]`` (decoded untyped)."""
+    if tp is AgentProgress:
+        return dict[str, Any]
+    origin, args = get_origin(tp), get_args(tp)
+    if not args:
+        return tp
+    return origin[tuple(_progress_as_dicts(a) for a in args)]
+
+
+def _decode_with_progress(data: bytes | str, tp: Any) -> Any:
+    """Decode a container holding ``AgentProgress`` so unknown variants become ``Unknown``
+    wherever they sit (a list of progress items, the ``Pending`` of an agent ``Stream``, …)."""
+    return _restore_progress(from_json(data, _progress_as_dicts(tp)), tp, "$")
+
+
+def _restore_progress(value: Any, tp: Any, path: str) -> Any:
+    if tp is AgentProgress:
+        return _progress_from(value, path)
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is list:
+        return [_restore_progress(v, args[0], f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is tuple:
+        return tuple(
+            _restore_progress(v, args[i if len(args) > 1 else 0], f"{path}[{i}]") for i, v in enumerate(value)
+        )
+    if origin is dict:
+        return {k: _restore_progress(v, args[1], f"{path}.{k}") for k, v in value.items()}
+    if origin is Stream:
+        data_tp, progress_tp = args
+        if isinstance(value, Stream.Pending) and _has_progress(progress_tp):
+            return Stream.Pending(_restore_progress(value.value, progress_tp, path + ".value"))
+        if isinstance(value, Stream.Next) and _has_progress(data_tp):
+            return Stream.Next(_restore_progress(value.value, data_tp, path + ".value"))
+        if isinstance(value, Stream.Spread) and _has_progress(data_tp):
+            return Stream.Spread(_restore_progress(value.value, list[data_tp], path + ".value"))  # type: ignore[valid-type]
+    return value
 
 
 def dump_document(items: Iterable[Any], kind: str = "records") -> bytes:

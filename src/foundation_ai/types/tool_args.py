@@ -174,7 +174,9 @@ class ToolArgs:
             typed = _EXPECTED_GOT.match(reason)
             if typed:
                 raise ToolArgumentError(field or "$", typed.group(1), typed.group(2)) from exc
-            raise ToolArgumentError(field or "$", reason.replace("Expected ", "").strip(), "a mismatch") from exc
+            raise ToolArgumentError(
+                field or "$", reason.replace("Expected ", "").strip(), "a mismatch"
+            ) from exc
 
     def __repr__(self) -> builtins.str:
         return f"ToolArgs({self._args!r})"

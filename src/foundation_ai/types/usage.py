@@ -123,11 +123,11 @@ class UsageReport(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     ) -> UsageReport:
         """Build a report whose ``total_tokens`` is the sum of the four counts."""
         return cls(
-            input=input,
-            output=output,
-            cache_read=cache_read,
-            cache_write=cache_write,
-            total_tokens=input + output + cache_read + cache_write,
+            input=float(input),
+            output=float(output),
+            cache_read=float(cache_read),
+            cache_write=float(cache_write),
+            total_tokens=float(input + output + cache_read + cache_write),
             cost=cost if cost is not None else _NO_COST,
         )
 

@@ -16,6 +16,22 @@
 
 from __future__ import annotations
 
-from ._store import InMemoryVectorStore, Metric, VectorEntry, VectorMatch, VectorMetadata, VectorStore
+from ._store import (
+    DimensionMismatchError,
+    InMemoryVectorStore,
+    Metric,
+    VectorEntry,
+    VectorMatch,
+    VectorMetadata,
+    VectorStore,
+)
 
-__all__ = ["InMemoryVectorStore", "Metric", "VectorEntry", "VectorMatch", "VectorMetadata", "VectorStore"]
+__all__ = [
+    "DimensionMismatchError",
+    "InMemoryVectorStore",
+    "Metric",
+    "VectorEntry",
+    "VectorMatch",
+    "VectorMetadata",
+    "VectorStore",
+]

@@ -13,7 +13,15 @@ import msgspec
 
 from ..errors import FoundationAIError
 
-__all__ = ["InMemoryVectorStore", "Metric", "VectorEntry", "VectorMatch", "VectorMetadata", "VectorStore"]
+__all__ = [
+    "DimensionMismatchError",
+    "InMemoryVectorStore",
+    "Metric",
+    "VectorEntry",
+    "VectorMatch",
+    "VectorMetadata",
+    "VectorStore",
+]
 
 
 class Metric(enum.Enum):

@@ -1,0 +1,119 @@
+"""Vector types (seed 000 "Vector types"): entries, matches, the store protocol, the exact store."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from foundation_ai.errors import FoundationAIError
+from foundation_ai.vectors import (
+    DimensionMismatchError,
+    InMemoryVectorStore,
+    Metric,
+    VectorEntry,
+    VectorMatch,
+    VectorMetadata,
+    VectorStore,
+)
+
+
+def entry(id: str, vector: list[float], *tags: str) -> VectorEntry:
+    return VectorEntry(id, vector, VectorMetadata(tags=list(tags)))
+
+
+def store(metric: Metric) -> InMemoryVectorStore:
+    s = InMemoryVectorStore(metric)
+    s.upsert(
+        [
+            entry("east", [1.0, 0.0], "dir", "x"),
+            entry("north", [0.0, 1.0], "dir", "y"),
+            entry("far-east", [10.0, 0.0], "x"),
+            entry("north-east", [1.0, 1.0], "dir"),
+            entry("west", [-1.0, 0.0], "dir", "x"),
+        ]
+    )
+    return s
+
+
+def test_in_memory_store_satisfies_protocol() -> None:
+    assert isinstance(InMemoryVectorStore(), VectorStore)
+
+
+def test_cosine_scores_are_similarities_best_first() -> None:
+    got = store(Metric.Cosine).search([2.0, 0.0], k=5)
+    assert [m.id for m in got[:2]] in (["east", "far-east"], ["far-east", "east"])  # both exactly 1.0
+    scores = {m.id: m.score for m in got}
+    assert scores["east"] == pytest.approx(1.0)
+    assert scores["far-east"] == pytest.approx(1.0)  # cosine ignores length
+    assert scores["north-east"] == pytest.approx(1 / math.sqrt(2))
+    assert scores["north"] == pytest.approx(0.0)
+    assert scores["west"] == pytest.approx(-1.0)
+    assert got[-1].id == "west"
+    assert [m.score for m in got] == sorted((m.score for m in got), reverse=True)
+
+
+def test_l2_scores_are_distances_lowest_first() -> None:
+    got = store(Metric.L2).search([1.0, 0.0], k=5)
+    assert got[0] == VectorMatch("east", 0.0)
+    scores = {m.id: m.score for m in got}
+    assert scores["north-east"] == pytest.approx(1.0)
+    assert scores["north"] == pytest.approx(math.sqrt(2))
+    assert scores["west"] == pytest.approx(2.0)
+    assert scores["far-east"] == pytest.approx(9.0)
+    assert [m.id for m in got] == ["east", "north-east", "north", "west", "far-east"]
+    assert all(m.score >= 0 for m in got)
+
+
+def test_dot_scores_are_unbounded_products_highest_first() -> None:
+    got = store(Metric.Dot).search([1.0, 0.5], k=5)
+    assert [m.id for m in got] == ["far-east", "north-east", "east", "north", "west"]
+    assert got[0].score == pytest.approx(10.0)
+    assert got[1].score == pytest.approx(1.5)
+    assert got[-1].score == pytest.approx(-1.0)
+
+
+def test_k_limits_results() -> None:
+    s = store(Metric.Cosine)
+    assert len(s.search([1.0, 0.0], k=2)) == 2
+    assert len(s.search([1.0, 0.0], k=100)) == 5
+    assert s.search([1.0, 0.0], k=0) == []
+
+
+def test_tag_filter_requires_every_tag() -> None:
+    s = store(Metric.L2)
+    assert {m.id for m in s.search([0.0, 0.0], k=10, tags=["x"])} == {"east", "far-east", "west"}
+    assert {m.id for m in s.search([0.0, 0.0], k=10, tags=["dir", "x"])} == {"east", "west"}
+    assert s.search([0.0, 0.0], k=10, tags=["nope"]) == []
+    assert len(s.search([0.0, 0.0], k=10, tags=[])) == 5
+
+
+def test_upsert_replaces_get_and_delete() -> None:
+    s = store(Metric.Cosine)
+    assert len(s) == 5
+    s.upsert([entry("east", [0.0, -1.0], "moved")])
+    assert len(s) == 5
+    got = s.get("east")
+    assert got is not None and got.vector == [0.0, -1.0] and got.metadata.tags == ["moved"]
+    assert s.search([0.0, -1.0], k=1) == [VectorMatch("east", pytest.approx(1.0))]  # type: ignore[arg-type]
+    assert s.delete(["east", "missing"]) == 1
+    assert s.get("east") is None and len(s) == 4
+
+
+def test_dimension_mismatch_raises() -> None:
+    s = store(Metric.Cosine)
+    with pytest.raises(DimensionMismatchError, match="3 dimensions, store has 2"):
+        s.upsert([entry("z", [1.0, 2.0, 3.0])])
+    with pytest.raises(DimensionMismatchError):
+        s.search([1.0])
+    assert issubclass(DimensionMismatchError, FoundationAIError)
+    fixed = InMemoryVectorStore(dimensions=3)
+    with pytest.raises(DimensionMismatchError):
+        fixed.upsert([entry("a", [1.0, 2.0])])
+
+
+def test_zero_vector_cosine_scores_zero() -> None:
+    s = InMemoryVectorStore()
+    s.upsert([entry("zero", [0.0, 0.0]), entry("one", [1.0, 0.0])])
+    scores = {m.id: m.score for m in s.search([1.0, 0.0])}
+    assert scores == {"one": pytest.approx(1.0), "zero": 0.0}
