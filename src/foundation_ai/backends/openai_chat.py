@@ -95,6 +95,7 @@ def openai_chat(
     max_output_tokens: int | None = None,
     extra_body: Mapping[str, Any] | None = None,
     retry_base_delay: float = 0.5,
+    streaming: bool = True,
 ) -> OpenAIChatModel:
     """A Chat Completions backend for ``model`` (the name sent as ``"model"``).
 
@@ -108,6 +109,8 @@ def openai_chat(
             (proxies, test transports); without one the backend owns its clients.
         context_window / max_output_tokens: tokens, for the descriptor.
         extra_body: fields merged into every request body (e.g. ``{"top_k": 20}`` for vLLM).
+        streaming: ``False`` sends ``stream: false`` and reads the whole ``chat.completion``
+            answer (for servers whose streaming is broken); the items are the same shape.
 
     Raises:
         ConfigurationError: OpenAI's host and no key in the argument or ``OPENAI_API_KEY``.
@@ -131,6 +134,7 @@ def openai_chat(
         context_window=context_window,
         max_output_tokens=max_output_tokens,
         extra_body=extra_body,
+        streaming=streaming,
     )
 
 
@@ -160,8 +164,10 @@ class OpenAIChatModel(BaseModel):
         context_window: int | None = None,
         max_output_tokens: int | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        streaming: bool = True,
     ) -> None:
         self.options = options
+        self.streaming = streaming
         self.official = official
         self.url = _endpoint(options.base_url)
         self.extra_body = dict(extra_body or {})
@@ -199,7 +205,11 @@ class OpenAIChatModel(BaseModel):
 
     def _body(self, interaction: ModelInteraction, params: ModelParams | None) -> bytes:
         body = build_request(
-            interaction, params or ModelParams(), self.descriptor.name, official=self.official, stream=True
+            interaction,
+            params or ModelParams(),
+            self.descriptor.name,
+            official=self.official,
+            stream=self.streaming,
         )
         if self.extra_body:
             body.update(self.extra_body)
