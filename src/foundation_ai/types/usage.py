@@ -26,6 +26,15 @@ class CostStatus(enum.Enum):
     Actual = "actual"
 
 
+_ZERO = 0.0
+"""The shared default of every count and amount: a field holding this object is omitted from JSON."""
+
+
+def _z(value: float) -> float:
+    """``value`` as a float, zero as the shared default (msgspec omits defaults by identity for floats)."""
+    return _ZERO if value == 0 else float(value)
+
+
 _STATUS_RANK = {CostStatus.Unknown: 0, CostStatus.Estimated: 1, CostStatus.Actual: 2}
 
 
@@ -36,15 +45,15 @@ class UsageCosting(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     (``Unknown`` only when both are unknown, else ``Estimated`` unless both are ``Actual``).
     """
 
-    input: float = 0.0
+    input: float = _ZERO
     """USD for input (prompt) tokens, cache reads excluded."""
-    output: float = 0.0
+    output: float = _ZERO
     """USD for output tokens, reasoning tokens included."""
-    cache_read: float = 0.0
+    cache_read: float = _ZERO
     """USD for tokens read from the provider's prompt cache."""
-    cache_write: float = 0.0
+    cache_write: float = _ZERO
     """USD for tokens written to the provider's prompt cache."""
-    total: float = 0.0
+    total: float = _ZERO
     """USD, the sum of the four amounts above."""
     status: CostStatus = CostStatus.Unknown
     """Where the figures come from."""
@@ -59,14 +68,15 @@ class UsageCosting(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
             status = CostStatus.Actual
         else:
             status = CostStatus.Estimated
-        return UsageCosting(
-            input=self.input + other.input,
-            output=self.output + other.output,
-            cache_read=self.cache_read + other.cache_read,
-            cache_write=self.cache_write + other.cache_write,
-            total=self.total + other.total,
+        result = UsageCosting(
+            input=_z(self.input + other.input),
+            output=_z(self.output + other.output),
+            cache_read=_z(self.cache_read + other.cache_read),
+            cache_write=_z(self.cache_write + other.cache_write),
+            total=_z(self.total + other.total),
             status=status,
         )
+        return _NO_COST if result == _NO_COST else result
 
 
 _NO_COST = UsageCosting()
@@ -81,15 +91,15 @@ class UsageReport(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     is the identity.
     """
 
-    input: float = 0.0
+    input: float = _ZERO
     """Input (prompt) tokens, not counting cache reads."""
-    output: float = 0.0
+    output: float = _ZERO
     """Output tokens, reasoning tokens included."""
-    cache_read: float = 0.0
+    cache_read: float = _ZERO
     """Input tokens served from the provider's prompt cache."""
-    cache_write: float = 0.0
+    cache_write: float = _ZERO
     """Input tokens written to the provider's prompt cache."""
-    total_tokens: float = 0.0
+    total_tokens: float = _ZERO
     """All tokens: input + output + cache_read + cache_write (as the provider reports it)."""
     cost: UsageCosting = _NO_COST
     """The cost of this usage in USD."""
@@ -104,11 +114,11 @@ class UsageReport(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
         if self == _EMPTY_REPORT:
             return other
         return UsageReport(
-            input=self.input + other.input,
-            output=self.output + other.output,
-            cache_read=self.cache_read + other.cache_read,
-            cache_write=self.cache_write + other.cache_write,
-            total_tokens=self.total_tokens + other.total_tokens,
+            input=_z(self.input + other.input),
+            output=_z(self.output + other.output),
+            cache_read=_z(self.cache_read + other.cache_read),
+            cache_write=_z(self.cache_write + other.cache_write),
+            total_tokens=_z(self.total_tokens + other.total_tokens),
             cost=self.cost + other.cost,
         )
 
@@ -123,11 +133,11 @@ class UsageReport(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     ) -> UsageReport:
         """Build a report whose ``total_tokens`` is the sum of the four counts."""
         return cls(
-            input=float(input),
-            output=float(output),
-            cache_read=float(cache_read),
-            cache_write=float(cache_write),
-            total_tokens=float(input + output + cache_read + cache_write),
+            input=_z(input),
+            output=_z(output),
+            cache_read=_z(cache_read),
+            cache_write=_z(cache_write),
+            total_tokens=_z(input + output + cache_read + cache_write),
             cost=cost if cost is not None else _NO_COST,
         )
 
@@ -141,12 +151,12 @@ class TokenSnapshot(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     Units: tokens; ``cost_usd`` in USD.
     """
 
-    input: float = 0.0
-    output: float = 0.0
-    cache_read: float = 0.0
-    cache_write: float = 0.0
-    total_tokens: float = 0.0
-    cost_usd: float = 0.0
+    input: float = _ZERO
+    output: float = _ZERO
+    cache_read: float = _ZERO
+    cache_write: float = _ZERO
+    total_tokens: float = _ZERO
+    cost_usd: float = _ZERO
 
     @classmethod
     def from_usage(cls, usage: UsageReport) -> TokenSnapshot:
