@@ -145,7 +145,7 @@ async def run_turn_loop(
     breaker = session.breaker
     records = state.records
     loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
+    current_task = asyncio.current_task
     steering.bind(loop)
     ledger.start_turn()
     keep_from = len(session.messages)
@@ -234,7 +234,7 @@ async def run_turn_loop(
                     if steering.wanted:
                         interrupted = True
                         break
-                    steering.wait_here(task)
+                    steering.wait_here(current_task())
                     try:
                         item = await anext_()
                     except StopAsyncIteration:
@@ -381,7 +381,7 @@ async def run_turn_loop(
             if steering.wanted:
                 tools_interrupted = True
             else:
-                steering.wait_here(task)
+                steering.wait_here(current_task())
                 try:
                     await run_calls(calls, registry, results)
                 except asyncio.CancelledError as exc:

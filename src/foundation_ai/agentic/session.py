@@ -95,10 +95,10 @@ class Turn:
         return [r.message for r in self.records if isinstance(r, SessionRecord.Conversation)]
 
     def text(self) -> str:
-        """The answer: the text outputs after the last tool result (joined)."""
+        """The answer: the text outputs after the last tool result or user message (joined)."""
         out: list[str] = []
         for m in self.messages():
-            if isinstance(m, ToolResultMessage):
+            if not isinstance(m, AssistantMessage):
                 out = []
             elif isinstance(m, AssistantMessage) and isinstance(m.content, TextContent):
                 out.append(m.content.content)

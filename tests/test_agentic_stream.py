@@ -1,0 +1,145 @@
+"""TurnStream and TurnEvent (issue 5, item 3): raw items with `for` and `async for`, typed events
+carrying only the new piece whatever the chunk mode, one ToolCall event per call, exactly one
+terminal event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from foundation_ai import AgentSession
+from foundation_ai.agentic import InMemorySessionStore, ScriptedModel, TurnEvent, call, say, think, tool
+from foundation_ai.types import AssistantMessage, SessionRecord, Stream, TextContent
+
+MODES = ["snapshot", "delta"]
+
+
+@tool
+async def echo(text: str) -> str:
+    """Echo the text."""
+    return text.upper()
+
+
+def agent_for(model: ScriptedModel) -> AgentSession:
+    return AgentSession.builder(model).with_tools(echo).with_store(InMemorySessionStore()).build()
+
+
+def script(mode: str, words: int = 1) -> ScriptedModel:
+    return ScriptedModel(
+        [
+            [think("I should echo it first."), say("Calling echo now."), call("echo", {"text": "hey there"})],
+            [think("Done."), say("The echo said HEY THERE, and that is all.")],
+        ],
+        chunk_mode=mode,  # type: ignore[arg-type]
+        chunk_words=words,
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("words", [1, 3])
+def test_events_carry_only_new_pieces(mode: str, words: int) -> None:
+    stream = agent_for(script(mode, words)).run_turn_stream("echo hey there")
+    events = list(stream.events())
+    by_id: dict[str, str] = {}
+    thinking: dict[str, str] = {}
+    for e in events:
+        if isinstance(e, TurnEvent.Text):
+            assert e.text, "no empty text events"
+            by_id[e.message_id] = by_id.get(e.message_id, "") + e.text
+        elif isinstance(e, TurnEvent.Thinking):
+            thinking[e.message_id] = thinking.get(e.message_id, "") + e.text
+    assert list(by_id.values()) == ["Calling echo now.", "The echo said HEY THERE, and that is all."]
+    assert list(thinking.values()) == ["I should echo it first.", "Done."]
+    # the pieces add up to exactly what was persisted
+    turn = stream.turn
+    persisted = [
+        m for m in turn.messages() if isinstance(m, AssistantMessage) and isinstance(m.content, TextContent)
+    ]
+    assert [by_id[m.id] for m in persisted] == [m.content.content for m in persisted]  # type: ignore[union-attr]
+    calls = [e for e in events if isinstance(e, TurnEvent.ToolCall)]
+    assert len(calls) == 1 and calls[0].call.arguments == {"text": "hey there"}
+    results = [e for e in events if isinstance(e, TurnEvent.ToolResult)]
+    assert len(results) == 1 and results[0].result.content == TextContent("HEY THERE")
+    terminal = [e for e in events if isinstance(e, TurnEvent.Done | TurnEvent.Failed)]
+    assert terminal == [events[-1]] and isinstance(events[-1], TurnEvent.Done)
+    assert events[-1].summary.message_count == len(turn.messages())
+    # order: tool call before its result, result before the final text
+    kinds = [type(e).__name__ for e in events if not isinstance(e, TurnEvent.Progress)]
+    assert kinds.index("TurnEvent.ToolCall") < kinds.index("TurnEvent.ToolResult")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_raw_items_are_snapshots_and_last_one_is_persisted(mode: str) -> None:
+    stream = agent_for(script(mode, 2)).run_turn_stream("go")
+    items = list(stream)
+    assert isinstance(items[0], Stream.Init)
+    last: dict[str, Any] = {}
+    for it in items:
+        assert not it.is_scheduling()
+        if isinstance(it, Stream.Next) and isinstance(it.value, SessionRecord.Conversation):
+            m = it.value.message
+            if m.id in last and isinstance(m.content, TextContent):
+                # a snapshot only grows
+                assert m.content.content.startswith(last[m.id].content.content)
+            last[m.id] = m
+    persisted = stream.turn.messages()
+    assert [last[m.id] for m in persisted] == persisted
+    assert isinstance(items[-1].value, SessionRecord.Summary)
+
+
+async def test_async_for_raw_and_events() -> None:
+    agent = agent_for(script("delta"))
+    items = [i async for i in agent.run_turn_stream("a")]
+    assert isinstance(items[-1].value, SessionRecord.Summary)
+    agent2 = agent_for(script("snapshot"))
+    s = agent2.arun_turn_stream("b")
+    text = ""
+    async for e in s.events():
+        if isinstance(e, TurnEvent.Text):
+            text += e.text
+    assert text == "Calling echo now.The echo said HEY THERE, and that is all."
+    assert s.turn is not None and s.turn.ok
+
+
+def test_stream_is_single_use() -> None:
+    from foundation_ai.errors import FoundationAIError
+
+    s = agent_for(script("delta")).run_turn_stream("x")
+    list(s)
+    with pytest.raises(FoundationAIError):
+        list(s)
+
+
+def test_sync_iteration_inside_running_loop_is_refused() -> None:
+    import asyncio
+
+    from foundation_ai.errors import FoundationAIError
+
+    agent = agent_for(script("delta"))
+
+    async def main() -> None:
+        with pytest.raises(FoundationAIError):
+            list(agent.run_turn_stream("x"))
+
+    asyncio.run(main())
+
+
+def test_abandoned_stream_releases_the_session_and_pairs_calls() -> None:
+    m = script("snapshot")
+    agent = agent_for(m)
+    s = agent.run_turn_stream("x")
+    for e in s.events():
+        if isinstance(e, TurnEvent.Progress) and type(e.progress).__name__ == "AgentProgress.ExecutingTools":
+            break  # the consumer walks away with a call persisted and not run
+    del s
+    import gc
+
+    gc.collect()
+    m.extend(say("ok"))
+    # the session is usable again and the open call got an "interrupted" result
+    from foundation_ai.types import ToolResultMessage
+
+    results = [x for x in agent.messages if isinstance(x, ToolResultMessage)]
+    assert results and results[0].is_error and "interrupted" in (results[0].error_detail or "")
+    assert agent.run_turn("again").ok
