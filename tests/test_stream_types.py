@@ -54,7 +54,7 @@ def test_payload_is_in_value_and_match_works_positionally() -> None:
                 seen.append("skip")
     assert seen == [
         "init",
-        "tokens 3",
+        "tokens 3.0",
         "ModelState.GeneratingEmbeddings",
         "next hi",
         "spread 2",

@@ -253,26 +253,28 @@ class StopReason(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=Tr
 
 
 class _Stop(StopReason, tag="stop", frozen=True):
-    pass
+    """``StopReason.Stop``: the natural end of the answer. JSON ``{"type": "stop"}``."""
 
 
 class _Length(StopReason, tag="length", frozen=True):
-    pass
+    """``StopReason.Length``: the output hit ``max_tokens``. JSON ``{"type": "length"}``."""
 
 
 class _ToolUse(StopReason, tag="tool_use", frozen=True):
-    pass
+    """``StopReason.ToolUse``: the model wants tools run. JSON ``{"type": "tool_use"}``."""
 
 
 class _Error(StopReason, tag="error", frozen=True):
-    pass
+    """``StopReason.Error``: the provider failed; the text is in ``error_detail``. JSON ``{"type": "error"}``."""
 
 
 class _Aborted(StopReason, tag="aborted", frozen=True):
-    pass
+    """``StopReason.Aborted``: cancelled. JSON ``{"type": "aborted"}``."""
 
 
 class _Message(StopReason, tag="message", frozen=True):
+    """``StopReason.Message(value)``: any other provider stop value, preserved. JSON ``{"type": "message", "value": ...}``."""
+
     value: str
     """The provider's own stop value."""
 
@@ -334,16 +336,22 @@ class GenerationMetadata(msgspec.Struct, frozen=True, tag_field="type", omit_def
 
 
 class _LogProbs(GenerationMetadata, tag="log_probs", frozen=True):
+    """``GenerationMetadata.LogProbs(tokens)``: per-token natural-log probabilities. JSON tag ``"log_probs"``."""
+
     tokens: list[TokenLogProb]
     """Per-token log probabilities, in output order."""
 
 
 class _SystemFingerprint(GenerationMetadata, tag="system_fingerprint", frozen=True):
+    """``GenerationMetadata.SystemFingerprint(value)``. JSON tag ``"system_fingerprint"``."""
+
     value: str
     """OpenAI ``system_fingerprint``: the backend configuration that served the request."""
 
 
 class _Timing(GenerationMetadata, tag="timing", frozen=True):
+    """``GenerationMetadata.Timing``: latency figures in seconds and tokens per second. JSON tag ``"timing"``."""
+
     time_to_first_token: float | None = None
     """Seconds from sending the request to the first output chunk."""
     tokens_per_second: float | None = None
@@ -353,6 +361,8 @@ class _Timing(GenerationMetadata, tag="timing", frozen=True):
 
 
 class _RefusalReason(GenerationMetadata, tag="refusal_reason", frozen=True):
+    """``GenerationMetadata.RefusalReason(reason)``: why the model refused. JSON tag ``"refusal_reason"``."""
+
     reason: str
     """The provider's refusal text or reason code."""
 

@@ -55,14 +55,16 @@ class OutputFormat(msgspec.Struct, frozen=True, tag_field="type"):
 
 
 class _Text(OutputFormat, tag="text", frozen=True):
-    pass
+    """``OutputFormat.Text()``: free text (the default). JSON ``{"type": "text"}``."""
 
 
 class _JsonObject(OutputFormat, tag="json_object", frozen=True):
-    pass
+    """``OutputFormat.JsonObject()``: any JSON object. JSON ``{"type": "json_object"}``."""
 
 
 class _JsonSchema(OutputFormat, tag="json_schema", frozen=True):
+    """``OutputFormat.JsonSchema(name, schema, strict=True)``: JSON matching ``schema``. JSON tag ``"json_schema"``."""
+
     name: str
     schema: dict[str, Any]
     strict: bool = True

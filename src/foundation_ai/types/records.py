@@ -122,10 +122,14 @@ class SessionRecord(msgspec.Struct, frozen=True, tag_field="type", kw_only=True,
 
 
 class _Conversation(SessionRecord, tag="conversation", frozen=True, kw_only=True):
+    """``SessionRecord.Conversation(message)``: one persisted message. JSON tag ``"conversation"``."""
+
     message: MessagesT
 
 
 class _Retracted(SessionRecord, tag="retracted", frozen=True, kw_only=True):
+    """``SessionRecord.Retracted(reason, ...)``: drop the assistant output streamed so far. JSON tag ``"retracted"``."""
+
     id: Id = msgspec.field(default_factory=new_scru128)
     """The id of the retraction itself."""
     reason: str
@@ -138,6 +142,8 @@ class _Retracted(SessionRecord, tag="retracted", frozen=True, kw_only=True):
 
 
 class _WorkingMemory(SessionRecord, tag="working_memory", frozen=True, kw_only=True):
+    """``SessionRecord.WorkingMemory(facts, version, ...)``: the working-memory facts. JSON tag ``"working_memory"``."""
+
     id: Id = msgspec.field(default_factory=new_scru128)
     facts: list[MemoryFact] = msgspec.field(default_factory=list)
     version: int = 0
@@ -148,6 +154,8 @@ class _WorkingMemory(SessionRecord, tag="working_memory", frozen=True, kw_only=T
 
 
 class _Observation(SessionRecord, tag="observation", frozen=True, kw_only=True):
+    """``SessionRecord.Observation(observations, token_count, ...)``. JSON tag ``"observation"``."""
+
     id: Id = msgspec.field(default_factory=new_scru128)
     observations: list[ObservationEntry] = msgspec.field(default_factory=list)
     token_count: int = 0
@@ -158,6 +166,9 @@ class _Observation(SessionRecord, tag="observation", frozen=True, kw_only=True):
 
 
 class _Reflection(SessionRecord, tag="reflection", frozen=True, kw_only=True):
+    """``SessionRecord.Reflection(reflections, ...)``: reflections condensed from observations;
+    token counts before and after. JSON tag ``"reflection"``."""
+
     id: Id = msgspec.field(default_factory=new_scru128)
     reflections: list[ReflectionEntry] = msgspec.field(default_factory=list)
     generated_at: datetime = msgspec.field(default_factory=utc_now)
@@ -169,11 +180,15 @@ class _Reflection(SessionRecord, tag="reflection", frozen=True, kw_only=True):
 
 
 class _FailedAction(SessionRecord, tag="failed_action", frozen=True, kw_only=True):
+    """``SessionRecord.FailedAction(error, trace)``: a loop failure; never persisted. JSON tag ``"failed_action"``."""
+
     error: AgenticError
     trace: StructuredErrorTrace = msgspec.field(default_factory=StructuredErrorTrace)
 
 
 class _Summary(SessionRecord, tag="summary", frozen=True, kw_only=True):
+    """``SessionRecord.Summary(message_count, usage)``: the end of a turn, cumulative usage. JSON tag ``"summary"``."""
+
     message_count: int
     """Messages persisted in the turn."""
     usage: TokenSnapshot
@@ -227,48 +242,68 @@ class AgentProgress(msgspec.Struct, frozen=True, tag_field="type", kw_only=True,
 
 
 class _Initializing(AgentProgress, tag="initializing", frozen=True, kw_only=True):
+    """``AgentProgress.Initializing(step)``."""
+
     step: str
 
 
 class _Generating(AgentProgress, tag="generating", frozen=True, kw_only=True):
+    """``AgentProgress.Generating(model, tokens_so_far)``: the model is generating (tokens so far)."""
+
     model: str
     tokens_so_far: int = 0
 
 
 class _ToolCallRequested(AgentProgress, tag="tool_call_requested", frozen=True, kw_only=True):
+    """``AgentProgress.ToolCallRequested(name)``: the model asked for a tool."""
+
     name: str
 
 
 class _ExecutingTools(AgentProgress, tag="executing_tools", frozen=True, kw_only=True):
+    """``AgentProgress.ExecutingTools(total, completed)``: tools are running."""
+
     total: int
     completed: int = 0
 
 
 class _ToolCallCancelled(AgentProgress, tag="tool_call_cancelled", frozen=True, kw_only=True):
+    """``AgentProgress.ToolCallCancelled(id)``: a pending tool call was cancelled."""
+
     id: str
 
 
 class _ProcessingMemory(AgentProgress, tag="processing_memory", frozen=True, kw_only=True):
+    """``AgentProgress.ProcessingMemory(kind)``: memory (observation, reflection, …) is being processed."""
+
     kind: str
 
 
 class _FlushingRecords(AgentProgress, tag="flushing_records", frozen=True, kw_only=True):
+    """``AgentProgress.FlushingRecords(count)``: records are being written to the store."""
+
     count: int
 
 
 class _Steering(AgentProgress, tag="steering", frozen=True, kw_only=True):
+    """``AgentProgress.Steering(source)``: a steering message arrived."""
+
     source: str
 
 
 class _TurnComplete(AgentProgress, tag="turn_complete", frozen=True, kw_only=True):
+    """``AgentProgress.TurnComplete(usage)``: the turn ended; cumulative usage."""
+
     usage: TokenSnapshot
 
 
 class _SessionEnding(AgentProgress, tag="session_ending", frozen=True, kw_only=True):
-    pass
+    """``AgentProgress.SessionEnding()``: the session is closing."""
 
 
 class _UnknownProgress(AgentProgress, tag="unknown", frozen=True, kw_only=True):
+    """``AgentProgress.Unknown(kind, data)``: a variant this version does not know (decoded from JSON)."""
+
     kind: str
     """The unknown variant's tag."""
     data: dict[str, Any] = msgspec.field(default_factory=dict)

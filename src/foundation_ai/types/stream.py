@@ -50,32 +50,40 @@ class Stream(msgspec.Struct, Generic[D, P], frozen=True, tag_field="type"):
 
 
 class _Init(Stream[D, P], tag="init", frozen=True):
-    pass
+    """``Stream.Init()``: the stream started. JSON ``{"type": "init"}``."""
 
 
 class _Pending(Stream[D, P], tag="pending", frozen=True):
+    """``Stream.Pending(value)``: progress (``P``), no data. JSON tag ``"pending"``."""
+
     value: P
 
 
 class _Next(Stream[D, P], tag="next", frozen=True):
+    """``Stream.Next(value)``: one data item (``D``). JSON tag ``"next"``."""
+
     value: D
 
 
 class _Spread(Stream[D, P], tag="spread", frozen=True):
+    """``Stream.Spread(value)``: several data items at once (``list[D]``). JSON tag ``"spread"``."""
+
     value: list[D]
 
 
 class _Wait(Stream[D, P], tag="wait", frozen=True):
-    pass
+    """``Stream.Wait()``: a scheduling signal; skip it. JSON tag ``"wait"``."""
 
 
 class _Delayed(Stream[D, P], tag="delayed", frozen=True):
+    """``Stream.Delayed(value)``: a scheduling signal with a delay in seconds; skip it. JSON tag ``"delayed"``."""
+
     value: float
     """Seconds until the producer expects to have more."""
 
 
 class _Ignore(Stream[D, P], tag="ignore", frozen=True):
-    pass
+    """``Stream.Ignore()``: a scheduling signal; skip it. JSON tag ``"ignore"``."""
 
 
 for _attr, _cls in (
@@ -106,18 +114,22 @@ class ModelState(msgspec.Struct, frozen=True, tag_field="type"):
 
 
 class _GeneratingTokens(ModelState, tag="generating_tokens", frozen=True):
+    """``ModelState.GeneratingTokens(usage=None)``: tokens are being generated; cumulative usage when known."""
+
     usage: UsageReport | None = None
 
 
 class _GeneratingEmbeddings(ModelState, tag="generating_embeddings", frozen=True):
-    pass
+    """``ModelState.GeneratingEmbeddings()``: embeddings are being computed."""
 
 
 class _Finished(ModelState, tag="finished", frozen=True):
-    pass
+    """``ModelState.Finished()``: the model call completed."""
 
 
 class _StateError(ModelState, tag="error", frozen=True):
+    """``ModelState.Error(message)``: the model call failed with ``message``."""
+
     message: str
 
 

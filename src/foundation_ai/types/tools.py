@@ -154,6 +154,8 @@ class Tool(msgspec.Struct, frozen=True, tag_field="type"):
 
 
 class _SingleCommand(Tool, tag="single_command", frozen=True):
+    """``Tool.SingleCommand(definition)``: one function. JSON tag ``"single_command"``."""
+
     definition: ToolDefinition
 
     def name(self) -> str:
@@ -167,6 +169,9 @@ class _SingleCommand(Tool, tag="single_command", frozen=True):
 
 
 class _MultiCommands(Tool, tag="multi_commands", frozen=True):
+    """``Tool.MultiCommands(tool_name, commands, description)``: several commands behind one
+    function selected by its ``command`` argument. JSON tag ``"multi_commands"``."""
+
     tool_name: str
     commands: list[ToolDefinition]
     description: str = ""
@@ -270,18 +275,20 @@ class ToolChoice(msgspec.Struct, frozen=True, tag_field="type"):
 
 
 class _Auto(ToolChoice, tag="auto", frozen=True):
-    pass
+    """``ToolChoice.Auto()``: the model decides. JSON ``{"type": "auto"}``."""
 
 
 class _NoneChoice(ToolChoice, tag="none", frozen=True):
-    pass
+    """``ToolChoice.None_()``: no tool calls. JSON ``{"type": "none"}``."""
 
 
 class _Required(ToolChoice, tag="required", frozen=True):
-    pass
+    """``ToolChoice.Required()``: the model must call some tool. JSON ``{"type": "required"}``."""
 
 
 class _Function(ToolChoice, tag="function", frozen=True):
+    """``ToolChoice.Function(name)``: the model must call this tool. JSON tag ``"function"``."""
+
     name: str
 
 
