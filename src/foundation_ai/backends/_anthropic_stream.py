@@ -337,15 +337,22 @@ class AnthropicStreamParser:
 
     def flush(self) -> list[Stream[Any, Any]]:
         """Outputs held back when the stream fails: a completed tool call, and any tool call
-        still open (reported with ``raw_arguments`` when its JSON is incomplete)."""
+        still open (``arguments=None``, the text so far in ``raw_arguments``: never run)."""
         out: list[Stream[Any, Any]] = []
         if self.finished:
             return out
         self._flush_pending(out)
         for b in self.blocks.values():
-            if b.kind == "tool_use" and not b.emitted:
+            if b.kind == "tool_use" and not b.emitted:  # never closed: its input is unknown
                 b.emitted = True
-                out.append(self._chunk(b.mid, self._tool_content(b)))
+                call = ToolCall(
+                    id=b.call_id or new_call_id("toolu_"),
+                    name=b.name,
+                    arguments=None,
+                    signature=b.signature,
+                    raw_arguments="".join(b.parts),
+                )
+                out.append(self._chunk(b.mid, call))
         return out
 
 
