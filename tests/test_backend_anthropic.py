@@ -5,6 +5,7 @@ request mapping, failures, and a real llama.cpp server (xllamacpp, ``/v1/message
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -795,7 +796,7 @@ def test_llama_streamed_text_usage_length(llama_server: LlamaServerHandle) -> No
     ns = nexts(items)
     assert len(ns) > 3 and len({n.id for n in ns}) == 1
     texts = [n.text() or "" for n in ns]
-    assert all(b.startswith(a) for a, b in zip(texts, texts[1:], strict=False))  # snapshots grow
+    assert all(b.startswith(a) for a, b in itertools.pairwise(texts))  # snapshots grow
     final = ns[-1]
     assert final.stop_reason == StopReason.LENGTH and final.usage.output == 12
     assert final.usage.input + final.usage.cache_read > 10
