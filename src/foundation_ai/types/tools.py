@@ -94,6 +94,10 @@ class Args(msgspec.Struct, frozen=True, dict=True):
         return value
 
 
+_NO_ARGS = Args.empty()
+"""The default ``ToolDefinition.arguments``: one shared closed empty object schema."""
+
+
 class FunctionSpec(msgspec.Struct, frozen=True):
     """One function as a provider sees it: ``name``, ``description``, ``parameters`` (a JSON Schema)."""
 
@@ -109,8 +113,8 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     """The function name the model calls (provider limits: ``^[a-zA-Z0-9_-]{1,64}$``)."""
     description: str = ""
     """What it does, for the model."""
-    arguments: Args = msgspec.field(default_factory=Args.empty)
-    """The arguments' schema."""
+    arguments: Args = _NO_ARGS
+    """The arguments' schema (default: the shared ``Args.empty()``, omitted from JSON)."""
     category: str = ""
     """A grouping label for discovery (``shed``) and display."""
     returns: Args | None = None
