@@ -375,3 +375,19 @@ def test_property_agent_stream_round_trip(records: list[SessionRecord]) -> None:
     items: list[Stream[SessionRecord, AgentProgress]] = [Stream.Next(r) for r in records]
     items.append(Stream.Spread(records))
     assert from_json(to_json(items), list[Stream[SessionRecord, AgentProgress]]) == items
+
+
+offsets = st.integers(min_value=-(23 * 60 + 59), max_value=23 * 60 + 59).map(
+    lambda m: timezone(timedelta(minutes=m))
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2199, 1, 1), timezones=offsets))
+def test_property_any_offset_is_written_as_the_same_instant_in_utc(when: datetime) -> None:
+    m = Messages.ToolResult(tool_call_id="c", name="t", content=TextContent("x"), timestamp=when)
+    data = to_json(m)
+    assert RFC3339_UTC.search(data)
+    back = from_json(data, Messages)
+    assert isinstance(back, Messages.ToolResult)
+    assert back.timestamp == when and back.timestamp.tzinfo is UTC
