@@ -843,3 +843,29 @@ def test_llama_context_overflow(llama: LlamaServerHandle) -> None:
     assert out[-1].stop_reason == StopReason.ERROR
     assert "exceeds the available context size" in (out[-1].error_detail or "")
     assert out[-1].is_context_overflow()
+
+
+def test_request_thinking_only_turn_is_omitted(fresh: FixtureServer) -> None:
+    """C21: a turn holding only thinking (from another provider) sends nothing."""
+    inter = ModelInteraction(
+        messages=[
+            Messages.user("a"),
+            _assistant(ThinkingContent("secret", signature="sig"), provider=ModelProviders.Anthropic),
+            Messages.user("b"),
+        ]
+    )
+    assert sent(fresh, inter)["messages"] == [
+        {"role": "user", "content": "a"},
+        {"role": "user", "content": "b"},
+    ]
+
+
+def test_error_records_are_not_replayed(fresh: FixtureServer) -> None:
+    inter = ModelInteraction(
+        messages=[
+            Messages.user("a"),
+            _assistant(TextContent(""), stop_reason=StopReason.ERROR, error_detail="boom"),
+            Messages.user("b"),
+        ]
+    )
+    assert [m["role"] for m in sent(fresh, inter)["messages"]] == ["user", "user"]

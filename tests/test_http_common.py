@@ -176,3 +176,18 @@ def test_timer_metadata() -> None:
     assert m.time_to_first_token is not None and m.time_to_first_token > 0
     assert m.tokens_per_second is not None and m.tokens_per_second > 0
     assert m.duration is not None and m.duration >= m.time_to_first_token
+
+
+def test_drop_before_first_event_is_retried(srv: FixtureServer) -> None:
+    srv.queue(Canned(chunks=sse(["never"]), drop_after=0), Canned(chunks=sse(["ok"])))
+    assert events(opts(srv), srv.base_url + "/x") == [("message", "ok")]
+    assert len(srv.requests) == 2
+
+
+async def test_async_no_retry_after_first_event(srv: FixtureServer) -> None:
+    srv.queue(Canned(chunks=sse(["one", "two"]), drop_after=1), Canned(chunks=sse(["never"])))
+    got: list[str] = []
+    with pytest.raises(HttpStreamError, match="dropped mid-stream"):
+        async for e in astream_events(opts(srv), srv.base_url + "/x", b"{}", {}):
+            got.append(e.data)
+    assert got == ["one"] and len(srv.requests) == 1

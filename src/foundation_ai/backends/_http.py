@@ -10,7 +10,8 @@ What a backend gets from here (issue 3, "Failure"; wire-notes sections 2-4):
   any text (error bodies, exception messages) scrubbed of the key before it leaves the layer.
 - :func:`stream_events` (sync) and :func:`astream_events` (async): POST a JSON body and yield
   :class:`SseEvent` items (``event``, ``data`` as ``str``). Retries happen *inside*, before the
-  first event: 429, 5xx (and 408/409) and connection errors are retried up to ``max_retries``
+  first event: 429, 5xx (and 408/409/529), connection errors, timeouts and a connection dropped
+  before any event are retried up to ``max_retries``
   times, honouring ``Retry-After`` / ``retry-after-ms`` (capped by ``max_retry_delay``), else
   exponential backoff with jitter; 400/401/403/404/422 are never retried. Once the first
   event was yielded nothing is retried. A ``Content-Type: application/json`` answer (a server
@@ -400,6 +401,14 @@ def _mid_stream_error(exc: Exception, opts: HttpOptions) -> HttpStreamError:
 
 
 _STREAM_ERRORS = (httpx.TransportError, httpx.StreamError, SSEError, UnicodeDecodeError)
+_RETRY_EXC = (
+    httpx.ConnectError,
+    httpx.TimeoutException,
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+)
+"""Transport failures retried when no event was yielded yet (connect, timeouts, resets)."""
 
 
 def stream_events(
@@ -435,13 +444,19 @@ def stream_events(
                     yield SseEvent("json", resp.read().decode("utf-8", "replace"))
                     return
                 _check_event_stream(resp, opts)
+                yielded = False
                 try:
                     for sse in EventSource(resp).iter_sse():
+                        yielded = True
                         yield SseEvent(sse.event, sse.data)
                 except _STREAM_ERRORS as exc:
-                    raise _mid_stream_error(exc, opts) from None
+                    if yielded or not isinstance(exc, _RETRY_EXC) or attempt >= opts.max_retries:
+                        raise _mid_stream_error(exc, opts) from None
+                    time.sleep(retry_delay(attempt, None, opts))  # dropped before any event
+                    attempt += 1
+                    continue
                 return
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        except _RETRY_EXC as exc:
             # raised before any event was yielded (mid-stream errors are converted above)
             if attempt < opts.max_retries:
                 time.sleep(retry_delay(attempt, None, opts))
@@ -481,13 +496,19 @@ async def astream_events(
                     yield SseEvent("json", (await resp.aread()).decode("utf-8", "replace"))
                     return
                 _check_event_stream(resp, opts)
+                yielded = False
                 try:
                     async for sse in EventSource(resp).aiter_sse():
+                        yielded = True
                         yield SseEvent(sse.event, sse.data)
                 except _STREAM_ERRORS as exc:
-                    raise _mid_stream_error(exc, opts) from None
+                    if yielded or not isinstance(exc, _RETRY_EXC) or attempt >= opts.max_retries:
+                        raise _mid_stream_error(exc, opts) from None
+                    await asyncio.sleep(retry_delay(attempt, None, opts))  # dropped before any event
+                    attempt += 1
+                    continue
                 return
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        except _RETRY_EXC as exc:
             if attempt < opts.max_retries:
                 await asyncio.sleep(retry_delay(attempt, None, opts))
                 attempt += 1

@@ -323,7 +323,7 @@ def build_messages(interaction: ModelInteraction) -> list[dict[str, Any]]:
             # ThinkingContent, ImageContent, Embedding: no Chat Completions field (C21)
             continue
         if turn is not None and turn["content"] is None and "tool_calls" not in turn:
-            out.remove(turn)  # a turn of thinking only: nothing to send
+            out.pop()  # a turn of thinking only: nothing to send (the turn is always last)
         turn = None
         if isinstance(m, ToolResultMessage):
             c = m.content
@@ -351,7 +351,7 @@ def build_messages(interaction: ModelInteraction) -> list[dict[str, Any]]:
         else:  # agent, tool context, custom roles keep who spoke
             out.append({"role": "user", "name": _role_name(m.role), "content": content})
     if turn is not None and turn["content"] is None and "tool_calls" not in turn:
-        out.remove(turn)
+        out.pop()
     flush_images()
     return out
 
