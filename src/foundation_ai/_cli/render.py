@@ -229,5 +229,5 @@ def render_records(console: Console, records: Iterable[Any]) -> int:
             count += 1
         elif isinstance(rec, SessionRecord.Summary):
             u = rec.usage
-            console.print(Text(format_usage(u.input, u.output, u.cost_usd or None), style="dim"))
+            console.print(Text(format_usage(u.input, u.output, u.cost_usd), style="dim"))
     return count

@@ -1,0 +1,199 @@
+"""``foundation-ai chat``: the interactive loop.
+
+Between turns the main thread reads a line with ``input()`` (GNU readline editing when
+available). A prompt starts a turn: its events are consumed and rendered by a worker thread
+(:class:`~foundation_ai._cli.turns.TurnRunner`) while the main thread keeps reading the terminal:
+
+- ``/steer TEXT`` during a turn calls ``session.steer(TEXT)``: the loop stops at its next safe
+  point (output already shown is marked retracted) and continues with TEXT;
+- any other line typed during a turn is queued with ``session.follow_up(line)``;
+- ``/abort`` or Ctrl-C calls ``session.abort()``: the turn ends at the next safe point, keeping
+  what it produced, and the chat goes on in the same session;
+- ``/exit`` (also ``/quit``, Ctrl-D) ends the chat (during a turn: aborts it first).
+
+Between turns: ``/help``, ``/session`` (the id), ``/history`` (the transcript so far). Every turn
+is persisted by the session's store; the id printed at start and exit resumes it with
+``foundation-ai chat --session ID``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from .render import TurnRenderer, render_records
+from .turns import TurnRunner
+
+__all__ = ["HELP", "ChatApp"]
+
+HELP = """commands:
+  /steer TEXT   (during a turn) redirect the running turn with TEXT
+  /abort        (during a turn) stop the turn, same as Ctrl-C; the session is kept
+  TEXT          (during a turn) queue TEXT as a follow-up after the current answer
+  /session      show the session id
+  /history      show the conversation so far
+  /help         this help
+  /exit         quit (also /quit or Ctrl-D)"""
+
+
+class ChatApp:
+    """The interactive chat over a built session (a ``SessionSetup`` from ``commands``)."""
+
+    def __init__(self, setup: Any, console: Console | None = None) -> None:
+        self.setup = setup
+        self.session = setup.session
+        self.console = console if console is not None else Console(highlight=False)
+        self.renderer = TurnRenderer(self.console)
+        self.exit_requested = False
+
+    # -- between turns -------------------------------------------------------------------------
+
+    def banner(self) -> None:
+        s = self.setup
+        state = "resumed" if s.resumed else "new"
+        self.console.print(
+            Text.assemble(
+                ("foundation-ai chat", "bold"),
+                f" · model {s.choice.label} · session {self.session.session_id} ({state})",
+            )
+        )
+        self.console.print(
+            Text(
+                "Type a message. /steer TEXT during a turn, Ctrl-C interrupts it, /help, /exit.", style="dim"
+            )
+        )
+        if s.resumed:
+            self.console.rule("history", style="dim")
+            render_records(self.console, self.session.history())
+            self.console.rule(style="dim")
+
+    def _read_prompt(self) -> str | None:
+        try:
+            return input("you> ")
+        except EOFError:
+            self.console.print()
+            return None
+
+    def run(self) -> int:
+        """Run the loop until ``/exit`` or end of input; returns the exit status (0)."""
+        try:
+            import readline  # noqa: F401  (line editing for input())
+        except ImportError:
+            pass
+        self.banner()
+        while not self.exit_requested:
+            try:
+                line = self._read_prompt()
+            except KeyboardInterrupt:
+                self.console.print()
+                self.console.print(Text("(no turn is running: /exit or Ctrl-D quits)", style="dim"))
+                continue
+            if line is None:
+                break
+            text = line.strip()
+            if not text:
+                continue
+            if text.startswith("/"):
+                self.command(text)
+                continue
+            try:
+                self.turn(text)
+            except KeyboardInterrupt:  # a Ctrl-C outside the runner's watch: the turn never started
+                self.renderer.end_line()
+                self.console.print(Text("(interrupted)", style="yellow"))
+        self.console.print(
+            Text(
+                f"session {self.session.session_id} saved; resume with: "
+                f"foundation-ai chat --session {self.session.session_id}",
+                style="dim",
+            )
+        )
+        return 0
+
+    def command(self, text: str) -> None:
+        """A slash command typed between turns."""
+        name = text.partition(" ")[0].lower()
+        if name in ("/exit", "/quit"):
+            self.exit_requested = True
+        elif name == "/help":
+            self.console.print(HELP, markup=False, highlight=False)
+        elif name == "/session":
+            self.console.print(self.session.session_id)
+        elif name == "/history":
+            render_records(self.console, self.session.history())
+        elif name in ("/steer", "/abort"):
+            self.console.print(Text(f"{name}: no turn is running", style="dim"))
+        else:
+            self.console.print(Text(f"unknown command {name} (/help lists them)", style="yellow"))
+
+    # -- during a turn ---------------------------------------------------------------------------
+
+    def handle_event(self, event: Any) -> None:
+        """Render one ``TurnEvent`` (runs in the turn's worker thread)."""
+        from ..agentic import TurnEvent, TurnOutcome
+        from .commands import failure_message, usage_line
+
+        r = self.renderer
+        if isinstance(event, TurnEvent.Text):
+            r.text(event.text)
+        elif isinstance(event, TurnEvent.Thinking):
+            r.thinking(event.text)
+        elif isinstance(event, TurnEvent.ToolCall):
+            r.tool_call(event.call)
+        elif isinstance(event, TurnEvent.ToolResult):
+            r.tool_result(event.result)
+        elif isinstance(event, TurnEvent.Retract):
+            r.retract(event.reason)
+        elif isinstance(event, TurnEvent.Failed):
+            r.failed(failure_message(event.error, self.setup.choice))
+            r.usage(usage_line(event.summary, self.setup.choice))
+        elif isinstance(event, TurnEvent.Done):
+            if event.summary.outcome is TurnOutcome.Aborted:
+                r.notice("(turn interrupted; the session is kept)", style="yellow")
+            r.usage(usage_line(event.summary, self.setup.choice))
+
+    def on_line(self, line: str) -> None:
+        """A line typed while a turn runs (main thread)."""
+        text = line.strip()
+        name, _, rest = text.partition(" ")
+        lname = name.lower()
+        if lname == "/steer":
+            if rest.strip():
+                self.session.steer(rest.strip())
+                self.renderer.notice(f"→ steering: {rest.strip()}", style="magenta")
+            else:
+                self.renderer.notice("usage: /steer TEXT", style="yellow")
+        elif lname == "/abort":
+            self.session.abort()
+            self.renderer.notice("→ interrupting…", style="yellow")
+        elif lname in ("/exit", "/quit"):
+            self.exit_requested = True
+            self.session.abort()
+            self.renderer.notice("→ interrupting, then exiting…", style="yellow")
+        elif text.startswith("/"):
+            self.renderer.notice(f"during a turn: /steer TEXT, /abort, /exit (not {name})", style="yellow")
+        else:
+            self.session.follow_up(text)
+            self.renderer.notice(f"→ queued as a follow-up: {text}", style="magenta")
+
+    def on_interrupt(self) -> None:
+        self.renderer.notice("→ interrupting… (the session is kept)", style="yellow")
+
+    def turn(self, prompt: str) -> None:
+        """Run one turn, rendering as it streams; returns when it has ended."""
+        runner = TurnRunner(
+            self.session,
+            self.handle_event,
+            questions=self.setup.questions,
+            on_line=self.on_line,
+            on_interrupt=self.on_interrupt,
+            stdin=sys.stdin,
+            prompt_out=sys.stdout,
+        )
+        runner.run(lambda: self.session.run_turn_stream(prompt).events())
+        self.renderer.end_line()
+        if runner.error is not None:
+            self.renderer.failed(f"{type(runner.error).__name__}: {runner.error}")

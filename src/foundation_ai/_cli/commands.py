@@ -1,0 +1,271 @@
+"""The CLI's commands: ``run``, ``chat``, ``sessions``, ``show`` (parsing lives in
+:mod:`foundation_ai.cli`).
+
+Each ``cmd_*`` takes the parsed ``argparse.Namespace`` and returns an exit status; configuration
+problems raise :class:`~foundation_ai.errors.ConfigurationError` (exit 2) and the entry point
+prints them as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+
+from ..errors import ConfigurationError
+from ..types import ModelParams, to_json
+from .builtin_tools import files_tools, shell_tools
+from .model_choice import ModelChoice, load_model, parse_model_spec
+from .render import TurnRenderer, format_usage, render_records
+from .session_index import SessionInfo, describe_sessions, resolve_session_id
+from .turns import QuestionBox, TurnRunner
+
+__all__ = ["SessionSetup", "cmd_chat", "cmd_run", "cmd_sessions", "cmd_show", "failure_message", "open_store"]
+
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+
+
+def open_store(path: str | None) -> Any:
+    """The SQLite session store at ``path`` (default: the agent layer's default file)."""
+    from ..agentic import SqliteSessionStore
+
+    try:
+        return SqliteSessionStore(path)
+    except Exception as exc:  # sqlite3.Error, OSError: an unusable path
+        raise ConfigurationError(f"cannot open the session store {path or '(default)'}: {exc}") from None
+
+
+def _params(args: argparse.Namespace) -> ModelParams | None:
+    changes: dict[str, Any] = {}
+    if args.max_tokens is not None:
+        changes["max_tokens"] = args.max_tokens
+    if args.temperature is not None:
+        changes["temperature"] = args.temperature
+    if args.seed is not None:
+        changes["seed"] = args.seed
+    return ModelParams(**changes) if changes else None
+
+
+def _decline(command: str) -> bool:
+    return False
+
+
+@dataclass
+class SessionSetup:
+    """What ``chat`` and ``run`` build from their options."""
+
+    session: Any
+    choice: ModelChoice
+    store: Any
+    resumed: bool
+    questions: QuestionBox = field(default_factory=lambda: QuestionBox(_decline))
+
+
+def setup_session(args: argparse.Namespace) -> SessionSetup:
+    """Build the ``AgentSession`` described by the options (model, tools, params, store, resume).
+
+    Raises:
+        ConfigurationError: a bad model spec, a missing key, an unknown session, a bad root.
+    """
+    from ..agentic import AgentSession
+
+    choice = parse_model_spec(args.model, args.base_url)
+    store = open_store(args.db)
+    session_id = resolve_session_id(store, args.session) if args.session else None
+    model = load_model(choice)
+    questions = QuestionBox(_decline)
+    builder = AgentSession.builder(model).with_store(store)
+    if args.system:
+        builder = builder.with_system_prompt(args.system)
+    params = _params(args)
+    if params is not None:
+        builder = builder.with_params(params)
+    tool_sets = list(dict.fromkeys(args.tools))
+    if "files" in tool_sets:
+        try:
+            builder = builder.with_tools(files_tools(args.root))
+        except Exception as exc:
+            raise ConfigurationError(f"--tools files: {exc}") from None
+    if "shell" in tool_sets:
+        confirm = None if args.yes else questions.ask
+        builder = builder.with_tools(shell_tools(args.root, confirm=confirm, timeout=args.shell_timeout))
+    session = builder.resume(session_id) if session_id else builder.build()
+    return SessionSetup(session, choice, store, session_id is not None, questions)
+
+
+def failure_message(error: Any, choice: ModelChoice) -> str:
+    """One line for a failed turn: the ``AgenticError`` message, with the server named when it
+    could not be reached."""
+    message = " ".join(str(getattr(error, "message", error)).split()) or "the turn failed"
+    if "connection failed" in message or "ConnectError" in message:
+        where = choice.base_url or f"the {choice.kind} API"
+        return f"cannot reach {where}: {message}"
+    return message
+
+
+def usage_line(summary: Any, choice: ModelChoice) -> str:
+    """The line printed after each turn: tokens in/out and cost (USD)."""
+    u = summary.usage
+    if choice.kind in ("local", "gguf"):
+        line = format_usage(u.input, u.output, None, u.cache_read, u.cache_write)
+        return line.replace("cost n/a", "cost $0 (local)")
+    return format_usage(u.input, u.output, u.cost_usd, u.cache_read, u.cache_write)
+
+
+# ---------------------------------------------------------------------------------------------
+# run
+
+
+class _RunOutput:
+    """Collects a ``run`` turn: the answer text per output (retractions drop outputs) and the end."""
+
+    def __init__(self, json_lines: bool, stream_text: bool, err: TurnRenderer) -> None:
+        self.json_lines = json_lines
+        self.stream_text = stream_text
+        self.err = err
+        self.pieces: dict[str, list[str]] = {}
+        self.terminal: Any = None
+
+    def handle(self, event: Any) -> None:
+        from ..agentic import TurnEvent
+
+        if self.json_lines:
+            sys.stdout.write(to_json(event).decode("utf-8") + "\n")
+            sys.stdout.flush()
+        if isinstance(event, TurnEvent.Text):
+            self.pieces.setdefault(event.message_id, []).append(event.text)
+            if self.stream_text and not self.json_lines:
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+        elif isinstance(event, TurnEvent.Retract):
+            for mid in event.message_ids:
+                self.pieces.pop(mid, None)
+            if self.stream_text and not self.json_lines:
+                self.err.retract(event.reason)
+        elif self.json_lines:
+            pass
+        elif isinstance(event, TurnEvent.Thinking):
+            self.err.thinking(event.text)
+        elif isinstance(event, TurnEvent.ToolCall):
+            self.err.tool_call(event.call)
+        elif isinstance(event, TurnEvent.ToolResult):
+            self.err.tool_result(event.result)
+        if isinstance(event, TurnEvent.Failed | TurnEvent.Done):
+            self.terminal = event
+
+    def answer(self) -> str:
+        return "".join("".join(p) for p in self.pieces.values())
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``foundation-ai run PROMPT``: one turn. Prints the answer on stdout (streamed when stdout
+    is a terminal, else once complete so retracted output never shows), tool activity and the
+    usage line on stderr; ``--json`` prints every ``TurnEvent`` as one JSON line on stdout.
+    Exit 0 on success, 1 when the turn failed, 130 when interrupted."""
+    from ..agentic import TurnEvent, TurnOutcome
+
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    if not prompt.strip():
+        raise ConfigurationError("the prompt is empty")
+    setup = setup_session(args)
+    err_console = Console(stderr=True, highlight=False)
+    err = TurnRenderer(err_console)
+    out = _RunOutput(args.json, sys.stdout.isatty(), err)
+    runner = TurnRunner(setup.session, out.handle, questions=setup.questions)
+    try:
+        runner.run(lambda: setup.session.run_turn_stream(prompt).events())
+    finally:
+        setup.session.close()
+    if runner.error is not None:
+        from ..cli import error_line
+
+        print(error_line(f"{type(runner.error).__name__}: {runner.error}"), file=sys.stderr)
+        return EXIT_FAILED
+    end = out.terminal
+    if not args.json:
+        if out.stream_text:
+            sys.stdout.write("\n")
+        else:
+            text = out.answer()
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+        if end is not None and (end.summary.usage.total_tokens or isinstance(end, TurnEvent.Done)):
+            err.usage(usage_line(end.summary, setup.choice))
+    if isinstance(end, TurnEvent.Failed):
+        from ..cli import error_line
+
+        print(error_line(failure_message(end.error, setup.choice)), file=sys.stderr)
+        return EXIT_FAILED
+    if runner.interrupted or (end is not None and end.summary.outcome is TurnOutcome.Aborted):
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# sessions / show
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    """``foundation-ai sessions``: stored sessions, newest first (id, updated, messages, first
+    prompt)."""
+    store = open_store(args.db)
+    try:
+        rows = describe_sessions(store, limit=args.limit)
+    finally:
+        store.close()
+    console = Console(highlight=False)
+    if not rows:
+        console.print("no stored sessions")
+        return EXIT_OK
+    for line in session_table(rows, console.width):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def session_table(rows: list[SessionInfo], width: int = 100) -> list[str]:
+    """The ``sessions`` listing as plain lines: a header, then one line per session (the first
+    prompt cut to fit ``width`` characters)."""
+    head = f"{'ID':<25}  {'UPDATED (UTC)':<19}  {'MSGS':>4}  FIRST PROMPT"
+    lines = [head]
+    room = max(30, width - 56)
+    for r in rows:
+        prompt = r.first_prompt if len(r.first_prompt) <= room else r.first_prompt[: room - 1] + "…"
+        lines.append(f"{r.session_id:<25}  {r.updated_text:<19}  {r.message_count:>4}  {prompt}")
+    return lines
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """``foundation-ai show ID``: a stored session's transcript (``--json``: its records as JSON
+    lines)."""
+    store = open_store(args.db)
+    try:
+        session_id = resolve_session_id(store, args.session_id)
+        records = store.load(session_id)
+    finally:
+        store.close()
+    if args.json:
+        for rec in records:
+            sys.stdout.write(to_json(rec).decode("utf-8") + "\n")
+        return EXIT_OK
+    console = Console(highlight=False)
+    console.print(f"[bold]session {session_id}[/bold]")
+    render_records(console, records)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# chat
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    """``foundation-ai chat``: the interactive loop (see :mod:`foundation_ai._cli.chat`)."""
+    from .chat import ChatApp
+
+    setup = setup_session(args)
+    try:
+        return ChatApp(setup).run()
+    finally:
+        setup.session.close()

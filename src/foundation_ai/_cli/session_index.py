@@ -1,0 +1,93 @@
+"""Listing stored sessions for ``foundation-ai sessions`` and finding one by id or prefix.
+
+Built only on the ``SessionStore`` protocol (``sessions()`` and ``load(id)``): the message count
+is the size of the rebuilt conversation (``conversation_of``: retracted outputs left out), the
+first prompt is the first human message, and the update time is the newest message time (message
+ids are SCRU128, which carry their creation time in milliseconds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import scru128
+
+from ..errors import ConfigurationError
+from ..types import AssistantMessage, MessageRole, TextContent, ToolResultMessage, UserMessage
+
+__all__ = ["SessionInfo", "describe_session", "describe_sessions", "resolve_session_id"]
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """One row of the session list.
+
+    Attributes:
+        session_id: the id to pass to ``--session`` / ``show``.
+        updated: when the newest message was made (UTC), ``None`` for an empty session.
+        message_count: messages in the rebuilt conversation (prompts, outputs, tool results).
+        first_prompt: the first human prompt, on one line (``""`` when none).
+    """
+
+    session_id: str
+    updated: datetime | None
+    message_count: int
+    first_prompt: str
+
+    @property
+    def updated_text(self) -> str:
+        """``"2026-11-29 22:41:07"`` (UTC) or ``"-"``."""
+        return self.updated.strftime("%Y-%m-%d %H:%M:%S") if self.updated else "-"
+
+
+def _time_of(message: Any) -> datetime | None:
+    if isinstance(message, AssistantMessage | ToolResultMessage):
+        return message.timestamp
+    try:
+        ms = scru128.Scru128Id.from_str(message.id).timestamp
+    except Exception:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def describe_session(store: Any, session_id: str) -> SessionInfo:
+    """Summarise one stored session (see the module docstring)."""
+    from ..agentic.stores import conversation_of
+
+    messages = conversation_of(store.load(session_id))
+    first = ""
+    for m in messages:
+        if isinstance(m, UserMessage) and m.role == MessageRole.User and isinstance(m.content, TextContent):
+            first = " ".join(m.content.content.split())
+            break
+    times = [t for t in (_time_of(m) for m in messages) if t is not None]
+    return SessionInfo(session_id, max(times) if times else None, len(messages), first)
+
+
+def describe_sessions(store: Any, limit: int | None = None) -> list[SessionInfo]:
+    """The newest ``limit`` sessions (all when ``None``), most recently updated first."""
+    ids = list(store.sessions())
+    infos = [describe_session(store, sid) for sid in reversed(ids)]
+    floor = datetime.min.replace(tzinfo=UTC)
+    infos.sort(key=lambda i: i.updated or floor, reverse=True)
+    return infos[:limit] if limit is not None else infos
+
+
+def resolve_session_id(store: Any, text: str) -> str:
+    """The stored session id equal to ``text`` or, failing that, the only one starting with it.
+
+    Raises:
+        ConfigurationError: no session matches, or the prefix is ambiguous.
+    """
+    text = text.strip()
+    ids: list[str] = list(store.sessions())
+    if text in ids:
+        return text
+    matches = [i for i in ids if text and i.startswith(text)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise ConfigurationError(f"no stored session {text!r} (list them with: foundation-ai sessions)")
+    raise ConfigurationError(f"session prefix {text!r} is ambiguous ({len(matches)} sessions match)")

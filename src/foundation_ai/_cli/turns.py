@@ -1,0 +1,219 @@
+"""Running one turn in the background while the main thread stays free for the user.
+
+Why a worker thread: ``steer``, ``follow_up`` and ``abort`` must be callable *while* a turn
+streams (issue 5: "callable from another thread"), and Python delivers Ctrl-C (SIGINT) only to
+the main thread. So :class:`TurnRunner` consumes ``TurnStream.events()`` in a daemon worker thread
+(rendering each event as it arrives) and the main thread waits in short ``select()`` slices on
+stdin: a line typed during the turn is handled by ``on_line`` (``/steer TEXT`` and friends), a
+Ctrl-C calls ``session.abort()`` and keeps waiting until the turn ends with its summary, and
+questions from tools (the shell tool's y/N) are asked and answered here, on the main thread, so
+two readers never compete for the terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import select
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+__all__ = ["Question", "QuestionBox", "TurnRunner"]
+
+
+@dataclass
+class Question:
+    """A yes/no question a tool (in a worker thread) asks the user; :meth:`QuestionBox.ask` waits
+    for :attr:`answer`."""
+
+    text: str
+    answer: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class QuestionBox:
+    """Hands questions from tool threads to the thread that owns the terminal.
+
+    ``ask(text)`` (any thread) blocks until the owner answers; the owner polls :meth:`pending`.
+    When no owner is waiting (``owner_active`` False), ``fallback(text)`` answers directly.
+    """
+
+    def __init__(self, fallback: Callable[[str], bool]) -> None:
+        self._q: queue.Queue[Question] = queue.Queue()
+        self.fallback = fallback
+        self.owner_active = False
+
+    def ask(self, text: str) -> bool:
+        """Ask ``text``; True for yes. Blocks the calling (tool) thread until answered."""
+        if not self.owner_active:
+            return self.fallback(text)
+        q = Question(text)
+        self._q.put(q)
+        q.done.wait()
+        return q.answer
+
+    def pending(self) -> Question | None:
+        """The next unanswered question, if any."""
+        try:
+            return self._q.get_nowait()
+        except queue.Empty:
+            return None
+
+    def cancel_all(self) -> None:
+        """Answer every pending question with no (used when the turn is interrupted)."""
+        while (q := self.pending()) is not None:
+            q.answer = False
+            q.done.set()
+
+
+def is_yes(text: str) -> bool:
+    """``y`` / ``yes`` (any case) is yes; anything else, including an empty line, is no."""
+    return text.strip().lower() in ("y", "yes")
+
+
+class TurnRunner:
+    """Consume one turn's events in a worker thread; handle input and Ctrl-C on the caller's.
+
+    Args:
+        session: the ``AgentSession`` (for ``abort()``).
+        handle_event: called in the worker for every ``TurnEvent`` (renders or prints it).
+        questions: tool questions to ask on the main thread, or ``None``.
+        on_line: called on the main thread with each line typed during the turn, or ``None``
+            to not read stdin while a turn runs.
+        on_interrupt: called on the main thread at the first Ctrl-C (after ``abort()``).
+        stdin: the input stream (its file descriptor is polled with ``select``).
+        prompt_out: where questions are written.
+    """
+
+    def __init__(
+        self,
+        session: Any,
+        handle_event: Callable[[Any], None],
+        *,
+        questions: QuestionBox | None = None,
+        on_line: Callable[[str], None] | None = None,
+        on_interrupt: Callable[[], None] | None = None,
+        stdin: TextIO | None = None,
+        prompt_out: TextIO | None = None,
+    ) -> None:
+        self.session = session
+        self.handle_event = handle_event
+        self.questions = questions
+        self.on_line = on_line
+        self.on_interrupt = on_interrupt
+        self.stdin = stdin if stdin is not None else sys.stdin
+        self.prompt_out = prompt_out if prompt_out is not None else sys.stderr
+        self.interrupted = False
+        self.error: BaseException | None = None
+        self._stdin_open = True
+
+    def _consume(self, start: Callable[[], Iterable[Any]], done: threading.Event) -> None:
+        try:
+            for event in start():
+                self.handle_event(event)
+        except BaseException as exc:  # reported on the main thread
+            self.error = exc
+        finally:
+            done.set()
+
+    def _readable(self, timeout: float) -> bool:
+        if not self._stdin_open:
+            return False
+        try:
+            ready, _, _ = select.select([self.stdin], [], [], timeout)
+        except (OSError, ValueError):  # no selectable stdin (closed, or not a file)
+            self._stdin_open = False
+            return False
+        return bool(ready)
+
+    def _read_line(self) -> str | None:
+        try:
+            line = self.stdin.readline()
+        except (OSError, ValueError):
+            line = ""
+        if line == "":
+            self._stdin_open = False
+            return None
+        return line.rstrip("\n")
+
+    def _ask(self, q: Question) -> None:
+        self.prompt_out.write(f"{q.text} [y/N] ")
+        self.prompt_out.flush()
+        try:
+            while True:
+                if self._readable(0.1):
+                    line = self._read_line()
+                    q.answer = line is not None and is_yes(line)
+                    break
+                if not self._stdin_open:
+                    self.prompt_out.write("\n(no input: answered no)\n")
+                    self.prompt_out.flush()
+                    break
+        finally:  # a Ctrl-C while asking answers no
+            q.done.set()
+
+    def _interrupt(self) -> None:
+        if self.interrupted:
+            return
+        self.interrupted = True
+        try:
+            self.session.abort()
+        finally:
+            if self.questions is not None:
+                self.questions.cancel_all()
+            if self.on_interrupt is not None:
+                self.on_interrupt()
+
+    def run(self, start: Callable[[], Iterable[Any]]) -> None:
+        """Start the turn with ``start()`` (returning its ``TurnEvent`` iterable, e.g.
+        ``lambda: session.run_turn_stream(prompt).events()``) in the worker thread and consume
+        it until the turn ends. Starting it there means a Ctrl-C can never fall between starting
+        a turn and watching it.
+
+        Ctrl-C (``KeyboardInterrupt`` on this thread) aborts the turn once and keeps waiting for
+        its end, so the session stays usable. Exceptions raised while consuming are stored in
+        :attr:`error`.
+        """
+        # The end is signalled with an Event, not ``Thread.is_alive()``: on CPython < 3.13 a
+        # KeyboardInterrupt landing inside ``Thread.join()`` can leave a live thread marked stopped.
+        done = threading.Event()
+        worker = threading.Thread(
+            target=self._consume, args=(start, done), name="foundation-ai-turn", daemon=True
+        )
+        if self.questions is not None:
+            self.questions.owner_active = True
+        worker.start()
+        read_stdin = self.on_line is not None and _is_tty(self.stdin)
+        try:
+            while not done.is_set():
+                try:
+                    q = self.questions.pending() if self.questions is not None else None
+                    if q is not None:
+                        if self.interrupted:
+                            q.answer = False
+                            q.done.set()
+                        else:
+                            self._ask(q)
+                        continue
+                    if read_stdin and self._readable(0.05):
+                        line = self._read_line()
+                        if line is not None and self.on_line is not None and line.strip():
+                            self.on_line(line)
+                    else:
+                        done.wait(0.05)
+                except KeyboardInterrupt:
+                    self._interrupt()
+        finally:
+            if self.questions is not None:
+                self.questions.owner_active = False
+                self.questions.cancel_all()
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return os.isatty(stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False

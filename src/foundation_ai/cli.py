@@ -1,0 +1,171 @@
+"""The ``foundation-ai`` command line (also ``python -m foundation_ai``).
+
+Commands::
+
+    foundation-ai chat [--session ID]          interactive, streamed, resumable
+    foundation-ai run "PROMPT" [--json]        one turn; prints the answer (or JSON lines)
+    foundation-ai sessions                     stored sessions, newest first
+    foundation-ai show ID                      a stored session's transcript
+
+Model and tool options (``chat`` and ``run``): ``--model`` (``local`` = the bundled SmolLM2,
+the default; ``openai:NAME``, ``responses:NAME``, ``anthropic:NAME``, ``gguf:PATH``),
+``--base-url``, ``--system``, ``--max-tokens``, ``--temperature``, ``--seed``, ``--tools files,shell``,
+``--root DIR``, ``--yes``, ``--shell-timeout``. ``--db PATH`` selects the SQLite session store
+(default: ``sessions.sqlite3`` in the user data directory).
+
+Exit status: 0 success; 1 the turn failed (provider error, unreachable server, …); 2 bad usage or
+configuration (unknown option, missing API key, unknown session); 130 interrupted. Every error is
+one line on stderr: ``foundation-ai: error: ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from .errors import ConfigurationError, FoundationAIError
+
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+PROG = "foundation-ai"
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _tool_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for n in names:
+        if n not in ("files", "shell"):
+            raise argparse.ArgumentTypeError(f"unknown tool set {n!r} (choose from: files, shell)")
+    return names
+
+
+def _add_store_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--db",
+        metavar="PATH",
+        help="SQLite session store (default: sessions.sqlite3 in the user data directory)",
+    )
+
+
+def _add_agent_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument(
+        "--model",
+        "-m",
+        metavar="SPEC",
+        default=None,
+        help="local (bundled SmolLM2, default), openai:NAME, responses:NAME, anthropic:NAME, gguf:PATH",
+    )
+    g.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="base URL of an OpenAI-compatible (or Anthropic-compatible) server; the key is then optional",
+    )
+    g.add_argument("--system", metavar="TEXT", help="system prompt")
+    g.add_argument("--max-tokens", type=_positive_int, metavar="N", help="max output tokens per generation")
+    g.add_argument("--temperature", type=float, metavar="T", help="sampling temperature")
+    g.add_argument("--seed", type=int, metavar="N", help="sampling seed (local models, OpenAI Chat)")
+    t = p.add_argument_group("tools")
+    t.add_argument(
+        "--tools",
+        type=_tool_list,
+        action="extend",
+        default=[],
+        metavar="SET[,SET]",
+        help="built-in tools to offer: files (read/write/edit inside --root), shell (asks before each command)",
+    )
+    t.add_argument("--root", metavar="DIR", help="root directory of the files and shell tools (default: cwd)")
+    t.add_argument("--yes", "-y", action="store_true", help="run shell commands without asking")
+    t.add_argument(
+        "--shell-timeout", type=float, default=30.0, metavar="SECONDS", help="kill shell commands after this"
+    )
+    _add_store_option(p)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``foundation-ai`` (subcommands chat, run, sessions, show)."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="LLM agents on one normalized message model. Runs the bundled SmolLM2 by default.",
+    )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    chat = sub.add_parser(
+        "chat",
+        help="interactive chat (streams tokens; /steer TEXT, /exit; Ctrl-C interrupts a turn)",
+        description="Interactive chat. While a turn runs, type '/steer TEXT' to redirect it, "
+        "Ctrl-C to interrupt it (the session is kept). '/exit' or Ctrl-D quits.",
+    )
+    chat.add_argument("--session", "-s", metavar="ID", help="resume a stored session")
+    _add_agent_options(chat)
+
+    run = sub.add_parser("run", help="run one turn and print the answer", description="Run one turn.")
+    run.add_argument("prompt", metavar="PROMPT", help="the prompt ('-' reads it from stdin)")
+    run.add_argument("--json", action="store_true", help="print every TurnEvent as a JSON line")
+    run.add_argument("--session", "-s", metavar="ID", help="continue a stored session")
+    _add_agent_options(run)
+
+    sessions = sub.add_parser("sessions", help="list stored sessions", description="List stored sessions.")
+    sessions.add_argument("--limit", type=_positive_int, default=50, metavar="N", help="show at most N")
+    _add_store_option(sessions)
+
+    show = sub.add_parser(
+        "show", help="print a stored session's transcript", description="Print a transcript."
+    )
+    show.add_argument("session_id", metavar="ID", help="the session id (a unique prefix works)")
+    show.add_argument("--json", action="store_true", help="print the stored records as JSON lines")
+    _add_store_option(show)
+    return parser
+
+
+def error_line(message: str) -> str:
+    """``message`` as the CLI's one-line error: ``foundation-ai: error: <first line>``."""
+    first = " ".join(str(message).split()) or "unknown error"
+    return f"{PROG}: error: {first}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (see the module docstring)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    from ._cli.commands import cmd_chat, cmd_run, cmd_sessions, cmd_show
+
+    handlers: dict[str, Callable[[argparse.Namespace], int]] = {
+        "chat": cmd_chat,
+        "run": cmd_run,
+        "sessions": cmd_sessions,
+        "show": cmd_show,
+    }
+    try:
+        return handlers[args.command](args)
+    except ConfigurationError as exc:
+        print(error_line(str(exc)), file=sys.stderr)
+        return EXIT_USAGE
+    except FoundationAIError as exc:
+        print(error_line(str(exc)), file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
