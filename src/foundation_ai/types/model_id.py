@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from typing import ClassVar
 
@@ -71,15 +72,15 @@ class Quantization(enum.Enum):
 
         The longest matching name wins, so ``"x.Q4_K_M.gguf"`` gives ``Q4_K_M``, not ``Q4_K_S``.
         """
-        m = _QUANT_IN_TEXT.search(text)
+        m = _quant_in_text().search(text)
         return cls(m.group(1).upper()) if m else None
 
 
-_QUANT_IN_TEXT = re.compile(
-    r"(?i)(?<![A-Za-z0-9])("
-    + "|".join(sorted((q.value for q in Quantization), key=len, reverse=True))
-    + r")(?![A-Za-z0-9])"
-)
+@functools.cache
+def _quant_in_text() -> re.Pattern[str]:
+    """Every quantization name as one regex, longest first, compiled on first use."""
+    names = sorted((q.value for q in Quantization), key=len, reverse=True)
+    return re.compile(r"(?i)(?<![A-Za-z0-9])(" + "|".join(names) + r")(?![A-Za-z0-9])")
 
 
 class ModelProviders:

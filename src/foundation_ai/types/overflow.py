@@ -1,11 +1,12 @@
 """Context-overflow detection across providers (seed 000, section 1; wire-notes section 1).
 
 ``is_overflow_text(text)`` recognises the error strings that ~20 providers return when a prompt
-does not fit the model's context window. The patterns are compiled once, into one regex.
+does not fit the model's context window. The patterns are compiled once, into one regex, on first use.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["OVERFLOW_PATTERNS", "is_overflow_text"]
@@ -38,7 +39,11 @@ OVERFLOW_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 """(provider, pattern) pairs, matched case-insensitively; source: wire-notes section 1."""
 
-_OVERFLOW = re.compile("|".join(f"(?:{p})" for _, p in OVERFLOW_PATTERNS), re.IGNORECASE | re.DOTALL)
+
+@functools.cache
+def _overflow_regex() -> re.Pattern[str]:
+    """All patterns as one regex, compiled on first use (keeps ``import foundation_ai`` fast)."""
+    return re.compile("|".join(f"(?:{p})" for _, p in OVERFLOW_PATTERNS), re.IGNORECASE | re.DOTALL)
 
 
 def is_overflow_text(text: str) -> bool:
@@ -46,4 +51,4 @@ def is_overflow_text(text: str) -> bool:
 
     Rate limits (HTTP 429) and OpenAI's ``string_above_max_length`` are not overflows.
     """
-    return _OVERFLOW.search(text.strip()) is not None
+    return _overflow_regex().search(text.strip()) is not None
