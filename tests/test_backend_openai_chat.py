@@ -869,3 +869,21 @@ def test_error_records_are_not_replayed(fresh: FixtureServer) -> None:
         ]
     )
     assert [m["role"] for m in sent(fresh, inter)["messages"]] == ["user", "user"]
+
+
+async def test_closing_the_stream_early_cancels_cleanly(fresh: FixtureServer) -> None:
+    """Abandoning the iterator after the first text chunk ends the request; the backend stays usable."""
+    m = openai_chat("gpt-4o-mini", base_url=fresh.base_url)
+    fresh.queue(sse_canned("text.sse", delay=0.01), sse_canned("text.sse"))
+    agen = m.astream(ask())
+    async for item in agen:
+        if isinstance(item, Stream.Next):
+            break
+    await agen.aclose()  # type: ignore[attr-defined]
+    sync_it = m.stream(ask())
+    first = [next(sync_it) for _ in range(2)]
+    sync_it.close()  # type: ignore[attr-defined]
+    assert isinstance(first[1], Stream.Next)
+    fresh.queue(sse_canned("text.sse"))
+    assert [x.text() for x in m.generate(ask())] == ["Hello there!"]
+    m.close()

@@ -196,6 +196,10 @@ class OpenAIChatModel(BaseModel):
         self._model_id = ModelId.Name(model)
         self._headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
 
+    def close(self) -> None:
+        """Close the HTTP clients this backend created (a user-supplied client is left open)."""
+        self.options.close()
+
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.descriptor.name!r}, options={self.options!r})"
 
