@@ -442,8 +442,10 @@ def test_one_turn_at_a_time() -> None:
     from foundation_ai.errors import FoundationAIError
 
     agent = build(ScriptedModel([say("a"), say("b")]))
-    s = agent.run_turn_stream("x")
+    s = iter(agent.run_turn_stream("x"))
+    next(s)  # the turn is running
     with pytest.raises(FoundationAIError):
         agent.run_turn("y")
     list(s)
+    agent.run_turn_stream("never iterated")  # creating a stream does not hold the session
     assert agent.run_turn("z").text() == "b"

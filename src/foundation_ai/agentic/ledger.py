@@ -44,43 +44,109 @@ def price_usage(usage: UsageReport, descriptor: object | None) -> UsageReport:
     return msgspec.structs.replace(usage, cost=cost)
 
 
+class _Totals:
+    """Plain float sums of usage reports (faster than adding ``UsageReport``s)."""
+
+    __slots__ = ("c", "ccr", "ccw", "ci", "co", "cr", "cw", "i", "o", "rank", "tt")
+
+    def __init__(self) -> None:
+        self.i = self.o = self.cr = self.cw = self.tt = 0.0
+        self.ci = self.co = self.ccr = self.ccw = self.c = 0.0
+        self.rank = -1  # -1: nothing added yet
+
+    def add(self, u: UsageReport) -> None:
+        if u == _EMPTY:  # the identity of UsageReport.__add__
+            return
+        self.i += u.input
+        self.o += u.output
+        self.cr += u.cache_read
+        self.cw += u.cache_write
+        self.tt += u.total_tokens
+        k = u.cost
+        self.ci += k.input
+        self.co += k.output
+        self.ccr += k.cache_read
+        self.ccw += k.cache_write
+        self.c += k.total
+        r = _RANK[k.status]
+        if self.rank < 0:
+            self.rank = r
+        elif self.rank != r or r == 1:
+            self.rank = 1 if (self.rank or r) else 0
+
+    def report(self) -> UsageReport:
+        status = _STATUS[max(self.rank, 0)]
+        cost = UsageCosting(
+            input=self.ci,
+            output=self.co,
+            cache_read=self.ccr,
+            cache_write=self.ccw,
+            total=self.c,
+            status=status,
+        )
+        return UsageReport(
+            input=self.i,
+            output=self.o,
+            cache_read=self.cr,
+            cache_write=self.cw,
+            total_tokens=self.tt,
+            cost=cost,
+        )
+
+
+_EMPTY = UsageReport()
+_RANK = {CostStatus.Unknown: 0, CostStatus.Estimated: 1, CostStatus.Actual: 2}
+_STATUS = [CostStatus.Unknown, CostStatus.Estimated, CostStatus.Actual]
+
+
 class TokenLedger:
     """Running totals of a session (tokens; USD), plus per-turn totals.
 
     Attributes:
-        total: every generation of the session, summed.
+        total: every generation of the session, summed (a ``UsageReport``).
         turn: the generations of the current turn, summed.
         generations: model calls recorded in the session.
+
+    Cost status of a sum follows ``UsageCosting.__add__``: ``Unknown`` only when every part is
+    unknown, ``Actual`` only when every part is actual, else ``Estimated``.
     """
 
-    __slots__ = ("budget", "generations", "total", "turn")
+    __slots__ = ("_total", "_turn", "budget", "generations")
 
     def __init__(self, budget: TokenBudget | None = None) -> None:
         self.budget = budget
-        self.total = UsageReport()
-        self.turn = UsageReport()
+        self._total = _Totals()
+        self._turn = _Totals()
         self.generations = 0
+
+    @property
+    def total(self) -> UsageReport:
+        return self._total.report()
+
+    @property
+    def turn(self) -> UsageReport:
+        return self._turn.report()
 
     def start_turn(self) -> None:
         """Reset the per-turn totals."""
-        self.turn = UsageReport()
+        self._turn = _Totals()
 
     def record(self, usage: UsageReport) -> None:
         """Add one generation's final (cumulative) usage."""
-        self.total = self.total + usage
-        self.turn = self.turn + usage
+        self._total.add(usage)
+        self._turn.add(usage)
         self.generations += 1
 
     @property
     def tokens(self) -> float:
         """Session tokens: input + output + cache read + cache write."""
-        t = self.total
-        return t.input + t.output + t.cache_read + t.cache_write
+        t = self._total
+        return t.i + t.o + t.cr + t.cw
 
     @property
     def cost_usd(self) -> float:
         """Session cost in USD (0 when unknown)."""
-        return self.total.cost.total
+        return self._total.c
 
     def exhausted(self) -> str | None:
         """Why the budget is used up, or ``None`` while there is some left (or no budget)."""
@@ -95,4 +161,7 @@ class TokenLedger:
 
     def snapshot(self, turn_only: bool = True) -> TokenSnapshot:
         """The turn's (or session's) totals as a ``TokenSnapshot``."""
-        return TokenSnapshot.from_usage(self.turn if turn_only else self.total)
+        t = self._turn if turn_only else self._total
+        return TokenSnapshot(
+            input=t.i, output=t.o, cache_read=t.cr, cache_write=t.cw, total_tokens=t.tt, cost_usd=t.c
+        )

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..errors import FoundationAIError
 from ..types import (
     AgenticError,
     AgentProgress,
@@ -135,292 +136,328 @@ def _error_message(model: Any, detail: str) -> AssistantMessage:
 
 
 async def run_turn_loop(
-    session: AgentSession, prompts: Sequence[Messages], state: TurnState, tool_choice: Any = None
+    session: AgentSession,
+    prompts: Sequence[Messages],
+    state: TurnState,
+    tool_choice: Any = None,
+    *,
+    emit: bool = True,
+    on_exit: Any = None,
 ) -> AsyncIterator[Any]:
-    """Run one turn of ``session`` (see the module docstring); fills ``state``."""
-    steering = session.steering
-    ledger = session.ledger
-    registry = session.registry
-    models = session.models
-    breaker = session.breaker
-    records = state.records
-    loop = asyncio.get_running_loop()
-    current_task = asyncio.current_task
-    steering.bind(loop)
-    ledger.start_turn()
-    keep_from = len(session.messages)
+    """Run one turn of ``session`` (see the module docstring); fills ``state``.
 
-    def persist(msgs: Sequence[Messages]) -> None:
-        if not msgs:
-            return
-        recs = [SessionRecord.Conversation(message=m) for m in msgs]  # type: ignore[arg-type]
-        session.messages.extend(msgs)
-        records.extend(recs)
-        state.persisted += len(msgs)
-        session.store.append(session.session_id, recs)
-
-    def fail(kind: str, message: str, retryable: bool = False, **context: Any) -> None:
-        state.error = AgenticError(kind=kind, message=message, retryable=retryable)
-        state.outcome = {
-            "budget_exhausted": TurnOutcome.BudgetExhausted,
-            "iteration_limit": TurnOutcome.IterationLimit,
-        }.get(kind, TurnOutcome.Failed)
-        context.setdefault("iteration", inner)
-        trace = StructuredErrorTrace(frames=["run_turn", kind], context=context)
-        records.append(SessionRecord.FailedAction(error=state.error, trace=trace))
-
-    yield Stream.Init()
-    yield Stream.Pending(AgentProgress.Initializing(step="turn"))
-    inner = 0
-    outer = 0
-    vacuous_retried = False
-    first_generation = True
-    finished = False
+    ``emit=False`` (non-streaming callers) skips the snapshot and progress items; the records in
+    ``state`` are the same. ``on_exit()`` is called once the turn is over, however it ends.
+    """
+    if on_exit is not None and not on_exit(True):
+        raise FoundationAIError("a turn is already running on this session")
     try:
-        queued = [Messages.coerce(p) for p in prompts] + steering.take_follow_ups()
-        persist(queued)
-        for m in queued:
-            yield Stream.Next(SessionRecord.Conversation(message=m))  # type: ignore[arg-type]
+        steering = session.steering
+        ledger = session.ledger
+        registry = session.registry
+        models = session.models
+        breaker = session.breaker
+        records = state.records
+        loop = asyncio.get_running_loop()
+        current_task = asyncio.current_task
+        steering.bind(loop)
+        ledger.start_turn()
+        keep_from = len(session.messages)
 
-        while True:
-            # ---- safe point: before a generation ------------------------------------------------
-            if steering.aborted:
-                state.outcome = TurnOutcome.Aborted
-                state.error = AgenticError(kind="aborted", message="aborted by the caller")
-                yield Stream.Pending(AgentProgress.Steering(source="abort"))
-                break
-            steers = steering.take_steers()
-            if steers:
-                yield Stream.Pending(AgentProgress.Steering(source="steer"))
-                persist(steers)
-                for m in steers:
-                    yield Stream.Next(SessionRecord.Conversation(message=m))  # type: ignore[arg-type]
-            if inner >= session.max_inner:
-                fail("iteration_limit", f"reached the limit of {session.max_inner} model calls in one turn")
-                break
-            why = ledger.exhausted()
-            if why is not None:
-                fail("budget_exhausted", why)
-                break
-            index = breaker.pick(len(models))
-            if index is None:
-                fail("rate_limited", "every model is rate limited (circuit breakers open)", retryable=True)
-                break
-            model = models[index]
-            delta = getattr(model, "chunk_mode", "snapshot") == "delta"
-            interaction = ModelInteraction(
-                messages=session.messages[session.context_start :],  # type: ignore[arg-type]
-                system_prompt=session.system_prompt,
-                soul=session.soul,
-                tools_shed=registry.declarations(),
-                tool_choice=tool_choice if first_generation else None,
-                chat_template=session.chat_template,
-            )
-            first_generation = False
-            inner += 1
-            state.generations += 1
-            name = model.descriptor.name
-            yield Stream.Pending(AgentProgress.Generating(model=name, tokens_so_far=0))
+        def persist(msgs: Sequence[Messages]) -> None:
+            if not msgs:
+                return
+            recs = [SessionRecord.Conversation(message=m) for m in msgs]  # type: ignore[arg-type]
+            session.messages.extend(msgs)
+            records.extend(recs)
+            state.persisted += len(msgs)
+            session.store.append(session.session_id, recs)
 
-            # ---- generation ---------------------------------------------------------------------
-            outputs: dict[str, AssistantMessage] = {}
-            error: AssistantMessage | None = None
-            usage = UsageReport()
-            interrupted = False
-            agen = model.astream(interaction, session.params)
-            anext_ = agen.__anext__
-            try:
-                while True:
-                    if steering.wanted:
-                        interrupted = True
-                        break
-                    steering.wait_here(current_task())
-                    try:
-                        item = await anext_()
-                    except StopAsyncIteration:
-                        break
-                    except asyncio.CancelledError as exc:
-                        if steering.is_interrupt(exc):
+        def fail(kind: str, message: str, retryable: bool = False, **context: Any) -> None:
+            state.error = AgenticError(kind=kind, message=message, retryable=retryable)
+            state.outcome = {
+                "budget_exhausted": TurnOutcome.BudgetExhausted,
+                "iteration_limit": TurnOutcome.IterationLimit,
+            }.get(kind, TurnOutcome.Failed)
+            context.setdefault("iteration", inner)
+            trace = StructuredErrorTrace(frames=["run_turn", kind], context=context)
+            records.append(SessionRecord.FailedAction(error=state.error, trace=trace))
+
+        if emit:
+            yield Stream.Init()
+        if emit:
+            yield Stream.Pending(AgentProgress.Initializing(step="turn"))
+        inner = 0
+        outer = 0
+        vacuous_retried = False
+        first_generation = True
+        finished = False
+        try:
+            queued = [Messages.coerce(p) for p in prompts] + steering.take_follow_ups()
+            persist(queued)
+            for m in queued if emit else ():
+                yield Stream.Next(SessionRecord.Conversation(message=m))  # type: ignore[arg-type]
+
+            while True:
+                # ---- safe point: before a generation ------------------------------------------------
+                if steering.aborted:
+                    state.outcome = TurnOutcome.Aborted
+                    state.error = AgenticError(kind="aborted", message="aborted by the caller")
+                    yield Stream.Pending(AgentProgress.Steering(source="abort"))
+                    break
+                steers = steering.take_steers()
+                if steers:
+                    yield Stream.Pending(AgentProgress.Steering(source="steer"))
+                    persist(steers)
+                    for m in steers:
+                        yield Stream.Next(SessionRecord.Conversation(message=m))  # type: ignore[arg-type]
+                if inner >= session.max_inner:
+                    fail(
+                        "iteration_limit", f"reached the limit of {session.max_inner} model calls in one turn"
+                    )
+                    break
+                why = ledger.exhausted()
+                if why is not None:
+                    fail("budget_exhausted", why)
+                    break
+                index = breaker.pick(len(models))
+                if index is None:
+                    fail(
+                        "rate_limited", "every model is rate limited (circuit breakers open)", retryable=True
+                    )
+                    break
+                model = models[index]
+                delta = getattr(model, "chunk_mode", "snapshot") == "delta"
+                interaction = ModelInteraction(
+                    messages=session.messages[session.context_start :],  # type: ignore[arg-type]
+                    system_prompt=session.system_prompt,
+                    soul=session.soul,
+                    tools_shed=registry.declarations(),
+                    tool_choice=tool_choice if first_generation else None,
+                    chat_template=session.chat_template,
+                )
+                first_generation = False
+                inner += 1
+                state.generations += 1
+                name = model.descriptor.name
+                if emit:
+                    yield Stream.Pending(AgentProgress.Generating(model=name, tokens_so_far=0))
+
+                # ---- generation ---------------------------------------------------------------------
+                outputs: dict[str, AssistantMessage] = {}
+                error: AssistantMessage | None = None
+                usage = UsageReport()
+                interrupted = False
+                agen = model.astream(interaction, session.params)
+                anext_ = agen.__anext__
+                try:
+                    while True:
+                        if steering.wanted:
                             interrupted = True
                             break
-                        raise
-                    except Exception as exc:  # a backend that raised: treat as a provider error
-                        error = _error_message(model, f"{type(exc).__name__}: {exc}")
-                        break
-                    finally:
-                        steering.wait_here(None)
-                    if isinstance(item, Stream.Next):
-                        batch = (item.value,)
-                    elif isinstance(item, Stream.Spread):
-                        batch = tuple(item.value)
-                    elif isinstance(item, Stream.Pending):
-                        v = item.value
-                        if isinstance(v, ModelState.Error):
-                            if error is None:
-                                error = _error_message(model, v.message)
-                        elif getattr(v, "usage", None) is not None:
-                            yield Stream.Pending(
-                                AgentProgress.Generating(model=name, tokens_so_far=int(v.usage.output))
-                            )
-                        continue
-                    else:
-                        continue
-                    for m in batch:
-                        if not isinstance(m, AssistantMessage):
+                        steering.wait_here(current_task())
+                        try:
+                            item = await anext_()
+                        except StopAsyncIteration:
+                            break
+                        except asyncio.CancelledError as exc:
+                            if steering.is_interrupt(exc):
+                                interrupted = True
+                                break
+                            raise
+                        except Exception as exc:  # a backend that raised: treat as a provider error
+                            error = _error_message(model, f"{type(exc).__name__}: {exc}")
+                            break
+                        finally:
+                            steering.wait_here(None)
+                        if isinstance(item, Stream.Next):
+                            batch = (item.value,)
+                        elif isinstance(item, Stream.Spread):
+                            batch = tuple(item.value)
+                        elif isinstance(item, Stream.Pending):
+                            v = item.value
+                            if isinstance(v, ModelState.Error):
+                                if error is None:
+                                    error = _error_message(model, v.message)
+                            elif emit and getattr(v, "usage", None) is not None:
+                                yield Stream.Pending(
+                                    AgentProgress.Generating(model=name, tokens_so_far=int(v.usage.output))
+                                )
                             continue
-                        if isinstance(m.stop_reason, StopReason.Error):
-                            error = m
+                        else:
+                            continue
+                        for m in batch:
+                            if not isinstance(m, AssistantMessage):
+                                continue
+                            if isinstance(m.stop_reason, StopReason.Error):
+                                error = m
+                                usage = m.usage
+                                continue
+                            prev = outputs.get(m.id)
+                            merged = _merge(prev, m, delta)
+                            outputs[m.id] = merged
                             usage = m.usage
-                            continue
-                        prev = outputs.get(m.id)
-                        merged = _merge(prev, m, delta)
-                        outputs[m.id] = merged
-                        usage = m.usage
-                        yield Stream.Next(SessionRecord.Conversation(message=merged))
-                        if prev is None and isinstance(m.content, ToolCall):
-                            yield Stream.Pending(AgentProgress.ToolCallRequested(name=m.content.name))
-            finally:
-                steering.wait_here(None)
-                try:
-                    await agen.aclose()
-                except Exception:
-                    pass
-            ledger.record(price_usage(usage, getattr(model, "descriptor", None)))
-            produced = list(outputs.values())
-            seen = [m.id for m in produced]
-
-            # ---- interrupted: steer or abort ----------------------------------------------------
-            if interrupted:
-                if steering.aborted:
-                    kept: list[Messages] = []
-                    for m in produced:
-                        kept.append(msgspec.structs.replace(m, stop_reason=StopReason.Aborted()))
-                    calls = [m.content for m in produced if isinstance(m.content, ToolCall)]
-                    persist(kept)
-                    cancelled = interrupted_results(calls, "aborted")
-                    persist(cancelled)
-                    for c in calls:
-                        yield Stream.Pending(AgentProgress.ToolCallCancelled(id=c.id))
-                    for r in cancelled:
-                        yield Stream.Next(SessionRecord.Conversation(message=r))
-                    continue  # the top of the loop ends the turn as Aborted
-                if seen:
-                    rec = SessionRecord.Retracted(reason="steered: generation interrupted", message_ids=seen)
-                    records.append(rec)
-                    yield Stream.Next(rec)
-                continue
-
-            # ---- provider error ------------------------------------------------------------------
-            window = getattr(model.descriptor, "context_window", None)
-            silent = (
-                error is None
-                and window is not None
-                and any(m.is_context_overflow(window) for m in produced)
-                and next_trim_start(session.messages, session.context_start, keep_from) is not None
-            )
-            if error is not None or silent:
-                if seen:
-                    rec = SessionRecord.Retracted(
-                        reason="generation failed; retrying or failing", message_ids=seen
-                    )
-                    records.append(rec)
-                    yield Stream.Next(rec)
-                detail = error.error_detail or "" if error is not None else "usage exceeds the context window"
-                if silent or (error is not None and error.is_context_overflow(window)):
-                    start = next_trim_start(session.messages, session.context_start, keep_from)
-                    if start is None:
-                        fail("context_overflow", detail or "context overflow", model=name)
-                        break
-                    session.context_start = start
-                    inner -= 1  # a retry with less context is not a new step
-                    yield Stream.Pending(AgentProgress.ProcessingMemory(kind="trim_context"))
-                    continue
-                if is_rate_limit(detail):
-                    breaker.trip(index)
-                    if breaker.pick(len(models)) is None:
-                        fail("rate_limited", detail, retryable=True, model=name)
-                        break
-                    inner -= 1
-                    continue
-                fail("provider", detail or "the model stream failed", model=name)
-                break
-
-            # ---- a response ----------------------------------------------------------------------
-            calls = [m.content for m in produced if isinstance(m.content, ToolCall)]
-            if not calls:
-                text = "".join(m.content.content for m in produced if isinstance(m.content, TextContent))
-                if is_vacuous(text) and not vacuous_retried:
-                    vacuous_retried = True
-                    rec = SessionRecord.Retracted(reason="vacuous answer; retrying once", message_ids=seen)
-                    records.append(rec)
-                    yield Stream.Next(rec)
-                    continue
-                persist(produced)
-                more = steering.take_follow_ups() + steering.take_steers()
-                if not more:
-                    break
-                outer += 1
-                if outer >= session.max_outer:
-                    for m in more:
-                        steering.follow_up(m)
-                    fail("iteration_limit", f"reached the limit of {session.max_outer} follow-up rounds")
-                    break
-                yield Stream.Pending(AgentProgress.Steering(source="follow_up"))
-                persist(more)
-                for m in more:
-                    yield Stream.Next(SessionRecord.Conversation(message=m))  # type: ignore[arg-type]
-                inner = 0
-                vacuous_retried = False
-                continue
-
-            # C47: preamble text + tool calls is never final
-            persist(produced)
-            results: list[ToolResultMessage | None] = [None] * len(calls)
-            yield Stream.Pending(AgentProgress.ExecutingTools(total=len(calls), completed=0))
-            tools_interrupted = False
-            if steering.wanted:
-                tools_interrupted = True
-            else:
-                steering.wait_here(current_task())
-                try:
-                    await run_calls(calls, registry, results)
-                except asyncio.CancelledError as exc:
-                    if not steering.is_interrupt(exc):
-                        raise
-                    tools_interrupted = True
+                            if emit:
+                                yield Stream.Next(SessionRecord.Conversation(message=merged))
+                            if prev is None and isinstance(m.content, ToolCall):
+                                if emit:
+                                    yield Stream.Pending(AgentProgress.ToolCallRequested(name=m.content.name))
                 finally:
                     steering.wait_here(None)
-            done = [r for r in results if r is not None]
-            if tools_interrupted:
-                why = "aborted" if steering.aborted else "steered"
-                missing = [c for c, r in zip(calls, results, strict=True) if r is None]
-                for c in missing:
-                    yield Stream.Pending(AgentProgress.ToolCallCancelled(id=c.id))
-                filled = iter(interrupted_results(missing, why))
-                done = [r if r is not None else next(filled) for r in results]
-            persist(done)
-            yield Stream.Pending(AgentProgress.ExecutingTools(total=len(calls), completed=len(calls)))
-            for r in done:
-                yield Stream.Next(SessionRecord.Conversation(message=r))
-        finished = True
+                    try:
+                        await agen.aclose()
+                    except Exception:
+                        pass
+                ledger.record(price_usage(usage, getattr(model, "descriptor", None)))
+                produced = list(outputs.values())
+                seen = [m.id for m in produced]
+
+                # ---- interrupted: steer or abort ----------------------------------------------------
+                if interrupted:
+                    if steering.aborted:
+                        kept: list[Messages] = []
+                        for m in produced:
+                            kept.append(msgspec.structs.replace(m, stop_reason=StopReason.Aborted()))
+                        calls = [m.content for m in produced if isinstance(m.content, ToolCall)]
+                        persist(kept)
+                        cancelled = interrupted_results(calls, "aborted")
+                        persist(cancelled)
+                        for c in calls:
+                            yield Stream.Pending(AgentProgress.ToolCallCancelled(id=c.id))
+                        for r in cancelled:
+                            yield Stream.Next(SessionRecord.Conversation(message=r))
+                        continue  # the top of the loop ends the turn as Aborted
+                    if seen:
+                        rec = SessionRecord.Retracted(
+                            reason="steered: generation interrupted", message_ids=seen
+                        )
+                        records.append(rec)
+                        yield Stream.Next(rec)
+                    continue
+
+                # ---- provider error ------------------------------------------------------------------
+                window = getattr(model.descriptor, "context_window", None)
+                silent = (
+                    error is None
+                    and window is not None
+                    and any(m.is_context_overflow(window) for m in produced)
+                    and next_trim_start(session.messages, session.context_start, keep_from) is not None
+                )
+                if error is not None or silent:
+                    if seen:
+                        rec = SessionRecord.Retracted(
+                            reason="generation failed; retrying or failing", message_ids=seen
+                        )
+                        records.append(rec)
+                        yield Stream.Next(rec)
+                    detail = (
+                        error.error_detail or "" if error is not None else "usage exceeds the context window"
+                    )
+                    if silent or (error is not None and error.is_context_overflow(window)):
+                        start = next_trim_start(session.messages, session.context_start, keep_from)
+                        if start is None:
+                            fail("context_overflow", detail or "context overflow", model=name)
+                            break
+                        session.context_start = start
+                        inner -= 1  # a retry with less context is not a new step
+                        yield Stream.Pending(AgentProgress.ProcessingMemory(kind="trim_context"))
+                        continue
+                    if is_rate_limit(detail):
+                        breaker.trip(index)
+                        if breaker.pick(len(models)) is None:
+                            fail("rate_limited", detail, retryable=True, model=name)
+                            break
+                        inner -= 1
+                        continue
+                    fail("provider", detail or "the model stream failed", model=name)
+                    break
+
+                # ---- a response ----------------------------------------------------------------------
+                calls = [m.content for m in produced if isinstance(m.content, ToolCall)]
+                if not calls:
+                    text = "".join(m.content.content for m in produced if isinstance(m.content, TextContent))
+                    if is_vacuous(text) and not vacuous_retried:
+                        vacuous_retried = True
+                        rec = SessionRecord.Retracted(
+                            reason="vacuous answer; retrying once", message_ids=seen
+                        )
+                        records.append(rec)
+                        yield Stream.Next(rec)
+                        continue
+                    persist(produced)
+                    more = steering.take_follow_ups() + steering.take_steers()
+                    if not more:
+                        break
+                    outer += 1
+                    if outer >= session.max_outer:
+                        for m in more:
+                            steering.follow_up(m)
+                        fail("iteration_limit", f"reached the limit of {session.max_outer} follow-up rounds")
+                        break
+                    yield Stream.Pending(AgentProgress.Steering(source="follow_up"))
+                    persist(more)
+                    for m in more:
+                        yield Stream.Next(SessionRecord.Conversation(message=m))  # type: ignore[arg-type]
+                    inner = 0
+                    vacuous_retried = False
+                    continue
+
+                # C47: preamble text + tool calls is never final
+                persist(produced)
+                results: list[ToolResultMessage | None] = [None] * len(calls)
+                if emit:
+                    yield Stream.Pending(AgentProgress.ExecutingTools(total=len(calls), completed=0))
+                tools_interrupted = False
+                if steering.wanted:
+                    tools_interrupted = True
+                else:
+                    steering.wait_here(current_task())
+                    try:
+                        await run_calls(calls, registry, results)
+                    except asyncio.CancelledError as exc:
+                        if not steering.is_interrupt(exc):
+                            raise
+                        tools_interrupted = True
+                    finally:
+                        steering.wait_here(None)
+                done = [r for r in results if r is not None]
+                if tools_interrupted:
+                    why = "aborted" if steering.aborted else "steered"
+                    missing = [c for c, r in zip(calls, results, strict=True) if r is None]
+                    for c in missing:
+                        yield Stream.Pending(AgentProgress.ToolCallCancelled(id=c.id))
+                    filled = iter(interrupted_results(missing, why))
+                    done = [r if r is not None else next(filled) for r in results]
+                persist(done)
+                if emit:
+                    yield Stream.Pending(AgentProgress.ExecutingTools(total=len(calls), completed=len(calls)))
+                if emit:
+                    for r in done:
+                        yield Stream.Next(SessionRecord.Conversation(message=r))
+            finished = True
+        finally:
+            steering.bind(None)
+            steering.clear_abort()
+            if not finished:  # abandoned (the consumer closed the stream) or crashed: pair every call
+                open_calls = dangling_calls(session.messages[keep_from:])
+                if open_calls:
+                    persist(interrupted_results(open_calls, "turn abandoned"))
+        summary = SessionRecord.Summary(message_count=state.persisted, usage=ledger.snapshot())
+        session.store.append(session.session_id, [summary])
+        if emit:
+            yield Stream.Pending(AgentProgress.TurnComplete(usage=summary.usage))
+        failed = records[-1] if records and isinstance(records[-1], SessionRecord.FailedAction) else None
+        if failed is not None:
+            records.pop()
+        records.append(summary)
+        yield Stream.Next(summary)
+        if failed is not None:
+            records.append(failed)
+            yield Stream.Next(failed)
+
     finally:
-        steering.bind(None)
-        steering.clear_abort()
-        if not finished:  # abandoned (the consumer closed the stream) or crashed: pair every call
-            open_calls = dangling_calls(session.messages[keep_from:])
-            if open_calls:
-                persist(interrupted_results(open_calls, "turn abandoned"))
-    summary = SessionRecord.Summary(message_count=state.persisted, usage=ledger.snapshot())
-    session.store.append(session.session_id, [summary])
-    yield Stream.Pending(AgentProgress.TurnComplete(usage=summary.usage))
-    failed = records[-1] if records and isinstance(records[-1], SessionRecord.FailedAction) else None
-    if failed is not None:
-        records.pop()
-    records.append(summary)
-    yield Stream.Next(summary)
-    if failed is not None:
-        records.append(failed)
-        yield Stream.Next(failed)
+        if on_exit is not None:
+            on_exit(False)
 
 
 def summary_of(state: TurnState, usage: Any) -> TurnSummary:

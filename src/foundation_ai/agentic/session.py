@@ -379,28 +379,26 @@ class AgentSession:
 
     # -- turns -----------------------------------------------------------------------------------
 
+    def _enter(self, entering: bool) -> bool:
+        if entering:
+            return self._busy.acquire(blocking=False)
+        self._busy.release()
+        return True
+
     def _start(
-        self, prompt: str | Messages | Sequence[str | Messages], tool_choice: Any
-    ) -> tuple[Any, TurnState, Any]:
-        if not self._busy.acquire(blocking=False):
-            raise FoundationAIError("a turn is already running on this session")
+        self, prompt: str | Messages | Sequence[str | Messages], tool_choice: Any, emit: bool
+    ) -> tuple[Any, Any]:
         prompts = [prompt] if isinstance(prompt, str | Messages) else list(prompt)
         state = TurnState()
         tc = tool_choice if tool_choice is not None else self.tool_choice
-        agen = self._guarded(run_turn_loop(self, [Messages.coerce(p) for p in prompts], state, tc))
+        agen = run_turn_loop(
+            self, [Messages.coerce(p) for p in prompts], state, tc, emit=emit, on_exit=self._enter
+        )
 
         def finish() -> Turn:
             return Turn(state, self.ledger.turn)
 
-        return agen, state, finish
-
-    async def _guarded(self, agen: Any) -> Any:
-        try:
-            async for item in agen:
-                yield item
-        finally:
-            await agen.aclose()
-            self._busy.release()
+        return agen, finish
 
     def run_turn_stream(
         self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
@@ -409,10 +407,10 @@ class AgentSession:
 
         ``tool_choice`` applies to the turn's first generation only.
 
-        Raises:
+        Raises (when iteration starts):
             FoundationAIError: a turn is already running.
         """
-        agen, _state, finish = self._start(prompt, tool_choice)
+        agen, finish = self._start(prompt, tool_choice, True)
         return TurnStream(agen, self._drive, finish)
 
     def arun_turn_stream(
@@ -425,7 +423,7 @@ class AgentSession:
         self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
     ) -> Turn:
         """Run a turn to its end; see :class:`Turn`."""
-        agen, _state, finish = self._start(prompt, tool_choice)
+        agen, finish = self._start(prompt, tool_choice, False)
         try:
             async for _ in agen:
                 pass
