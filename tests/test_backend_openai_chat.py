@@ -822,12 +822,15 @@ def test_llama_stop_sequence_gives_stop(llama: LlamaServerHandle) -> None:
 
 
 def test_llama_tool_call_round_trip(llama: LlamaServerHandle) -> None:
-    """The server accepts our replay of an assistant tool call and its result and answers."""
+    """The server accepts our replay of an assistant tool call, its result, and agent/system-role
+    user messages, and answers."""
     inter = ModelInteraction(
         messages=[
             Messages.user("What is the weather in Paris?"),
             _assistant(ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})),
             ToolResultMessage(tool_call_id="call_1", name="get_weather", content=TextContent("Sunny, 21 C")),
+            Messages.agent("The planner agent asks for one short sentence."),
+            Messages.system("Answer in English."),
         ],
         tools_shed=TOOLS,
         tool_choice=ToolChoice.Auto(),
