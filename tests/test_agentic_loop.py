@@ -449,3 +449,27 @@ def test_one_turn_at_a_time() -> None:
     list(s)
     agent.run_turn_stream("never iterated")  # creating a stream does not hold the session
     assert agent.run_turn("z").text() == "b"
+
+
+def test_builder_accepts_a_provider_router() -> None:
+    from foundation_ai.errors import ConfigurationError
+    from foundation_ai.router import Provider, ProviderRouter
+
+    a = ScriptedModel([rate_limited()], name="model-a")
+    b = ScriptedModel([say("from b")], name="model-b")
+    router = ProviderRouter([Provider.of(a, "pa"), Provider.of(b, "pb")], default="model-a")
+    agent = (
+        AgentSession.builder(router)
+        .with_fallback_models("model-b")
+        .with_store(InMemorySessionStore())
+        .build()
+    )
+    assert agent.model is a and agent.models[1] is b
+    turn = agent.run_turn("hi")
+    assert turn.text() == "from b"
+    direct = AgentSession.builder(router).with_model_id("model-b").with_store(InMemorySessionStore()).build()
+    assert direct.model is b
+    with pytest.raises(ConfigurationError):
+        AgentSession.builder(ScriptedModel()).with_fallback_models("model-b").build()
+    with pytest.raises(ConfigurationError):
+        AgentSession.builder(object()).with_store(InMemorySessionStore()).build()

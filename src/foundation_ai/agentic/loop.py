@@ -102,7 +102,7 @@ class CircuitBreaker:
 class TurnState:
     """What a turn produced, filled by the loop (read by ``Turn``)."""
 
-    __slots__ = ("error", "generations", "outcome", "persisted", "records")
+    __slots__ = ("error", "generations", "outcome", "persisted", "records", "snapshot")
 
     def __init__(self) -> None:
         self.records: list[SessionRecord] = []
@@ -110,6 +110,7 @@ class TurnState:
         self.error: AgenticError | None = None
         self.generations = 0
         self.persisted = 0
+        self.snapshot: Any = None
 
 
 def _merge(prev: AssistantMessage | None, new: AssistantMessage, delta: bool) -> AssistantMessage:
@@ -443,6 +444,7 @@ async def run_turn_loop(
                 if open_calls:
                     persist(interrupted_results(open_calls, "turn abandoned"))
         summary = SessionRecord.Summary(message_count=state.persisted, usage=ledger.snapshot())
+        state.snapshot = summary.usage
         session.store.append(session.session_id, [summary])
         if emit:
             yield Stream.Pending(AgentProgress.TurnComplete(usage=summary.usage))

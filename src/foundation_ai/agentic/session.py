@@ -31,10 +31,12 @@ from ..types import (
     AgenticError,
     AssistantMessage,
     Messages,
+    ModelId,
     ModelParams,
     SessionRecord,
     StopReason,
     TextContent,
+    TokenSnapshot,
     ToolCall,
     ToolResultMessage,
     UsageReport,
@@ -68,10 +70,7 @@ class Turn:
         self.outcome: TurnOutcome = state.outcome
         self.error: AgenticError | None = state.error
         self._usage = usage
-        snap = next((r.usage for r in reversed(state.records) if isinstance(r, SessionRecord.Summary)), None)
-        from ..types import TokenSnapshot
-
-        self.summary: TurnSummary = summary_of(state, snap or TokenSnapshot.from_usage(usage))
+        self.summary: TurnSummary = summary_of(state, state.snapshot or TokenSnapshot.from_usage(usage))
 
     @property
     def stop_reason(self) -> StopReason:
@@ -151,20 +150,24 @@ def _is_model(obj: Any) -> bool:
     return hasattr(obj, "astream") and hasattr(obj, "descriptor")
 
 
-def _resolve_model(obj: Any, model_id: Any = None) -> Any:
-    """A Model, or a router resolved to one (``ProviderRouter``: ``resolve(model_id)`` / ``route``)."""
+def _resolve_model(obj: Any, model_id: Any = None, router: Any = None) -> Any:
+    """A ``Model``; a ``ProviderRouter`` resolved with ``router.as_model`` (its ``model_id`` or
+    its default); a model name or ``ModelId`` resolved through ``router`` (for fallbacks).
+
+    Raises:
+        ConfigurationError: none of these (or the router cannot resolve it).
+    """
+    from ..router import ProviderRouter, as_model
+
+    if isinstance(obj, ProviderRouter):
+        return as_model(obj, model_id)
+    if isinstance(obj, str | ModelId):
+        if router is None:
+            raise ConfigurationError(f"a model name ({obj!r}) needs a ProviderRouter as the session's model")
+        return router.resolve(obj)
     if _is_model(obj):
         return obj
-    for meth in ("resolve", "route", "model", "get"):
-        fn = getattr(obj, meth, None)
-        if callable(fn):
-            try:
-                m = fn(model_id) if model_id is not None else fn()
-            except TypeError:
-                continue
-            if _is_model(m):
-                return m
-    raise ConfigurationError(f"not a Model (no astream/descriptor) and not a usable router: {obj!r}")
+    raise ConfigurationError(f"expected a Model or a ProviderRouter, got {type(obj).__name__}")
 
 
 class AgentSessionBuilder:
@@ -188,7 +191,8 @@ class AgentSessionBuilder:
         self._cooldown = 30.0
 
     def with_model_id(self, model_id: Any) -> AgentSessionBuilder:
-        """For a router: the ``ModelId`` (or name) to route to."""
+        """For a ``ProviderRouter``: the ``ModelId`` (or name) to route to (default: the
+        router's ``default``)."""
         self._model_id = model_id
         return self
 
@@ -226,7 +230,8 @@ class AgentSessionBuilder:
 
     def with_fallback_models(self, *models: Any, cooldown: float = 30.0) -> AgentSessionBuilder:
         """Models to use, in order, while the primary is rate limited (``cooldown`` seconds per
-        tripped circuit breaker)."""
+        tripped circuit breaker). With a ``ProviderRouter`` as the session's model, a fallback
+        may be a model name or ``ModelId``, resolved through the router."""
         self._fallbacks.extend(models)
         self._cooldown = cooldown
         return self
@@ -265,8 +270,11 @@ class AgentSessionBuilder:
             ConfigurationError: a model or tool is unusable.
         """
         store = self._store if self._store is not None else SqliteSessionStore()
+        from ..router import ProviderRouter
+
+        router = self._model if isinstance(self._model, ProviderRouter) else None
         models = [_resolve_model(self._model, self._model_id)] + [
-            _resolve_model(m, self._model_id) for m in self._fallbacks
+            _resolve_model(m, None if router is None else m, router) for m in self._fallbacks
         ]
         return AgentSession(
             models=models,

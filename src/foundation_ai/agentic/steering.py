@@ -79,11 +79,14 @@ class Steering:
         return self._aborted
 
     def clear_abort(self) -> None:
-        with self._lock:
-            self._aborted = False
+        if self._aborted:
+            with self._lock:
+                self._aborted = False
 
     def take_steers(self) -> list[Messages]:
         """Pop every pending steering message."""
+        if not self._steer:
+            return []
         with self._lock:
             out = list(self._steer)
             self._steer.clear()
@@ -91,6 +94,8 @@ class Steering:
 
     def take_follow_ups(self) -> list[Messages]:
         """Pop every queued follow-up."""
+        if not self._follow:
+            return []
         with self._lock:
             out = list(self._follow)
             self._follow.clear()

@@ -9,6 +9,8 @@ from ...types import SessionRecord
 
 __all__ = ["InMemorySessionStore"]
 
+_FAILED = SessionRecord.FailedAction
+
 
 class InMemorySessionStore:
     """A ``SessionStore`` in memory; lost when the process ends. Thread-safe."""
@@ -19,7 +21,7 @@ class InMemorySessionStore:
 
     def append(self, session_id: str, records: Sequence[SessionRecord]) -> None:
         """Add a batch (``FailedAction`` records skipped)."""
-        keep = [r for r in records if r.persistable]
+        keep = [r for r in records if type(r) is not _FAILED]
         with self._lock:
             self._data.setdefault(session_id, []).extend(keep)
 
