@@ -890,3 +890,45 @@ async def test_closing_the_stream_early_cancels_cleanly(fresh: FixtureServer) ->
     fresh.queue(sse_canned("text.sse"))
     assert [x.text() for x in m.generate(ask())] == ["Hello there!"]
     m.close()
+
+
+def _feed_all(p: ChatStreamParser, chunks: list[dict[str, Any]]) -> list[Any]:
+    items: list[Any] = []
+    for c in chunks:
+        items += p.feed(SseEvent("message", json.dumps(c))) or []
+    return items + p.finish()
+
+
+def test_string_and_int_index_are_one_call() -> None:
+    """wire-notes 2: ``index`` may be an int or a numeric string; both name the same call."""
+    p = ChatStreamParser(ModelId.Name("m"), None, ["get_weather"])
+    d = lambda tc: {"choices": [{"index": 0, "delta": {"tool_calls": [tc]}}]}  # noqa: E731
+    items = _feed_all(
+        p,
+        [
+            d({"index": "0", "id": "call_s", "function": {"name": "get_weather", "arguments": '{"city":'}}),
+            d({"index": 0, "function": {"arguments": '"Oslo"}'}}),
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        ],
+    )
+    got = [i.value.content for i in items if isinstance(i, Stream.Next)]
+    assert [(c.id, c.arguments) for c in got] == [("call_s", {"city": "Oslo"})]
+
+
+def test_reasoning_content_streams_as_thinking() -> None:
+    """``delta.reasoning_content`` (llama.cpp, vLLM, DeepSeek) is a ThinkingContent output of its own."""
+    p = ChatStreamParser(ModelId.Name("m"), None, [])
+    d = lambda **kw: {"choices": [{"index": 0, "delta": kw}]}  # noqa: E731
+    items = _feed_all(
+        p,
+        [
+            d(reasoning_content="Let me "),
+            d(reasoning_content="think."),
+            d(content="Four."),
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        ],
+    )
+    msgs = assemble(items, "snapshot")
+    assert [type(m.content) for m in msgs] == [ThinkingContent, TextContent]
+    assert msgs[0].content.thinking == "Let me think." and msgs[1].text() == "Four."
+    assert msgs[0].id != msgs[1].id
