@@ -108,6 +108,7 @@ def model(srv: FixtureServer, **kw: Any) -> Any:
 
 
 def run(srv: FixtureServer, *canned: Canned, inter: ModelInteraction | None = None, **kw: Any) -> list[Any]:
+    srv._queue.clear()  # the server repeats its last response: start from an empty queue
     srv.queue(*canned)
     return list(model(srv, **kw).stream(inter or ask()))
 
