@@ -12,6 +12,7 @@ Run: ``.venv/bin/python bench/import.py [--runs 7]``.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -34,7 +35,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("modules", nargs="*", default=["foundation_ai", "pydantic_ai", "openai"])
     ns = ap.parse_args()
-    print(f"cold import, fresh process each run, {ns.runs} runs")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"cold import, fresh process each run, {ns.runs} runs (load average {load}; figures scale with it)")
     print(f"{'module':<16}{'median ms':>11}{'min ms':>9}")
     for module in ns.modules:
         sample(module)  # warm the OS file cache

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
 import time
 from collections.abc import Callable
@@ -290,7 +291,9 @@ def main() -> None:
 
     floor = results.get("orjson floor (plain dicts)")
     pyd = results.get("pydantic-ai")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"round trip of a {n}-message conversation (encode to JSON bytes + decode), best of {repeat}")
+    print(f"load average {load}: absolute figures scale with machine load, the ratios much less")
     print(f"{'library':<28}{'us/message':>12}{'bytes':>10}{'vs floor':>10}{'vs pydantic-ai':>16}")
     for name, secs in results.items():
         per = secs / n * 1e6
