@@ -868,3 +868,33 @@ def test_llama_invalid_request_error(llama_server: LlamaServerHandle) -> None:
     err = error_of(items)
     assert "HTTP 4" in (err.error_detail or "") or "HTTP 5" in (err.error_detail or "")
     assert not err.is_context_overflow()
+
+
+def _shape(msgs: list[Any]) -> list[Any]:
+    return [(m.content, m.stop_reason, m.usage, m.error_detail) for m in msgs]
+
+
+@pytest.mark.parametrize(
+    "fixture", ["c05_thinking_text_tool.sse", "c19_redacted_thinking.sse", "error_event.sse"]
+)
+async def test_generate_is_exactly_assemble_of_stream(fresh: FixtureServer, fixture: str) -> None:
+    """``generate`` / ``agenerate`` collect without re-yielding chunks but give exactly
+    ``assemble(stream)`` (ids and timestamps aside, which are fresh per call)."""
+    fresh._queue.clear()
+    fresh.queue(sse_canned(fixture))
+    m = model(fresh)
+    streamed = assemble(list(m.stream(ask())), "snapshot")
+    assert _shape(m.generate(ask())) == _shape(streamed)
+    assert _shape(await m.agenerate(ask())) == _shape(streamed)
+    m.close()
+
+
+async def test_closing_the_async_stream_early_is_clean(fresh: FixtureServer) -> None:
+    fresh.queue(sse_canned("c05_thinking_text_tool.sse", delay=0.01))
+    agen = model(fresh).astream(ask())
+    async for item in agen:
+        if isinstance(item, Stream.Next):
+            break
+    await agen.aclose()  # closes the HTTP response; no exception
+    items = list(model(fresh).stream(ask()))  # the server and client are still usable
+    assert isinstance(items[-1].value, ModelState.Finished)

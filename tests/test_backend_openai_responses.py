@@ -569,3 +569,20 @@ def test_llama_context_overflow_error(llama_server: LlamaServerHandle) -> None:
     check_contract(items)
     err = error_of(items)
     assert "exceeds the available context size" in (err.error_detail or "") and err.is_context_overflow()
+
+
+def _shape(msgs: list[Any]) -> list[Any]:
+    return [(m.content, m.stop_reason, m.usage, m.error_detail) for m in msgs]
+
+
+@pytest.mark.parametrize(
+    "fixture", ["c29_reasoning_then_call.sse", "c31_reasoning_null.sse", "error_event.sse"]
+)
+async def test_generate_is_exactly_assemble_of_stream(fresh: FixtureServer, fixture: str) -> None:
+    fresh._queue.clear()
+    fresh.queue(sse_canned(fixture))
+    m = model(fresh)
+    streamed = assemble(list(m.stream(ask())), "snapshot")
+    assert _shape(m.generate(ask())) == _shape(streamed)
+    assert _shape(await m.agenerate(ask())) == _shape(streamed)
+    m.close()

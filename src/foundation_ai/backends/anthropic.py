@@ -23,7 +23,7 @@ import httpx
 import msgspec
 
 from ..errors import ProviderError
-from ..types import ModelInteraction, ModelParams, ModelProviders, Stream
+from ..types import Messages, ModelInteraction, ModelParams, ModelProviders, Stream
 from ._anthropic_request import ANTHROPIC_VERSION, build_request, check_output_format
 from ._anthropic_stream import AnthropicStreamParser, parse_message
 from ._http import HttpOptions, SseEvent, Timer, astream_events, error_items, join_url, stream_events
@@ -35,6 +35,7 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 """Anthropic's API host; the backend adds ``/v1/messages``."""
 
 _DECODE = msgspec.json.Decoder().decode
+_NEXT = Stream.Next
 
 
 class AnthropicModel(BaseModel):
@@ -152,6 +153,58 @@ class AnthropicModel(BaseModel):
             ]
         for item in tail:
             yield item
+
+    def generate(self, interaction: ModelInteraction, params: ModelParams | None = None) -> list[Messages]:
+        """The assembled answer: exactly :func:`~foundation_ai.backends.base.assemble` of
+        ``stream`` (one message per output, its last chunk), collected without re-yielding every
+        chunk."""
+        p = params or ModelParams()
+        body = build_request(interaction, p, self.descriptor.name, stream=self.streaming)
+        parser = AnthropicStreamParser(self.model_id, timer=Timer())
+        got: dict[str, Messages] = {}
+        try:
+            for ev in stream_events(self.options, self.url, body, self._headers()):
+                _keep(got, self._feed(parser, ev))
+            tail = self._tail(parser, p)
+        except ProviderError as exc:
+            tail = [
+                *parser.flush(),
+                *error_items(exc.detail, self.model_id, ModelProviders.Anthropic, parser.usage),
+            ]
+        _keep(got, tail)
+        return list(got.values())
+
+    async def agenerate(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> list[Messages]:
+        """Async :meth:`generate`."""
+        p = params or ModelParams()
+        body = build_request(interaction, p, self.descriptor.name, stream=self.streaming)
+        parser = AnthropicStreamParser(self.model_id, timer=Timer())
+        got: dict[str, Messages] = {}
+        try:
+            async for ev in astream_events(self.options, self.url, body, self._headers()):
+                _keep(got, self._feed(parser, ev))
+            tail = self._tail(parser, p)
+        except ProviderError as exc:
+            tail = [
+                *parser.flush(),
+                *error_items(exc.detail, self.model_id, ModelProviders.Anthropic, parser.usage),
+            ]
+        _keep(got, tail)
+        return list(got.values())
+
+    def close(self) -> None:
+        """Close the HTTP clients this model created (never a client passed in)."""
+        self.options.close()
+
+
+def _keep(got: dict[str, Messages], items: list[ModelStream]) -> None:
+    """Snapshot assembly: the last chunk of each output id wins, outputs in first-seen order."""
+    for item in items:
+        if type(item) is _NEXT:
+            msg = item.value
+            got[msg.id] = msg
 
 
 def anthropic(

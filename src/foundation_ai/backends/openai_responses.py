@@ -22,7 +22,7 @@ import httpx
 import msgspec
 
 from ..errors import ProviderError
-from ..types import ModelInteraction, ModelParams, ModelProviders, Stream
+from ..types import Messages, ModelInteraction, ModelParams, ModelProviders, Stream
 from ._http import HttpOptions, SseEvent, Timer, astream_events, error_items, join_url, stream_events
 from ._responses_request import build_request
 from ._responses_stream import ResponsesStreamParser, parse_response
@@ -34,6 +34,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """OpenAI's API base; the backend adds ``/responses``."""
 
 _DECODE = msgspec.json.Decoder().decode
+_NEXT = Stream.Next
 
 
 class OpenAIResponsesModel(BaseModel):
@@ -131,6 +132,58 @@ class OpenAIResponsesModel(BaseModel):
             ]
         for item in tail:
             yield item
+
+    def generate(self, interaction: ModelInteraction, params: ModelParams | None = None) -> list[Messages]:
+        """The assembled answer: exactly :func:`~foundation_ai.backends.base.assemble` of
+        ``stream`` (one message per output, its last chunk), collected without re-yielding every
+        chunk."""
+        p = params or ModelParams()
+        body = self.request_body(interaction, p)
+        parser = ResponsesStreamParser(self.model_id, timer=Timer())
+        got: dict[str, Messages] = {}
+        try:
+            for ev in stream_events(self.options, self.url, body, self._headers()):
+                _keep(got, self._feed(parser, ev))
+            tail = parser.finish()
+        except ProviderError as exc:
+            tail = [
+                *parser.flush(),
+                *error_items(exc.detail, self.model_id, ModelProviders.OpenAIResponses, parser.usage),
+            ]
+        _keep(got, tail)
+        return list(got.values())
+
+    async def agenerate(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> list[Messages]:
+        """Async :meth:`generate`."""
+        p = params or ModelParams()
+        body = self.request_body(interaction, p)
+        parser = ResponsesStreamParser(self.model_id, timer=Timer())
+        got: dict[str, Messages] = {}
+        try:
+            async for ev in astream_events(self.options, self.url, body, self._headers()):
+                _keep(got, self._feed(parser, ev))
+            tail = parser.finish()
+        except ProviderError as exc:
+            tail = [
+                *parser.flush(),
+                *error_items(exc.detail, self.model_id, ModelProviders.OpenAIResponses, parser.usage),
+            ]
+        _keep(got, tail)
+        return list(got.values())
+
+    def close(self) -> None:
+        """Close the HTTP clients this model created (never a client passed in)."""
+        self.options.close()
+
+
+def _keep(got: dict[str, Messages], items: list[ModelStream]) -> None:
+    """Snapshot assembly: the last chunk of each output id wins, outputs in first-seen order."""
+    for item in items:
+        if type(item) is _NEXT:
+            msg = item.value
+            got[msg.id] = msg
 
 
 def openai_responses(
