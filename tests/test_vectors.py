@@ -117,3 +117,25 @@ def test_zero_vector_cosine_scores_zero() -> None:
     s.upsert([entry("zero", [0.0, 0.0]), entry("one", [1.0, 0.0])])
     scores = {m.id: m.score for m in s.search([1.0, 0.0])}
     assert scores == {"one": pytest.approx(1.0), "zero": 0.0}
+
+
+def test_label_filter_matches_key_value_tags() -> None:
+    s = InMemoryVectorStore(Metric.Dot)
+    s.upsert(
+        [
+            VectorEntry("a", [1.0, 0.0], VectorMetadata(labels={"lang": "en", "kind": "faq"})),
+            VectorEntry("b", [2.0, 0.0], VectorMetadata(labels={"lang": "fr", "kind": "faq"})),
+            VectorEntry("c", [3.0, 0.0], VectorMetadata(tags=["lang"])),
+        ]
+    )
+    assert [m.id for m in s.search([1.0, 0.0], tags={"kind": "faq"})] == ["b", "a"]
+    assert [m.id for m in s.search([1.0, 0.0], tags={"kind": "faq", "lang": "en"})] == ["a"]
+    assert s.search([1.0, 0.0], tags={"lang": "de"}) == []
+    assert [m.id for m in s.search([1.0, 0.0], tags=["lang"])] == ["c"]  # names match tags, not labels
+    assert len(s.search([1.0, 0.0], tags={})) == 3
+
+
+def test_metadata_matches() -> None:
+    meta = VectorMetadata(tags=["a", "b"], labels={"k": "v"})
+    assert meta.matches(None) and meta.matches([]) and meta.matches(["a"]) and meta.matches({"k": "v"})
+    assert not meta.matches(["a", "c"]) and not meta.matches({"k": "w"}) and not meta.matches({"x": "v"})

@@ -1,6 +1,7 @@
 """Vector types (seed 000 "Vector types"; seed 001 for tags and score meanings).
 
-- :class:`VectorEntry`: ``id``, ``vector`` (floats), ``metadata`` (``tags`` plus free fields).
+- :class:`VectorEntry`: ``id``, ``vector`` (floats), ``metadata`` (``tags``, key-value
+  ``labels``, free ``extra`` fields).
 - :class:`VectorMatch`: ``id`` and ``score``. What the score means depends on the metric:
 
   | metric | score | better |
@@ -9,9 +10,11 @@
   | ``Metric.Dot`` | dot product, unbounded | higher |
   | ``Metric.L2`` | Euclidean distance, >= 0.0 | lower |
 
-  ``search`` always returns the best match first.
+  ``search`` always returns the best match first. Seed 001's "higher = more similar" holds for
+  cosine and dot product; for L2 the score is the distance itself (as seed 001's "L2 distance
+  (0..inf)" says), so lower is more similar.
 - :class:`VectorStore`: the protocol (upsert, get, delete, search by vector with ``k`` and a tag
-  filter); :class:`InMemoryVectorStore` is an exact (brute-force) implementation.
+  filter: tag names or key-value labels); :class:`InMemoryVectorStore` is an exact (brute-force) implementation.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from ._store import (
     DimensionMismatchError,
     InMemoryVectorStore,
     Metric,
+    TagFilter,
     VectorEntry,
     VectorMatch,
     VectorMetadata,
@@ -30,6 +34,7 @@ __all__ = [
     "DimensionMismatchError",
     "InMemoryVectorStore",
     "Metric",
+    "TagFilter",
     "VectorEntry",
     "VectorMatch",
     "VectorMetadata",

@@ -6,7 +6,7 @@ import enum
 import heapq
 import math
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
@@ -20,6 +20,7 @@ __all__ = [
     "VectorEntry",
     "VectorMatch",
     "VectorMetadata",
+    "TagFilter",
     "VectorStore",
 ]
 
@@ -32,11 +33,30 @@ class Metric(enum.Enum):
     Dot = "dot"
 
 
+TagFilter = Iterable[str] | Mapping[str, str]
+"""A search filter: tag names that must all be in ``metadata.tags``, or key-value pairs that must
+all be in ``metadata.labels``."""
+
+
 class VectorMetadata(msgspec.Struct, omit_defaults=True):
-    """Metadata of an entry: ``tags`` (used by search filters) and free-form ``extra`` fields."""
+    """Metadata of an entry (seed 001, section 10).
+
+    ``tags`` are plain tag names and ``labels`` key-value tags (the seed's
+    ``HashMap<String, String>``); both are used by search filters. ``extra`` holds free-form
+    fields that are stored but never filtered on.
+    """
 
     tags: list[str] = msgspec.field(default_factory=list)
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+    def matches(self, tags: TagFilter | None) -> bool:
+        """True when this metadata passes the filter (``None`` or empty passes everything)."""
+        if not tags:
+            return True
+        if isinstance(tags, Mapping):
+            return all(self.labels.get(k) == v for k, v in tags.items())
+        return set(tags).issubset(self.tags)
 
 
 class VectorEntry(msgspec.Struct, omit_defaults=True):
@@ -71,9 +91,10 @@ class VectorStore(Protocol):
         ...
 
     def search(
-        self, vector: Sequence[float], k: int = 10, tags: Iterable[str] | None = None
+        self, vector: Sequence[float], k: int = 10, tags: TagFilter | None = None
     ) -> list[VectorMatch]:
-        """The ``k`` best matches, best first; with ``tags``, only entries holding all of them."""
+        """The ``k`` best matches, best first; with ``tags``, only entries that pass the filter:
+        holding every tag name (an iterable of strings) or every key-value label (a mapping)."""
         ...
 
 
@@ -126,18 +147,18 @@ class InMemoryVectorStore:
         return len(self._entries)
 
     def search(
-        self, vector: Sequence[float], k: int = 10, tags: Iterable[str] | None = None
+        self, vector: Sequence[float], k: int = 10, tags: TagFilter | None = None
     ) -> list[VectorMatch]:
         if k <= 0:
             return []
         self._check(vector)
-        want = set(tags or ())
+        want: TagFilter | None = dict(tags) if isinstance(tags, Mapping) else list(tags or ())
         qnorm = math.sqrt(_dot(vector, vector))
         with self._lock:
             items = list(self._entries.values())
         scored: list[tuple[float, str]] = []
         for entry, norm in items:
-            if want and not want.issubset(entry.metadata.tags):
+            if not entry.metadata.matches(want):
                 continue
             if self.metric is Metric.L2:
                 d = math.sqrt(math.fsum((x - y) ** 2 for x, y in zip(vector, entry.vector, strict=True)))
