@@ -551,7 +551,9 @@ def test_request_tools_multicommands_and_tool_choice(fresh: FixtureServer) -> No
     ]
     for choice, wire in cases:
         body = sent(
-            fresh, ModelInteraction(messages=[Messages.user("x")], tools_shed=decl, tool_choice=choice)
+            fresh,
+            ModelInteraction(messages=[Messages.user("x")], tools_shed=decl, tool_choice=choice),
+            forced_tool_mode="native",
         )
         assert body["tool_choice"] == wire
     fns = body["tools"]
@@ -932,3 +934,86 @@ def test_reasoning_content_streams_as_thinking() -> None:
     assert [type(m.content) for m in msgs] == [ThinkingContent, TextContent]
     assert msgs[0].content.thinking == "Let me think." and msgs[1].text() == "Four."
     assert msgs[0].id != msgs[1].id
+
+
+# ------------------------------------------------------------------------------------------
+# forced tool calls through a JSON Schema (forced_tool_mode)
+
+
+def _text_sse(text: str, finish: str = "stop") -> Canned:
+    pieces = [text[i : i + 5] for i in range(0, len(text), 5)]
+    frames_ = [json.dumps({"choices": [{"index": 0, "delta": {"content": p}}]}) for p in pieces]
+    frames_.append(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
+    return Canned(chunks=[f"data: {f}\n\n".encode() for f in [*frames_, "[DONE]"]])
+
+
+def test_forced_call_json_schema_request_and_parse(fresh: FixtureServer) -> None:
+    inter = ask("weather in Oslo?", tool_choice=ToolChoice.Function("get_weather"))
+    fresh.queue(_text_sse('{"name": "get_weather", "arguments": {"city": "Oslo"}}'))
+    items = list(openai_chat("m", base_url=fresh.base_url, forced_tool_mode="json_schema").stream(inter))
+    body = fresh.requests[-1].json()
+    assert "tools" not in body and "tool_choice" not in body
+    schema = body["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["name"] == {"type": "string", "enum": ["get_weather"]}
+    assert schema["properties"]["arguments"] == {"type": "object", "properties": {"city": {"type": "string"}}}
+    assert body["messages"][0]["role"] == "system" and "get_weather" in body["messages"][0]["content"]
+    # no text chunks: the JSON answer is one tool call
+    assert not any(isinstance(i, Stream.Next) and isinstance(i.value.content, TextContent) for i in items)
+    msgs = outputs(items)
+    assert len(msgs) == 1 and isinstance(msgs[0].content, ToolCall)
+    assert (msgs[0].content.name, msgs[0].content.arguments) == ("get_weather", {"city": "Oslo"})
+    assert msgs[0].content.id.startswith("call_") and msgs[0].stop_reason == StopReason.TOOL_USE
+
+
+def test_forced_call_required_any_tool_and_truncated(fresh: FixtureServer) -> None:
+    inter = ask("x", tool_choice=ToolChoice.Required())
+    fresh.queue(_text_sse('{"name": "get_time", "arguments": {"tz": "U', finish="length"))
+    msgs = outputs(list(openai_chat("m", base_url=fresh.base_url).stream(inter)))  # auto: loopback
+    schema = fresh.requests[-1].json()["response_format"]["json_schema"]["schema"]
+    assert len(schema["anyOf"]) == len(TOOLS.tools)
+    call = msgs[-1].content
+    assert isinstance(call, ToolCall) and call.arguments is None and call.raw_arguments
+    assert msgs[-1].stop_reason == StopReason.LENGTH
+
+
+def test_native_mode_and_auto_choice_keep_tools(fresh: FixtureServer) -> None:
+    body = sent(fresh, ask(tool_choice=ToolChoice.Function("get_time")), forced_tool_mode="native")
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "get_time"}}
+    body = sent(fresh, ask(tool_choice=ToolChoice.Auto()))
+    assert body["tool_choice"] == "auto" and "response_format" not in body
+
+
+def test_llama_forced_tool_call_round_trip(llama: LlamaServerHandle) -> None:
+    """A real forced call on llama-server (its SmolLM2 template has no tool support, so the call
+    is grammar-enforced via the JSON Schema), then the answer with the result in context."""
+    add = Tool.SingleCommand(
+        ToolDefinition(
+            name="add",
+            description="Add two integers.",
+            arguments=Args(
+                {
+                    "type": "object",
+                    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                    "required": ["a", "b"],
+                    "additionalProperties": False,
+                }
+            ),
+        )
+    )
+    m = openai_chat("smollm2", base_url=llama.base_url, timeout=120)
+    history: list[Any] = [Messages.user("What is 2 + 40?")]
+    inter = ModelInteraction(
+        messages=history, tools_shed=ToolDeclarations(tools=[add]), tool_choice=ToolChoice.Function("add")
+    )
+    first = m.generate(inter, GREEDY.with_(max_tokens=40))
+    call = first[-1].content
+    assert isinstance(call, ToolCall) and call.name == "add", first
+    assert isinstance(call.arguments, dict) and set(call.arguments) == {"a", "b"}
+    assert first[-1].stop_reason == StopReason.TOOL_USE
+    result = ToolResultMessage(
+        tool_call_id=call.id, name="add", content=TextContent(str(call.arguments["a"] + call.arguments["b"]))
+    )
+    inter2 = ModelInteraction(messages=[*history, *first, result], tools_shed=ToolDeclarations(tools=[add]))
+    answer = m.generate(inter2, GREEDY)
+    assert answer[-1].stop_reason in (StopReason.STOP, StopReason.LENGTH), answer[-1].error_detail
+    assert isinstance(answer[-1].content, TextContent) and answer[-1].content.content.strip()

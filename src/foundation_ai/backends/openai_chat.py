@@ -17,6 +17,12 @@ are invalid here, case C21); tool results are ``role: tool`` messages; an image 
 is an ``image_url`` data URL; a tool result holding an image becomes a placeholder text in the
 tool message and a user message with the image after the run of tool messages (case C38).
 
+Forced tool calls: against a loopback server (llama-server, Ollama, LM Studio on 127.0.0.1) a
+``ToolChoice.Required`` / ``Function`` is sent by default as a ``response_format`` JSON Schema
+``{"name", "arguments"}`` (grammar-enforced) and the answer parsed into one ``ToolCall``,
+because llama-server ignores ``tool_choice`` for models whose chat template has no tool support;
+``forced_tool_mode="native"`` turns this off (see :func:`openai_chat`).
+
 Stream mapping: snapshot chunks (the whole text so far) for text and ``reasoning_content``;
 tool calls assembled by ``index`` / ``id`` (cases C07, C09, C11, C12, C14, C17, C41, C43) and
 emitted once, complete, at the end of the stream with the final stop reason and usage; usage
@@ -30,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
@@ -96,6 +102,7 @@ def openai_chat(
     extra_body: Mapping[str, Any] | None = None,
     retry_base_delay: float = 0.5,
     streaming: bool = True,
+    forced_tool_mode: Literal["auto", "native", "json_schema"] = "auto",
 ) -> OpenAIChatModel:
     """A Chat Completions backend for ``model`` (the name sent as ``"model"``).
 
@@ -111,6 +118,13 @@ def openai_chat(
         extra_body: fields merged into every request body (e.g. ``{"top_k": 20}`` for vLLM).
         streaming: ``False`` sends ``stream: false`` and reads the whole ``chat.completion``
             answer (for servers whose streaming is broken); the items are the same shape.
+        forced_tool_mode: how a forced call (``ToolChoice.Required`` / ``Function``) is asked
+            for. ``"native"``: ``tools`` + ``tool_choice``. ``"json_schema"``: no ``tools``; a
+            ``response_format`` JSON Schema ``{"name", "arguments"}`` built from the tool
+            schemas (grammar-enforced by llama.cpp, vLLM, LM Studio, Ollama) plus an instruction,
+            and the answer is parsed into one ``ToolCall`` with a generated id. ``"auto"``:
+            ``json_schema`` for a loopback server (llama-server does not enforce
+            ``tool_choice`` for models whose template lacks tool support), else ``native``.
 
     Raises:
         ConfigurationError: OpenAI's host and no key in the argument or ``OPENAI_API_KEY``.
@@ -135,6 +149,7 @@ def openai_chat(
         max_output_tokens=max_output_tokens,
         extra_body=extra_body,
         streaming=streaming,
+        forced_tool_mode=forced_tool_mode,
     )
 
 
@@ -165,6 +180,7 @@ class OpenAIChatModel(BaseModel):
         max_output_tokens: int | None = None,
         extra_body: Mapping[str, Any] | None = None,
         streaming: bool = True,
+        forced_tool_mode: Literal["auto", "native", "json_schema"] = "auto",
     ) -> None:
         self.options = options
         self.streaming = streaming
@@ -194,6 +210,10 @@ class OpenAIChatModel(BaseModel):
             cache_write_price=prices.cache_write if prices else None,
         )
         self._model_id = ModelId.Name(model)
+        if forced_tool_mode == "auto":
+            self.emulate_forced_tools = host in _LOCAL_HOSTS
+        else:
+            self.emulate_forced_tools = forced_tool_mode == "json_schema"
         self._headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
 
     def close(self) -> None:
@@ -207,6 +227,9 @@ class OpenAIChatModel(BaseModel):
     def model_id(self) -> ModelId:
         return self._model_id
 
+    def _emulating(self, interaction: ModelInteraction) -> bool:
+        return self.emulate_forced_tools and forced_call_schema(interaction) is not None
+
     def _body(self, interaction: ModelInteraction, params: ModelParams | None) -> bytes:
         body = build_request(
             interaction,
@@ -214,6 +237,7 @@ class OpenAIChatModel(BaseModel):
             self.descriptor.name,
             official=self.official,
             stream=self.streaming,
+            emulate_forced_tools=self.emulate_forced_tools,
         )
         if self.extra_body:
             body.update(self.extra_body)
@@ -221,7 +245,11 @@ class OpenAIChatModel(BaseModel):
 
     def _parser(self, interaction: ModelInteraction) -> ChatStreamParser:
         names = [f.name for f in interaction.tools_shed.functions()]
-        return ChatStreamParser(self._model_id, self._price_key, names)
+        emulated = self._emulating(interaction)
+        choice = interaction.tool_choice
+        if emulated and isinstance(choice, ToolChoice.Function):
+            names = [choice.name]
+        return ChatStreamParser(self._model_id, self._price_key, names, emulated_call=emulated)
 
     def stream(
         self, interaction: ModelInteraction, params: ModelParams | None = None
@@ -370,6 +398,46 @@ def _tool_choice(choice: Any) -> Any:
     return "auto"
 
 
+def forced_call_schema(interaction: ModelInteraction) -> tuple[dict[str, Any], str] | None:
+    """For a forcing ``tool_choice`` (``Required`` or ``Function``) with tools on offer: the JSON
+    Schema of ``{"name": <tool>, "arguments": {...}}`` (one branch per allowed tool) and the
+    instruction text; ``None`` otherwise."""
+    choice = interaction.tool_choice
+    if not isinstance(choice, ToolChoice.Required | ToolChoice.Function):
+        return None
+    fns = interaction.tools_shed.functions()
+    if isinstance(choice, ToolChoice.Function):
+        fns = [f for f in fns if f.name == choice.name]
+    if not fns:
+        return None
+    branches = [
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string", "enum": [f.name]}, "arguments": f.parameters},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for f in fns
+    ]
+    schema = branches[0] if len(branches) == 1 else {"anyOf": branches}
+    lines = [
+        "Call a tool now. Reply with only a JSON object "
+        '{"name": "<tool name>", "arguments": {...}} and nothing else. Tools:'
+    ]
+    lines += [
+        f"- {f.name}: {f.description} Arguments schema: {msgspec.json.encode(f.parameters).decode()}"
+        for f in fns
+    ]
+    return schema, "\n".join(lines)
+
+
+def _add_instruction(messages: list[dict[str, Any]], text: str) -> None:
+    if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
+        messages[0] = {**messages[0], "content": messages[0]["content"] + "\n\n" + text}
+    else:
+        messages.insert(0, {"role": "system", "content": text})
+
+
 def build_request(
     interaction: ModelInteraction,
     params: ModelParams,
@@ -377,8 +445,12 @@ def build_request(
     *,
     official: bool = True,
     stream: bool = True,
+    emulate_forced_tools: bool = False,
 ) -> dict[str, Any]:
     """The Chat Completions request body (a JSON-ready dict).
+
+    With ``emulate_forced_tools`` and a forcing ``tool_choice``, the call is requested through
+    ``response_format`` instead of ``tools`` (see ``openai_chat(forced_tool_mode=...)``).
 
     ``ModelParams`` mapping: ``max_tokens`` (``max_completion_tokens`` on OpenAI's host),
     ``temperature``, ``top_p`` (both left out when a reasoning effort is set), ``seed``,
@@ -390,6 +462,10 @@ def build_request(
     """
     body: dict[str, Any] = {"model": model, "messages": build_messages(interaction)}
     fns = interaction.tools_shed.functions()
+    forced = forced_call_schema(interaction) if emulate_forced_tools else None
+    if forced is not None:
+        _add_instruction(body["messages"], forced[1])
+        fns = []
     if fns:
         body["tools"] = [
             {
@@ -420,7 +496,12 @@ def build_request(
     if official and params.cache_retention is CacheRetention.Long:
         body["prompt_cache_retention"] = "24h"
     fmt = params.output_format
-    if isinstance(fmt, OutputFormat.JsonObject):
+    if forced is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "tool_call", "schema": forced[0], "strict": True},
+        }
+    elif isinstance(fmt, OutputFormat.JsonObject):
         body["response_format"] = {"type": "json_object"}
     elif isinstance(fmt, OutputFormat.JsonSchema):
         body["response_format"] = {
@@ -591,8 +672,16 @@ class ChatStreamParser:
     ``Stream`` items. ``feed`` per event, then ``finish`` (or ``fail`` with an error text)."""
 
     def __init__(
-        self, model_id: ModelId, price_key: tuple[str | None, str | None] | None, tool_names: Sequence[str]
+        self,
+        model_id: ModelId,
+        price_key: tuple[str | None, str | None] | None,
+        tool_names: Sequence[str],
+        *,
+        emulated_call: bool = False,
     ) -> None:
+        self.emulated_call = emulated_call
+        """True when the text answer is a JSON tool call (``forced_tool_mode``): not streamed
+        as text, parsed into one ``ToolCall`` at the end."""
         self.model_id = model_id
         self.price_key = price_key
         self.tool_names = tool_names
@@ -683,6 +772,8 @@ class ChatStreamParser:
                 content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
             self.timer.first()
             self.text += content
+            if self.emulated_call:
+                return item
             if self.text_id is None:
                 self.text_id = new_scru128()
             self.last = "text"
@@ -812,11 +903,28 @@ class ChatStreamParser:
                 out.append(ToolCall(id=cid, name=names[i], arguments=args, raw_arguments=raw))
         return out
 
+    def _emulated_call(self) -> ToolCall:
+        """The JSON answer of ``forced_tool_mode="json_schema"`` as one call (arguments ``None``
+        and the text in ``raw_arguments`` when it is not the expected object)."""
+        try:
+            doc = msgspec.json.decode(self.text)
+        except msgspec.DecodeError:
+            doc = None
+        name = doc.get("name") if isinstance(doc, dict) else None
+        args = doc.get("arguments") if isinstance(doc, dict) else None
+        if not isinstance(name, str):
+            name = self.tool_names[0] if len(self.tool_names) == 1 else ""
+        if isinstance(args, dict):
+            return ToolCall(id=new_call_id(), name=name, arguments=args)
+        return ToolCall(id=new_call_id(), name=name, arguments=None, raw_arguments=self.text)
+
     def finish(self) -> list[ModelStream]:
         """The final items of a stream that ended normally (or an error if it ended early)."""
         if self.finish_reason is None and not self.done:
             return self.fail("stream ended before completion (no finish_reason and no [DONE])")
         calls = self._tool_calls()
+        if self.emulated_call and not calls:
+            calls = [self._emulated_call()]
         stop, meta = self._stop(bool(calls))
         out: list[ModelStream] = []
         if calls:
