@@ -22,6 +22,7 @@ from foundation_ai.types import (
     Args,
     AssistantMessage,
     CacheRetention,
+    CostStatus,
     GenerationMetadata,
     ImageContent,
     Messages,
@@ -219,6 +220,17 @@ def test_user_http_client_is_used() -> None:
     out = anthropic("claude-sonnet-4-5", api_key=KEY, http_client=client).generate(ask())
     assert out[-1].text() == "Hello there!"
     assert str(seen[0].url) == "https://api.anthropic.com/v1/messages"
+    # the provider's own host: prices from genai-prices, cost on the usage (USD)
+    assert out[-1].usage.cost.status == CostStatus.Estimated and out[-1].usage.cost.total > 0
+    assert out[-1].usage.cost.cache_read > 0 and out[-1].usage.cost.cache_write > 0
+
+
+def test_descriptor_prices_known_for_anthropic_host_not_for_loopback(fresh: FixtureServer) -> None:
+    d = anthropic("claude-sonnet-4-5", api_key=KEY).descriptor
+    assert d.input_price and d.output_price and d.cache_read_price and d.cache_write_price
+    assert model(fresh).descriptor.input_price is None
+    fresh.queue(sse_canned("text.sse"))
+    assert model(fresh).generate(ask())[-1].usage.cost.status == CostStatus.Unknown
 
 
 # ------------------------------------------------------------------------------------------

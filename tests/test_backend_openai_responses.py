@@ -21,6 +21,7 @@ from foundation_ai.types import (
     Args,
     AssistantMessage,
     CacheRetention,
+    CostStatus,
     GenerationMetadata,
     ImageContent,
     Messages,
@@ -210,7 +211,10 @@ def test_user_async_http_client_is_used() -> None:
 
     import asyncio
 
-    assert asyncio.run(go())[-1].text() == "Hi there!"
+    out = asyncio.run(go())
+    assert out[-1].text() == "Hi there!"
+    assert out[-1].usage.cost.status == CostStatus.Estimated and out[-1].usage.cost.total > 0
+    assert openai_responses("gpt-4.1", api_key=KEY).descriptor.input_price
 
 
 # ------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ import msgspec
 
 from ..errors import ProviderError
 from ..ids import new_call_id, new_scru128
+from ..pricing import cost_of
 from ..types import (
     AssistantMessage,
     GenerationMetadata,
@@ -142,9 +143,15 @@ class AnthropicStreamParser:
     """
 
     def __init__(
-        self, model: ModelId, *, provider: str = ModelProviders.Anthropic, timer: Timer | None = None
+        self,
+        model: ModelId,
+        *,
+        provider: str = ModelProviders.Anthropic,
+        timer: Timer | None = None,
+        price_key: tuple[str | None, str | None] | None = None,
     ) -> None:
         self.model = model
+        self.price_key = price_key
         self.provider = provider
         self.timer = timer if timer is not None else Timer()
         self.usage = _EMPTY_USAGE
@@ -155,6 +162,19 @@ class AnthropicStreamParser:
         self.stopped = False
         self.texts: list[str] = []
         self.stop_reason: StopReason = StopReason.STOP
+
+    def set_usage(self, u: Any) -> None:
+        """Update the cumulative usage from an Anthropic ``usage`` object, priced with
+        genai-prices when ``price_key`` (provider id, API URL) is set."""
+        report = usage_of(u, self.usage)
+        if report is self.usage:
+            return
+        if self.price_key is not None:
+            cost = cost_of(
+                self.model.name(), report, provider_id=self.price_key[0], api_url=self.price_key[1]
+            )
+            report = msgspec.structs.replace(report, cost=cost)
+        self.usage = report
 
     # -- building chunks ---------------------------------------------------------------------
 
@@ -208,7 +228,7 @@ class AnthropicStreamParser:
             return self._stop(ev)
         if t == "message_start":
             msg = ev.get("message") or {}
-            self.usage = usage_of(msg.get("usage"), self.usage)
+            self.set_usage(msg.get("usage"))
             return [Stream.Pending(ModelState.GeneratingTokens(self.usage))]
         if t == "message_delta":
             return self._message_delta(ev)
@@ -301,7 +321,7 @@ class AnthropicStreamParser:
 
     def _message_delta(self, ev: dict[str, Any]) -> list[Stream[Any, Any]]:
         d = ev.get("delta") or {}
-        self.usage = usage_of(ev.get("usage"), self.usage)
+        self.set_usage(ev.get("usage"))
         stop, meta = map_stop_reason(d.get("stop_reason"))
         self.stop_reason = stop
         out: list[Stream[Any, Any]] = []
@@ -357,7 +377,12 @@ class AnthropicStreamParser:
 
 
 def parse_message(
-    doc: Any, model: ModelId, *, provider: str = ModelProviders.Anthropic, timer: Timer | None = None
+    doc: Any,
+    model: ModelId,
+    *,
+    provider: str = ModelProviders.Anthropic,
+    timer: Timer | None = None,
+    price_key: tuple[str | None, str | None] | None = None,
 ) -> list[Stream[Any, Any]]:
     """The items of a whole (non-streamed) Anthropic message: one ``Next`` per content block,
     the last carrying the stop reason and timing, all carrying the usage; then ``Finished``.
@@ -369,8 +394,8 @@ def parse_message(
         raise AnthropicStreamError(f"unexpected response: {str(doc)[:1000]}")
     if doc.get("type") == "error":
         raise AnthropicStreamError(error_event_text(doc))
-    parser = AnthropicStreamParser(model, provider=provider, timer=timer)
-    parser.usage = usage_of(doc.get("usage"))
+    parser = AnthropicStreamParser(model, provider=provider, timer=timer, price_key=price_key)
+    parser.set_usage(doc.get("usage"))
     out: list[Stream[Any, Any]] = []
     for i, block in enumerate(doc.get("content") or []):
         if not isinstance(block, dict):

@@ -28,8 +28,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from ..errors import ProviderError
 from ..ids import new_call_id, new_scru128
+from ..pricing import cost_of
 from ..types import (
     AssistantMessage,
     GenerationMetadata,
@@ -124,9 +127,15 @@ class ResponsesStreamParser:
     """Turns Responses stream events into model stream items (see the module docstring)."""
 
     def __init__(
-        self, model: ModelId, *, provider: str = ModelProviders.OpenAIResponses, timer: Timer | None = None
+        self,
+        model: ModelId,
+        *,
+        provider: str = ModelProviders.OpenAIResponses,
+        timer: Timer | None = None,
+        price_key: tuple[str | None, str | None] | None = None,
     ) -> None:
         self.model = model
+        self.price_key = price_key
         self.provider = provider
         self.timer = timer if timer is not None else Timer()
         self.usage = _EMPTY_USAGE
@@ -136,6 +145,17 @@ class ResponsesStreamParser:
         self.last: tuple[str, Any, list[Any] | None] | None = None
         self.finished = False
         self.called = False
+
+    def set_usage(self, u: Any) -> None:
+        """Set the usage from a Responses ``usage`` object, priced with genai-prices when
+        ``price_key`` (provider id, API URL) is set."""
+        report = usage_of(u)
+        if self.price_key is not None:
+            cost = cost_of(
+                self.model.name(), report, provider_id=self.price_key[0], api_url=self.price_key[1]
+            )
+            report = msgspec.structs.replace(report, cost=cost)
+        self.usage = report
 
     def _chunk(
         self, mid: str, content: Any, stop: Any = StopReason.STOP, meta: list[Any] | None = None
@@ -306,7 +326,7 @@ class ResponsesStreamParser:
                 it.done = True
                 self._flush_pending(out)
                 self.pending = it
-        self.usage = usage_of(resp.get("usage"))
+        self.set_usage(resp.get("usage"))
         status = resp.get("status")
         meta: list[Any] = []
         details = resp.get("incomplete_details") or {}
@@ -351,7 +371,12 @@ class ResponsesStreamParser:
 
 
 def parse_response(
-    doc: Any, model: ModelId, *, provider: str = ModelProviders.OpenAIResponses, timer: Timer | None = None
+    doc: Any,
+    model: ModelId,
+    *,
+    provider: str = ModelProviders.OpenAIResponses,
+    timer: Timer | None = None,
+    price_key: tuple[str | None, str | None] | None = None,
 ) -> list[Any]:
     """The items of a whole (non-streamed) response object: one ``Next`` per output item (the
     last carrying stop reason and timing, all carrying the usage), then ``Finished``.
@@ -363,8 +388,8 @@ def parse_response(
         raise ResponsesStreamError(f"unexpected response: {str(doc)[:1000]}")
     if doc.get("status") == "failed" or (doc.get("error") and not doc.get("output")):
         raise ResponsesStreamError(_error_text(doc.get("error"), "the response failed"))
-    parser = ResponsesStreamParser(model, provider=provider, timer=timer)
-    parser.usage = usage_of(doc.get("usage"))
+    parser = ResponsesStreamParser(model, provider=provider, timer=timer, price_key=price_key)
+    parser.set_usage(doc.get("usage"))
     out: list[Any] = []
     for i, item in enumerate(doc.get("output") or []):
         if isinstance(item, dict):

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import msgspec
 
 from ..errors import ProviderError
+from ..pricing import model_prices
 from ..types import Messages, ModelInteraction, ModelParams, ModelProviders, Stream
 from ._anthropic_request import ANTHROPIC_VERSION, build_request, check_output_format
 from ._anthropic_stream import AnthropicStreamParser, parse_message
@@ -36,6 +38,7 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 _DECODE = msgspec.json.Decoder().decode
 _NEXT = Stream.Next
+_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 
 
 class AnthropicModel(BaseModel):
@@ -55,8 +58,10 @@ class AnthropicModel(BaseModel):
         *,
         anthropic_version: str = ANTHROPIC_VERSION,
         streaming: bool = True,
+        price_key: tuple[str | None, str | None] | None = None,
     ) -> None:
         self.descriptor = descriptor
+        self.price_key = price_key
         self.options = options
         self.anthropic_version = anthropic_version
         self.streaming = streaming
@@ -64,6 +69,9 @@ class AnthropicModel(BaseModel):
 
     def __repr__(self) -> str:
         return f"AnthropicModel(model={self.descriptor.name!r}, options={self.options!r})"
+
+    def _parser(self) -> AnthropicStreamParser:
+        return AnthropicStreamParser(self.model_id, timer=Timer(), price_key=self.price_key)
 
     def _headers(self) -> dict[str, str]:
         h = {"anthropic-version": self.anthropic_version}
@@ -85,7 +93,9 @@ class AnthropicModel(BaseModel):
                 doc = _DECODE(ev.data)
             except msgspec.DecodeError as exc:
                 raise ProviderError(f"malformed JSON response: {exc}") from None
-            items = parse_message(doc, parser.model, provider=parser.provider, timer=parser.timer)
+            items = parse_message(
+                doc, parser.model, provider=parser.provider, timer=parser.timer, price_key=parser.price_key
+            )
             parser.finished = True
             parser.texts = [
                 it.value.content.content
@@ -115,8 +125,7 @@ class AnthropicModel(BaseModel):
         """Stream the answer synchronously (no worker thread: the sync httpx client is used)."""
         p = params or ModelParams()
         body = build_request(interaction, p, self.descriptor.name, stream=self.streaming)
-        timer = Timer()
-        parser = AnthropicStreamParser(self.model_id, timer=timer)
+        parser = self._parser()
         yield Stream.Init()
         try:
             for ev in stream_events(self.options, self.url, body, self._headers()):
@@ -137,8 +146,7 @@ class AnthropicModel(BaseModel):
         """Stream the answer asynchronously; closing the iterator closes the HTTP response."""
         p = params or ModelParams()
         body = build_request(interaction, p, self.descriptor.name, stream=self.streaming)
-        timer = Timer()
-        parser = AnthropicStreamParser(self.model_id, timer=timer)
+        parser = self._parser()
         yield Stream.Init()
         try:
             async for ev in astream_events(self.options, self.url, body, self._headers()):
@@ -160,7 +168,7 @@ class AnthropicModel(BaseModel):
         chunk."""
         p = params or ModelParams()
         body = build_request(interaction, p, self.descriptor.name, stream=self.streaming)
-        parser = AnthropicStreamParser(self.model_id, timer=Timer())
+        parser = self._parser()
         got: dict[str, Messages] = {}
         try:
             for ev in stream_events(self.options, self.url, body, self._headers()):
@@ -180,7 +188,7 @@ class AnthropicModel(BaseModel):
         """Async :meth:`generate`."""
         p = params or ModelParams()
         body = build_request(interaction, p, self.descriptor.name, stream=self.streaming)
-        parser = AnthropicStreamParser(self.model_id, timer=Timer())
+        parser = self._parser()
         got: dict[str, Messages] = {}
         try:
             async for ev in astream_events(self.options, self.url, body, self._headers()):
@@ -197,6 +205,18 @@ class AnthropicModel(BaseModel):
     def close(self) -> None:
         """Close the HTTP clients this model created (never a client passed in)."""
         self.options.close()
+
+
+def _price_key(base_url: str | None, provider_id: str) -> tuple[str | None, str | None] | None:
+    """How genai-prices finds this model's prices: by provider id for the provider's own host,
+    by API URL for another host, not at all for a loopback server (local models cost nothing
+    we can price)."""
+    if base_url is None:
+        return (provider_id, None)
+    host = urlsplit(base_url).hostname or ""
+    if host in _LOCAL_HOSTS:
+        return None
+    return (None, base_url)
 
 
 def _keep(got: dict[str, Messages], items: list[ModelStream]) -> None:
@@ -258,10 +278,18 @@ def anthropic(
         retry_base_delay=retry_base_delay,
         max_retry_delay=max_retry_delay,
     )
+    price_key = _price_key(base_url, "anthropic")
+    prices = model_prices(model, provider_id=price_key[0], api_url=price_key[1]) if price_key else None
     descriptor = ModelDescriptor(
         name=model,
         provider=ModelProviders.Anthropic,
         context_window=context_window,
         max_output_tokens=max_output_tokens,
+        input_price=prices.input if prices else None,
+        output_price=prices.output if prices else None,
+        cache_read_price=prices.cache_read if prices else None,
+        cache_write_price=prices.cache_write if prices else None,
     )
-    return AnthropicModel(descriptor, options, anthropic_version=anthropic_version, streaming=streaming)
+    return AnthropicModel(
+        descriptor, options, anthropic_version=anthropic_version, streaming=streaming, price_key=price_key
+    )

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import msgspec
 
 from ..errors import ProviderError
+from ..pricing import model_prices
 from ..types import Messages, ModelInteraction, ModelParams, ModelProviders, Stream
 from ._http import HttpOptions, SseEvent, Timer, astream_events, error_items, join_url, stream_events
 from ._responses_request import build_request
@@ -35,6 +37,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 _DECODE = msgspec.json.Decoder().decode
 _NEXT = Stream.Next
+_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 
 
 class OpenAIResponsesModel(BaseModel):
@@ -54,8 +57,10 @@ class OpenAIResponsesModel(BaseModel):
         *,
         streaming: bool = True,
         store: bool | None = None,
+        price_key: tuple[str | None, str | None] | None = None,
     ) -> None:
         self.descriptor = descriptor
+        self.price_key = price_key
         self.options = options
         self.streaming = streaming
         self.store = store
@@ -63,6 +68,9 @@ class OpenAIResponsesModel(BaseModel):
 
     def __repr__(self) -> str:
         return f"OpenAIResponsesModel(model={self.descriptor.name!r}, options={self.options!r})"
+
+    def _parser(self) -> ResponsesStreamParser:
+        return ResponsesStreamParser(self.model_id, timer=Timer(), price_key=self.price_key)
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
@@ -88,7 +96,9 @@ class OpenAIResponsesModel(BaseModel):
         except msgspec.DecodeError as exc:
             raise ProviderError(f"malformed event data ({ev.event}): {exc}: {data[:200]!r}") from None
         if ev.event == "json":  # one JSON document: no time to first token to measure
-            items = parse_response(doc, parser.model, provider=parser.provider, timer=parser.timer)
+            items = parse_response(
+                doc, parser.model, provider=parser.provider, timer=parser.timer, price_key=parser.price_key
+            )
             parser.finished = True
             return [it for it in items if isinstance(it, Stream.Next)]
         return parser.feed(doc)
@@ -98,7 +108,7 @@ class OpenAIResponsesModel(BaseModel):
     ) -> Iterator[ModelStream]:
         """Stream the answer synchronously (no worker thread: the sync httpx client is used)."""
         body = self.request_body(interaction, params)
-        parser = ResponsesStreamParser(self.model_id, timer=Timer())
+        parser = self._parser()
         yield Stream.Init()
         try:
             for ev in stream_events(self.options, self.url, body, self._headers()):
@@ -118,7 +128,7 @@ class OpenAIResponsesModel(BaseModel):
     ) -> AsyncIterator[ModelStream]:
         """Stream the answer asynchronously; closing the iterator closes the HTTP response."""
         body = self.request_body(interaction, params)
-        parser = ResponsesStreamParser(self.model_id, timer=Timer())
+        parser = self._parser()
         yield Stream.Init()
         try:
             async for ev in astream_events(self.options, self.url, body, self._headers()):
@@ -139,7 +149,7 @@ class OpenAIResponsesModel(BaseModel):
         chunk."""
         p = params or ModelParams()
         body = self.request_body(interaction, p)
-        parser = ResponsesStreamParser(self.model_id, timer=Timer())
+        parser = self._parser()
         got: dict[str, Messages] = {}
         try:
             for ev in stream_events(self.options, self.url, body, self._headers()):
@@ -159,7 +169,7 @@ class OpenAIResponsesModel(BaseModel):
         """Async :meth:`generate`."""
         p = params or ModelParams()
         body = self.request_body(interaction, p)
-        parser = ResponsesStreamParser(self.model_id, timer=Timer())
+        parser = self._parser()
         got: dict[str, Messages] = {}
         try:
             async for ev in astream_events(self.options, self.url, body, self._headers()):
@@ -176,6 +186,18 @@ class OpenAIResponsesModel(BaseModel):
     def close(self) -> None:
         """Close the HTTP clients this model created (never a client passed in)."""
         self.options.close()
+
+
+def _price_key(base_url: str | None, provider_id: str) -> tuple[str | None, str | None] | None:
+    """How genai-prices finds this model's prices: by provider id for the provider's own host,
+    by API URL for another host, not at all for a loopback server (local models cost nothing
+    we can price)."""
+    if base_url is None:
+        return (provider_id, None)
+    host = urlsplit(base_url).hostname or ""
+    if host in _LOCAL_HOSTS:
+        return None
+    return (None, base_url)
 
 
 def _keep(got: dict[str, Messages], items: list[ModelStream]) -> None:
@@ -238,10 +260,16 @@ def openai_responses(
         retry_base_delay=retry_base_delay,
         max_retry_delay=max_retry_delay,
     )
+    price_key = _price_key(base_url, "openai")
+    prices = model_prices(model, provider_id=price_key[0], api_url=price_key[1]) if price_key else None
     descriptor = ModelDescriptor(
         name=model,
         provider=ModelProviders.OpenAIResponses,
         context_window=context_window,
         max_output_tokens=max_output_tokens,
+        input_price=prices.input if prices else None,
+        output_price=prices.output if prices else None,
+        cache_read_price=prices.cache_read if prices else None,
+        cache_write_price=prices.cache_write if prices else None,
     )
-    return OpenAIResponsesModel(descriptor, options, streaming=streaming, store=store)
+    return OpenAIResponsesModel(descriptor, options, streaming=streaming, store=store, price_key=price_key)
