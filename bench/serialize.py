@@ -122,7 +122,7 @@ def to_foundation(specs: list[Spec]) -> list[Messages]:
             )
         else:
             content: Any
-            stop = StopReason.STOP
+            stop: Any = StopReason.STOP
             if s.kind == "text":
                 content = ModelOutput.Text(s.text)
             elif s.kind == "thinking":
@@ -240,8 +240,7 @@ def main() -> None:
     fa_type = list[Messages]
 
     def fa_round() -> Any:
-        back = from_json(to_json(fa), fa_type)
-        return back
+        return from_json(to_json(fa), fa_type)
 
     assert fa_round() == fa, "foundation_ai round trip changed the conversation"
     sizes["foundation_ai"] = len(to_json(fa))
