@@ -637,6 +637,14 @@ def test_thinking_params() -> None:
     assert body["thinking"]["budget_tokens"] == 1024
     body = build_request(ask(), ModelParams(thinking_level=ThinkingLevel.Off), "m", stream=True)
     assert "thinking" not in body
+    # the API rejects thinking with a forced tool: the forced tool wins
+    forced = ask(tool_choice=ToolChoice.Function("search"))
+    body = build_request(forced, ModelParams(thinking_budget=4000), "m", stream=True)
+    assert "thinking" not in body and body["tool_choice"] == {"type": "tool", "name": "search"}
+    body = build_request(
+        ask(tool_choice=ToolChoice.Auto()), ModelParams(thinking_budget=4000), "m", stream=True
+    )
+    assert body["thinking"]["budget_tokens"] == 4000
 
 
 def test_cache_control_by_retention() -> None:
@@ -783,6 +791,21 @@ def test_non_streamed_message_with_thinking_and_tool(fresh: FixtureServer) -> No
     assert [type(m.content) for m in outs] == [ThinkingContent, TextContent, ToolCall]
     assert outs[-1].stop_reason == StopReason.TOOL_USE
     assert all(m.usage.output == 89 for m in outs)
+
+
+def test_stop_reason_map() -> None:
+    from foundation_ai.backends._anthropic_stream import map_stop_reason
+
+    assert map_stop_reason("end_turn")[0] == StopReason.STOP
+    assert map_stop_reason("stop_sequence")[0] == StopReason.STOP
+    assert map_stop_reason("max_tokens")[0] == StopReason.LENGTH
+    assert map_stop_reason("model_context_window_exceeded")[0] == StopReason.LENGTH
+    assert map_stop_reason("tool_use")[0] == StopReason.TOOL_USE
+    assert map_stop_reason("pause_turn") == (StopReason.Message("pause_turn"), None)
+    assert map_stop_reason("refusal") == (
+        StopReason.Message("refusal"),
+        [GenerationMetadata.RefusalReason("refusal")],
+    )
 
 
 def test_parser_ignores_unknown_events_and_pings() -> None:

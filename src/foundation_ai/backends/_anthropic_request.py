@@ -305,7 +305,8 @@ def build_request(
     ``thinking_budget`` / ``thinking_level`` -> ``thinking: {type: enabled, budget_tokens}``
     (at least 1024; ``max_tokens`` is raised to budget + ``max_tokens`` when not above the
     budget; with thinking on, ``temperature`` and ``top_k`` are not sent and ``top_p`` only when
-    >= 0.95, as the API requires), ``cache_retention`` -> ``cache_control`` on the system block
+    >= 0.95, as the API requires; a forced tool (``tool_choice`` any / tool) turns thinking off,
+    since the API rejects the two together), ``cache_retention`` -> ``cache_control`` on the system block
     and on the last block of the last message, ``output_format`` -> a system instruction.
     ``seed``, penalties, ``logit_bias`` and ``repeat_penalty`` are not supported and ignored.
     """
@@ -316,6 +317,10 @@ def build_request(
         budget = max(_MIN_THINKING_BUDGET, params.thinking_budget)
     elif params.thinking_level is not None and params.thinking_level is not ThinkingLevel.Off:
         budget = THINKING_BUDGETS[params.thinking_level]
+    functions = interaction.tools_shed.functions()
+    choice = _tool_choice(interaction.tool_choice) if functions else None
+    if budget is not None and choice is not None and choice["type"] in ("any", "tool"):
+        budget = None  # the API rejects thinking together with a forced tool: the tool wins
     if budget is not None and max_tokens <= budget:
         max_tokens = budget + params.max_tokens
     body["max_tokens"] = max_tokens
@@ -338,7 +343,6 @@ def build_request(
             last[-1] = {**last[-1], "cache_control": cache}
     body["messages"] = messages
 
-    functions = interaction.tools_shed.functions()
     if functions:
         tools: list[dict[str, Any]] = []
         for f in functions:
@@ -348,7 +352,6 @@ def build_request(
             t["input_schema"] = f.parameters
             tools.append(t)
         body["tools"] = tools
-        choice = _tool_choice(interaction.tool_choice)
         if choice is not None:
             body["tool_choice"] = choice
 

@@ -90,12 +90,15 @@ def usage_of(u: Any, prev: UsageReport = _EMPTY_USAGE) -> UsageReport:
 def map_stop_reason(value: str | None) -> tuple[StopReason, list[Any] | None]:
     """Anthropic ``stop_reason`` -> (``StopReason``, extra metadata).
 
-    end_turn / stop_sequence -> Stop, max_tokens -> Length, tool_use -> ToolUse, refusal ->
+    end_turn / stop_sequence -> Stop, max_tokens and model_context_window_exceeded -> Length,
+    tool_use -> ToolUse, refusal ->
     ``Message("refusal")`` plus ``RefusalReason("refusal")``, pause_turn and others ->
     ``Message(value)`` (wire-notes section 4). ``None`` -> Stop.
     """
     if not value:
         return StopReason.STOP, None
+    if value == "model_context_window_exceeded":  # the output filled the context window
+        return StopReason.LENGTH, None
     stop = StopReason.parse(value)
     if value == "refusal":
         return stop, [GenerationMetadata.RefusalReason(value)]

@@ -28,7 +28,16 @@ from ..pricing import model_prices
 from ..types import Messages, ModelInteraction, ModelParams, ModelProviders, Stream
 from ._anthropic_request import ANTHROPIC_VERSION, build_request, check_output_format
 from ._anthropic_stream import AnthropicStreamParser, parse_message
-from ._http import HttpOptions, SseEvent, Timer, astream_events, error_items, join_url, stream_events
+from ._http import (
+    HttpOptions,
+    SseEvent,
+    Timer,
+    astream_events,
+    error_items,
+    join_url,
+    redact,
+    stream_events,
+)
 from .base import BaseModel, ModelDescriptor, ModelStream
 
 __all__ = ["DEFAULT_BASE_URL", "AnthropicModel", "anthropic"]
@@ -72,6 +81,11 @@ class AnthropicModel(BaseModel):
 
     def _parser(self) -> AnthropicStreamParser:
         return AnthropicStreamParser(self.model_id, timer=Timer(), price_key=self.price_key)
+
+    def _failure(self, parser: AnthropicStreamParser, exc: ProviderError) -> list[ModelStream]:
+        """Held-back outputs, then the contract's error tail (the key redacted from the text)."""
+        detail = redact(exc.detail, self.options.api_key)
+        return [*parser.flush(), *error_items(detail, self.model_id, ModelProviders.Anthropic, parser.usage)]
 
     def _headers(self) -> dict[str, str]:
         h = {"anthropic-version": self.anthropic_version}
@@ -134,10 +148,7 @@ class AnthropicModel(BaseModel):
                     yield from out
             tail = self._tail(parser, p)
         except ProviderError as exc:
-            tail = [
-                *parser.flush(),
-                *error_items(exc.detail, self.model_id, ModelProviders.Anthropic, parser.usage),
-            ]
+            tail = self._failure(parser, exc)
         yield from tail
 
     async def astream(
@@ -155,10 +166,7 @@ class AnthropicModel(BaseModel):
                     yield item
             tail = self._tail(parser, p)
         except ProviderError as exc:
-            tail = [
-                *parser.flush(),
-                *error_items(exc.detail, self.model_id, ModelProviders.Anthropic, parser.usage),
-            ]
+            tail = self._failure(parser, exc)
         for item in tail:
             yield item
 
@@ -175,10 +183,7 @@ class AnthropicModel(BaseModel):
                 _keep(got, self._feed(parser, ev))
             tail = self._tail(parser, p)
         except ProviderError as exc:
-            tail = [
-                *parser.flush(),
-                *error_items(exc.detail, self.model_id, ModelProviders.Anthropic, parser.usage),
-            ]
+            tail = self._failure(parser, exc)
         _keep(got, tail)
         return list(got.values())
 
@@ -195,10 +200,7 @@ class AnthropicModel(BaseModel):
                 _keep(got, self._feed(parser, ev))
             tail = self._tail(parser, p)
         except ProviderError as exc:
-            tail = [
-                *parser.flush(),
-                *error_items(exc.detail, self.model_id, ModelProviders.Anthropic, parser.usage),
-            ]
+            tail = self._failure(parser, exc)
         _keep(got, tail)
         return list(got.values())
 

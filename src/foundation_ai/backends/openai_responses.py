@@ -25,7 +25,16 @@ import msgspec
 from ..errors import ProviderError
 from ..pricing import model_prices
 from ..types import Messages, ModelInteraction, ModelParams, ModelProviders, Stream
-from ._http import HttpOptions, SseEvent, Timer, astream_events, error_items, join_url, stream_events
+from ._http import (
+    HttpOptions,
+    SseEvent,
+    Timer,
+    astream_events,
+    error_items,
+    join_url,
+    redact,
+    stream_events,
+)
 from ._responses_request import build_request
 from ._responses_stream import ResponsesStreamParser, parse_response
 from .base import BaseModel, ModelDescriptor, ModelStream
@@ -72,6 +81,14 @@ class OpenAIResponsesModel(BaseModel):
     def _parser(self) -> ResponsesStreamParser:
         return ResponsesStreamParser(self.model_id, timer=Timer(), price_key=self.price_key)
 
+    def _failure(self, parser: ResponsesStreamParser, exc: ProviderError) -> list[ModelStream]:
+        """Held-back outputs, then the contract's error tail (the key redacted from the text)."""
+        detail = redact(exc.detail, self.options.api_key)
+        return [
+            *parser.flush(),
+            *error_items(detail, self.model_id, ModelProviders.OpenAIResponses, parser.usage),
+        ]
+
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
 
@@ -117,10 +134,7 @@ class OpenAIResponsesModel(BaseModel):
                     yield from out
             tail = parser.finish()
         except ProviderError as exc:
-            tail = [
-                *parser.flush(),
-                *error_items(exc.detail, self.model_id, ModelProviders.OpenAIResponses, parser.usage),
-            ]
+            tail = self._failure(parser, exc)
         yield from tail
 
     async def astream(
@@ -136,10 +150,7 @@ class OpenAIResponsesModel(BaseModel):
                     yield item
             tail = parser.finish()
         except ProviderError as exc:
-            tail = [
-                *parser.flush(),
-                *error_items(exc.detail, self.model_id, ModelProviders.OpenAIResponses, parser.usage),
-            ]
+            tail = self._failure(parser, exc)
         for item in tail:
             yield item
 
@@ -156,10 +167,7 @@ class OpenAIResponsesModel(BaseModel):
                 _keep(got, self._feed(parser, ev))
             tail = parser.finish()
         except ProviderError as exc:
-            tail = [
-                *parser.flush(),
-                *error_items(exc.detail, self.model_id, ModelProviders.OpenAIResponses, parser.usage),
-            ]
+            tail = self._failure(parser, exc)
         _keep(got, tail)
         return list(got.values())
 
@@ -176,10 +184,7 @@ class OpenAIResponsesModel(BaseModel):
                 _keep(got, self._feed(parser, ev))
             tail = parser.finish()
         except ProviderError as exc:
-            tail = [
-                *parser.flush(),
-                *error_items(exc.detail, self.model_id, ModelProviders.OpenAIResponses, parser.usage),
-            ]
+            tail = self._failure(parser, exc)
         _keep(got, tail)
         return list(got.values())
 
