@@ -86,11 +86,13 @@ def parse_hub_id(text: str) -> tuple[str, Quantization | None] | None:
     """
     mid = ModelId.parse(text)
     repo = mid.name()
+    if mid.quant() is None and ":" in text:
+        repo, _, suffix = text.rpartition(":")
+        if _HUB_ID.match(repo) and not repo.lower().endswith(".gguf"):
+            raise ConfigurationError(f"unknown GGUF quantization {suffix!r} in {text!r}")
+        return None
     if not _HUB_ID.match(repo) or repo.lower().endswith(".gguf"):
         return None
-    if mid.quant() is None and ":" in text:
-        _, _, suffix = text.rpartition(":")
-        raise ConfigurationError(f"unknown GGUF quantization {suffix!r} in {text!r}")
     return repo, mid.quant()
 
 
