@@ -300,9 +300,8 @@ async def run_turn_loop(
                             usage = m.usage
                             if emit:
                                 yield Stream.Next(SessionRecord.Conversation(message=merged))
-                            if prev is None and isinstance(m.content, ToolCall):
-                                if emit:
-                                    yield Stream.Pending(AgentProgress.ToolCallRequested(name=m.content.name))
+                            if emit and prev is None and isinstance(m.content, ToolCall):
+                                yield Stream.Pending(AgentProgress.ToolCallRequested(name=m.content.name))
                 finally:
                     steering.wait_here(None)
                     try:

@@ -170,6 +170,11 @@ def _resolve_model(obj: Any, model_id: Any = None, router: Any = None) -> Any:
     raise ConfigurationError(f"expected a Model or a ProviderRouter, got {type(obj).__name__}")
 
 
+async def _settle() -> None:
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
 class AgentSessionBuilder:
     """Configures an :class:`AgentSession`; every ``with_*`` returns the builder."""
 
@@ -408,6 +413,15 @@ class AgentSession:
 
         return agen, finish
 
+    def _finish_stream(self, make: Any) -> Any:
+        try:
+            return make()
+        finally:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                self._settle()
+
     def run_turn_stream(
         self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
     ) -> TurnStream:
@@ -419,7 +433,7 @@ class AgentSession:
             FoundationAIError: a turn is already running.
         """
         agen, finish = self._start(prompt, tool_choice, True)
-        return TurnStream(agen, self._drive, finish)
+        return TurnStream(agen, self._drive, lambda: self._finish_stream(finish))
 
     def arun_turn_stream(
         self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
@@ -466,11 +480,21 @@ class AgentSession:
             return self._own_loop().run_until_complete(awaitable)
         raise FoundationAIError("iterate a TurnStream with `async for` inside a running event loop")
 
+    def _settle(self) -> None:
+        """Let finalizers scheduled on the private loop (async generators a backend left open)
+        run now: the loop only runs while a blocking call is in progress."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and asyncio.all_tasks(loop):
+            loop.run_until_complete(_settle())
+
     def _run_sync(self, make: Any) -> Any:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return self._own_loop().run_until_complete(make())
+            try:
+                return self._own_loop().run_until_complete(make())
+            finally:
+                self._settle()
         box: list[Any] = []
 
         def work() -> None:
