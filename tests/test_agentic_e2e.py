@@ -155,7 +155,7 @@ def test_llama_server_forced_tool_call_then_answer(llama_server: Any) -> None:
     turn = stream.turn
     check_turn(turn, "smollm2")
     assert CALLS, "the real tool ran"
-    assert [e for e in events if isinstance(e, TurnEvent.ToolCall)][0].call.name == "add"
+    assert next(e for e in events if isinstance(e, TurnEvent.ToolCall)).call.name == "add"
     # the forcing went with the first request only; the answer request carried the call + result
     assert "response_format" in bodies[0] or "tool_choice" in bodies[0]
     assert all("tool_choice" not in b and "response_format" not in b for b in bodies[1:])
