@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -288,7 +289,10 @@ CONTENDERS: list[tuple[str, Callable[[bytes, dict[str, Any]], Runner]]] = [
 
 async def main_async(repeat: int) -> dict[str, float]:
     body, n, expected = make_stream()
-    print(f"Anthropic Messages stream: {n} events, {len(body) / 1024:.0f} KiB, best of {repeat}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"Anthropic Messages stream: {n} events, {len(body) / 1024:.0f} KiB, best of {repeat}; load average {load}"
+    )
     results: dict[str, float] = {}
     for name, make in CONTENDERS:
         try:
