@@ -86,6 +86,11 @@ def _add_agent_options(p: argparse.ArgumentParser) -> None:
         metavar="SET[,SET]",
         help="built-in tools to offer: files (read/write/edit inside --root), shell (asks before each command)",
     )
+    t.add_argument(
+        "--tool-choice",
+        metavar="CHOICE",
+        help="auto (default), none, required, or a tool name: forces the first model call of each turn",
+    )
     t.add_argument("--root", metavar="DIR", help="root directory of the files and shell tools (default: cwd)")
     t.add_argument("--yes", "-y", action="store_true", help="run shell commands without asking")
     t.add_argument(

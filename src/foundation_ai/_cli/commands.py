@@ -92,8 +92,21 @@ def setup_session(args: argparse.Namespace) -> SessionSetup:
     if "shell" in tool_sets:
         confirm = None if args.yes else questions.ask
         builder = builder.with_tools(shell_tools(args.root, confirm=confirm, timeout=args.shell_timeout))
+    if args.tool_choice:
+        builder = builder.with_tool_choice(parse_tool_choice(args.tool_choice))
     session = builder.resume(session_id) if session_id else builder.build()
     return SessionSetup(session, choice, store, session_id is not None, questions)
+
+
+def parse_tool_choice(text: str) -> Any:
+    """``--tool-choice``: ``auto``, ``none``, ``required`` or a tool name, as a ``ToolChoice``."""
+    from ..types import ToolChoice
+
+    key = text.strip()
+    fixed = {"auto": ToolChoice.Auto, "none": ToolChoice.None_, "required": ToolChoice.Required}
+    if key.lower() in fixed:
+        return fixed[key.lower()]()
+    return ToolChoice.Function(key)
 
 
 def failure_message(error: Any, choice: ModelChoice) -> str:

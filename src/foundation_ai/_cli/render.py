@@ -78,12 +78,8 @@ def _content_text(content: Any) -> str:
 def tool_result_panel(result: ToolResultMessage) -> Panel:
     """The tool's result (green) or its error (red), cut to :data:`PANEL_MAX_CHARS`."""
     if result.error_detail is not None:
-        body = result.error_detail
-        body_text = _content_text(result.content)
-        if body_text and body_text not in body:
-            body = f"{body}\n{body_text}"
         return Panel(
-            Text(short(body), style="red"),
+            Text(short(result.error_detail), style="red"),
             title=f"[bold]tool error[/bold] {result.name}",
             title_align="left",
             border_style="red",
