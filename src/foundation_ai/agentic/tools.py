@@ -31,6 +31,7 @@ validation failure, an exception or a timeout becomes a ``Messages.ToolResult`` 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import re
 from collections.abc import Callable, Iterable
@@ -309,7 +310,7 @@ class FunctionTool:
     def __repr__(self) -> str:
         return f"FunctionTool({self.definition.name!r})"
 
-    @property
+    @functools.cached_property
     def declaration(self) -> Tool:
         """``Tool.SingleCommand(self.definition)``."""
         return Tool.SingleCommand(self.definition)
@@ -433,7 +434,7 @@ class _ObjectTool:
         self.timeout: float | None = getattr(obj, "timeout", None)
         self.sequential: bool = bool(getattr(obj, "sequential", False))
 
-    @property
+    @functools.cached_property
     def declaration(self) -> Tool:
         return Tool.SingleCommand(self.definition)
 
@@ -597,7 +598,9 @@ class ToolRegistry:
         timeout = t.timeout if t.timeout is not None else self.default_timeout
         try:
             if timeout is None:
-                result = await _maybe_await(t.run(definition, value))
+                result = t.run(definition, value)
+                if inspect.isawaitable(result):
+                    result = await result
             else:
                 result = await asyncio.wait_for(_maybe_await(t.run(definition, value)), timeout)
         except TimeoutError:
