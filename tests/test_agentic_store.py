@@ -236,3 +236,22 @@ def test_sigkill_mid_generation_loses_only_that_generation(tmp_path: Path) -> No
     assert isinstance(resumed.messages[-1], UserMessage)
     assert resumed.run_turn("hello?").ok
     assert resumed.messages[-1].content == TextContent("answer")  # type: ignore[union-attr]
+
+
+async def test_async_history_and_resume(tmp_path: Path) -> None:
+    store = SqliteSessionStore(tmp_path / "a.db")
+    async with AgentSession.builder(ScriptedModel([say("one")])).with_store(store).build() as agent:
+        await agent.arun_turn("hi")
+        history = await agent.ahistory()
+        assert [type(r).__name__ for r in history] == [
+            "SessionRecord.Conversation",
+            "SessionRecord.Conversation",
+            "SessionRecord.Summary",
+        ]
+        sid = agent.session_id
+    again = (
+        await AgentSession.builder(ScriptedModel())
+        .with_store(SqliteSessionStore(tmp_path / "a.db"))
+        .aresume(sid)
+    )
+    assert [m.content for m in again.messages] == [TextContent("hi"), TextContent("one")]  # type: ignore[union-attr]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from foundation_ai import AgentSession
-from foundation_ai.agentic import InMemorySessionStore, ScriptedModel, TurnEvent, call, say, think, tool
+from foundation_ai.agentic import InMemorySessionStore, ScriptedModel, TurnEvent, call, hook, say, think, tool
 from foundation_ai.types import AssistantMessage, SessionRecord, Stream, TextContent
 
 MODES = ["snapshot", "delta"]
@@ -143,3 +143,72 @@ def test_abandoned_stream_releases_the_session_and_pairs_calls() -> None:
     results = [x for x in agent.messages if isinstance(x, ToolResultMessage)]
     assert results and results[0].is_error and "interrupted" in (results[0].error_detail or "")
     assert agent.run_turn("again").ok
+
+
+def test_spread_items_pending_usage_and_non_assistant_data() -> None:
+    """A backend may batch outputs in Stream.Spread and report GeneratingTokens; both are handled."""
+    from foundation_ai.backends.base import ModelDescriptor
+    from foundation_ai.types import Messages, ModelId, ModelState, StopReason, UsageReport
+
+    mid = ModelId.Name("spready")
+
+    class Spready:
+        descriptor = ModelDescriptor(name="spready", provider="test")
+        chunk_mode = "snapshot"
+        model_id = mid
+
+        async def astream(self, interaction: Any, params: Any = None) -> Any:
+            a = Messages.Assistant(model=mid, content=TextContent("Hello"))
+            b = Messages.Assistant(
+                id=a.id, model=mid, content=TextContent("Hello there"), usage=UsageReport.of(5, 2)
+            )
+            yield Stream.Init()
+            yield Stream.Pending(ModelState.GeneratingTokens(UsageReport.of(5, 1)))
+            yield Stream.Spread([a, Messages.user("not an output")])
+            yield Stream.Wait()
+            yield Stream.Next(
+                Messages.Assistant(
+                    id=a.id, model=mid, content=b.content, usage=b.usage, stop_reason=StopReason.STOP
+                )
+            )
+            yield Stream.Pending(ModelState.Finished())
+
+    agent = AgentSession.builder(Spready()).with_store(InMemorySessionStore()).build()
+    stream = agent.run_turn_stream("hi")
+    events = list(stream.events())
+    assert "".join(e.text for e in events if isinstance(e, TurnEvent.Text)) == "Hello there"
+    gen = [
+        e.progress
+        for e in events
+        if isinstance(e, TurnEvent.Progress) and "Generating" in type(e.progress).__name__
+    ]
+    assert any(p.tokens_so_far == 1 for p in gen)
+    assert stream.turn.text() == "Hello there" and stream.turn.usage().output == 2
+
+
+def test_two_steers_during_one_generation_interrupt_once() -> None:
+    """Steering called from inside the model's own stream (same task) is seen at the next chunk
+    boundary; both messages are sent, in order, and the interrupted output is retracted."""
+    box: list[AgentSession] = []
+    m = ScriptedModel(
+        [
+            [
+                say("done"),
+                hook(lambda: box[0].steer("wait, one more")),
+                hook(lambda: box[0].steer("and another")),
+            ],
+            say("ok, both"),
+        ]
+    )
+    agent = agent_for(m)
+    box.append(agent)
+    stream = agent.run_turn_stream("go")
+    events = list(stream.events())
+    turn = stream.turn
+    from foundation_ai.types import UserMessage
+
+    assert len([e for e in events if isinstance(e, TurnEvent.Retract)]) == 1
+    assert "done" not in [x.text() for x in turn.messages()]
+    users = [x.content for x in turn.messages() if isinstance(x, UserMessage)]
+    assert users == [TextContent("go"), TextContent("wait, one more"), TextContent("and another")]
+    assert turn.text() == "ok, both"

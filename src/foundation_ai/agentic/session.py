@@ -316,6 +316,10 @@ class AgentSessionBuilder:
             session.store.append(session_id, [SessionRecord.Conversation(message=m) for m in fix])
         return session
 
+    async def aresume(self, session_id: str) -> AgentSession:
+        """Async :meth:`resume` (the store is read in a worker thread)."""
+        return await asyncio.to_thread(self.resume, session_id)
+
 
 class AgentSession:
     """A conversation with a model and tools; see the module docstring. Build with
@@ -374,6 +378,10 @@ class AgentSession:
     def history(self) -> list[SessionRecord]:
         """The session's persisted records, from the store."""
         return self.store.load(self.session_id)
+
+    async def ahistory(self) -> list[SessionRecord]:
+        """Async :meth:`history` (the store is read in a worker thread)."""
+        return await asyncio.to_thread(self.history)
 
     # -- steering --------------------------------------------------------------------------------
 
@@ -516,6 +524,22 @@ class AgentSession:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.close()
         self.store.close()
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        self.close()
+
+    def __enter__(self) -> AgentSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> AgentSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return f"AgentSession(id={self.session_id!r}, model={self.model.descriptor.name!r}, messages={len(self.messages)})"
