@@ -258,11 +258,15 @@ def test_c29_reasoning_item_replayed_directly_before_the_call(fresh: FixtureServ
     assert [i.get("type") for i in inp] == ["message", "reasoning", "function_call", "function_call_output"]
     assert inp[1]["id"] == rs["id"] and inp[1]["encrypted_content"] == rs["encrypted_content"]
     assert [p["text"] for p in inp[1]["summary"]] == [thinking.thinking]
+    fc = next(v for v in sent.values() if v["type"] == "function_call")
+    assert outs[1].signature == fc["id"]  # the item id, kept to pair the call with its reasoning
     assert inp[2] == {
         "type": "function_call",
         "call_id": "call_8L2xW3k9QyPz",
         "name": "get_weather",
         "arguments": '{"city":"Paris"}',
+        "id": fc["id"],
+        "status": "completed",
     }
     assert inp[3] == {"type": "function_call_output", "call_id": "call_8L2xW3k9QyPz", "output": "Sunny"}
     assert body["include"] == ["reasoning.encrypted_content"]
@@ -299,7 +303,10 @@ def test_reasoning_from_another_provider_dropped_and_store_false() -> None:
     kinds = [i["type"] for i in input_items(hist)]
     assert kinds == ["message", "reasoning", "reasoning", "message"]
     stateless = input_items(hist, store=False)
-    assert [i.get("id") for i in stateless if i["type"] == "reasoning"] == ["rs_2"]
+    # store=false: only encrypted_content carries reasoning; no ids for the API to look up
+    assert [i for i in stateless if i["type"] == "reasoning"] == [
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "s"}], "encrypted_content": "enc"}
+    ]
     body = build_request(ModelInteraction(messages=hist), ModelParams(), "gpt-4.1", stream=True, store=False)
     assert body["store"] is False and body["include"] == ["reasoning.encrypted_content"]
 
@@ -375,6 +382,27 @@ def test_unanswered_call_gets_an_output_and_orphan_output_becomes_text() -> None
     assert inp[0]["type"] == "message" and "old" in inp[0]["content"][0]["text"]
     assert [i["type"] for i in inp[1:]] == ["message", "function_call", "function_call_output", "message"]
     assert inp[3]["call_id"] == "c1" and inp[3]["output"].startswith("Error")
+
+
+def test_item_ids_replayed_with_store_default_not_with_store_false() -> None:
+    """Text and calls from this provider carry their item id (Messages.Assistant.signature) and
+    status on replay, so the API can pair them with the reasoning before them; with store=false
+    no ids are sent; outputs of another provider never carry one."""
+    hist = [
+        Messages.user("q"),
+        msg(ThinkingContent("s", signature="enc", item_id="rs_1")),
+        msg(TextContent("A"), signature="msg_1"),
+        msg(ToolCall(id="call_1", name="search", arguments={}), signature="fc_1"),
+        msg(TextContent("B"), provider=ModelProviders.OpenAI, signature="not-an-item"),
+    ]
+    inp = input_items(hist)
+    assert [(i.get("id"), i.get("status")) for i in inp[1:4]] == [
+        ("rs_1", None),
+        ("msg_1", "completed"),
+        ("fc_1", "completed"),
+    ]
+    assert "id" not in inp[-1] and inp[-1]["content"][0]["text"] == "B"
+    assert all("id" not in i for i in input_items(hist, store=False))
 
 
 def test_roles_keep_meaning() -> None:

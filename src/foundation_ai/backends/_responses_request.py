@@ -16,6 +16,11 @@ wire-notes section 3; cases C29, C31 and C32 of ``cases/wire-cases.md``.
   unchanged where they were, i.e. directly before the item that followed them (C29):
   ``{"type": "reasoning", "id", "summary", "encrypted_content"}``; a null ``encrypted_content``
   and an empty summary stay as they are (C31). Thinking from another provider is dropped.
+- Assistant text and calls from this provider carry their output item's ``id`` (kept in
+  ``Messages.Assistant.signature``) and ``status``: the API pairs a reasoning item with the item
+  that follows it by these ids ("reasoning was provided without its required following item").
+  With ``store=False`` no ids are sent (nothing is stored to look up) and reasoning travels by
+  ``encrypted_content`` alone.
 - Every ``function_call`` gets a ``function_call_output`` (an error output saying it was not run
   when the history has none); an output whose call is not in the input becomes user text.
 """
@@ -89,24 +94,34 @@ def _assistant_item(msg: AssistantMessage, store: bool | None) -> dict[str, Any]
     if isinstance(msg.stop_reason, StopReason.Error):
         return None
     c = msg.content
+    ours = msg.provider == ModelProviders.OpenAIResponses
+    item: dict[str, Any]
     if isinstance(c, TextContent):
         if not c.content:
             return None
-        return {
+        item = {
             "type": "message",
             "role": "assistant",
             "content": [{"type": "output_text", "text": c.content, "annotations": []}],
         }
-    if isinstance(c, ToolCall):
-        return {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": _arguments_text(c)}
-    if isinstance(c, ThinkingContent):
-        if msg.provider != ModelProviders.OpenAIResponses or not c.item_id:
+    elif isinstance(c, ToolCall):
+        item = {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": _arguments_text(c)}
+    elif isinstance(c, ThinkingContent):
+        if not ours or not c.item_id:
             return None  # C21: reasoning of another provider cannot be replayed here
-        if store is False and c.signature is None:
-            return None  # with store=false the API can only use encrypted_content
         summary = [{"type": "summary_text", "text": c.thinking}] if c.thinking else []
+        if store is False:  # nothing is stored: only encrypted_content can carry it, no id lookup
+            if c.signature is None:
+                return None
+            return {"type": "reasoning", "summary": summary, "encrypted_content": c.signature}
         return {"type": "reasoning", "id": c.item_id, "summary": summary, "encrypted_content": c.signature}
-    return None
+    else:
+        return None
+    if ours and msg.signature and store is not False:
+        # the output item's own id (msg_... / fc_...): pairs it with the reasoning item before it
+        item["id"] = msg.signature
+        item["status"] = "completed"
+    return item
 
 
 def _result_items(msg: ToolResultMessage) -> list[dict[str, Any]]:

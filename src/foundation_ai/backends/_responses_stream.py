@@ -5,7 +5,9 @@ items they produce, following the Model contract of ``backends/base.py`` in snap
 Sources: OpenAI Responses API streaming events reference and wire-notes section 3.
 
 - Every output item (``message``, ``function_call``, ``reasoning``) is one output with its own
-  message id; events find their item by ``item_id`` (else ``output_index``).
+  message id; events find their item by ``item_id`` (else ``output_index``). The provider's
+  item id of a message or function call is kept in ``Messages.Assistant.signature`` (a reasoning
+  item's in ``ThinkingContent.item_id``) so that replay can pair them.
 - ``response.output_text.delta``: text chunks holding the whole text so far.
   ``response.refusal.delta``: the refusal text, surfaced as ``RefusalReason`` metadata on the
   item's text output (C33's rule for OpenAI).
@@ -105,11 +107,13 @@ class _Item:
         "signature",
         "summary_index",
         "text",
+        "wire_id",
     )
 
-    def __init__(self, kind: str, item_id: str) -> None:
+    def __init__(self, kind: str, item_id: str, wire_id: str | None = None) -> None:
         self.kind = kind
         self.item_id = item_id
+        self.wire_id = wire_id  # the provider's item id, when it sent one
         self.mid = new_scru128()
         self.text = ""
         self.refusal = ""
@@ -142,7 +146,7 @@ class ResponsesStreamParser:
         self.items: dict[str, _Item] = {}
         self.by_index: dict[int, _Item] = {}
         self.pending: _Item | None = None
-        self.last: tuple[str, Any, list[Any] | None] | None = None
+        self.last: tuple[str, Any, list[Any] | None, str | None] | None = None
         self.finished = False
         self.called = False
 
@@ -158,9 +162,14 @@ class ResponsesStreamParser:
         self.usage = report
 
     def _chunk(
-        self, mid: str, content: Any, stop: Any = StopReason.STOP, meta: list[Any] | None = None
+        self,
+        mid: str,
+        content: Any,
+        stop: Any = StopReason.STOP,
+        meta: list[Any] | None = None,
+        item_id: str | None = None,
     ) -> Any:
-        self.last = (mid, content, meta)
+        self.last = (mid, content, meta, item_id)
         return Stream.Next(
             AssistantMessage(
                 id=mid,
@@ -170,6 +179,7 @@ class ResponsesStreamParser:
                 stop_reason=stop,
                 provider=self.provider,
                 metadata=meta,
+                signature=item_id,
             )
         )
 
@@ -181,7 +191,7 @@ class ResponsesStreamParser:
         it = self.pending
         if it is not None:
             self.pending = None
-            out.append(self._chunk(it.mid, self._call(it)))
+            out.append(self._chunk(it.mid, self._call(it), item_id=it.wire_id))
 
     def _find(self, ev: dict[str, Any], kind: str) -> _Item:
         iid = ev.get("item_id")
@@ -196,8 +206,9 @@ class ResponsesStreamParser:
     def _open(self, item: dict[str, Any], index: Any, out: list[Any]) -> _Item:
         self._flush_pending(out)
         kind = item.get("type", "")
-        iid = item.get("id") or new_scru128()
-        it = _Item(kind, iid)
+        wire_id = item.get("id") or None
+        iid = wire_id or new_scru128()
+        it = _Item(kind, iid, wire_id)
         self.items[iid] = it
         if isinstance(index, int):
             self.by_index[index] = it
@@ -228,7 +239,7 @@ class ResponsesStreamParser:
             it.text += ev.get("delta", "")
             it.emitted = True
             self.timer.first()
-            return [self._chunk(it.mid, TextContent(it.text), meta=it.meta)]
+            return [self._chunk(it.mid, TextContent(it.text), meta=it.meta, item_id=it.wire_id)]
         if t == "response.function_call_arguments.delta":
             self._find(ev, "function_call").parts.append(ev.get("delta", ""))
             self.timer.first()
@@ -312,7 +323,7 @@ class ResponsesStreamParser:
             if not it.emitted or final != it.text or refusal:
                 it.text = final
                 it.emitted = True
-                out.append(self._chunk(it.mid, TextContent(final), meta=it.meta))
+                out.append(self._chunk(it.mid, TextContent(final), meta=it.meta, item_id=it.wire_id))
         return out
 
     def _completed(self, resp: dict[str, Any]) -> list[Any]:
@@ -343,10 +354,10 @@ class ResponsesStreamParser:
         final = self.pending
         if final is not None:
             self.pending = None
-            out.append(self._chunk(final.mid, self._call(final), stop, meta))
+            out.append(self._chunk(final.mid, self._call(final), stop, meta, final.wire_id))
         elif self.last is not None:
-            mid, content, item_meta = self.last
-            out.append(self._chunk(mid, content, stop, [*(item_meta or ()), *meta]))
+            mid, content, item_meta, wire_id = self.last
+            out.append(self._chunk(mid, content, stop, [*(item_meta or ()), *meta], wire_id))
         else:
             out.append(self._chunk(new_scru128(), TextContent(""), stop, meta))
         self.finished = True
