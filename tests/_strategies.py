@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from foundation_ai.types import (
     AgenticError,
+    Args,
     CostStatus,
     ExecutionHint,
     GenerationMetadata,
@@ -18,6 +19,7 @@ from foundation_ai.types import (
     Messages,
     MimeType,
     ModelId,
+    ModelInteraction,
     ModelOutput,
     ObservationEntry,
     Quantization,
@@ -28,6 +30,10 @@ from foundation_ai.types import (
     TextContent,
     TokenLogProb,
     TokenSnapshot,
+    Tool,
+    ToolChoice,
+    ToolDeclarations,
+    ToolDefinition,
     UsageCosting,
     UsageReport,
 )
@@ -173,4 +179,40 @@ session_records: st.SearchStrategy[SessionRecord] = st.one_of(
         trace=st.builds(StructuredErrorTrace, frames=st.lists(text, max_size=3), context=json_objects),
     ),
     st.builds(SessionRecord.Summary, message_count=u32, usage=snapshots),
+)
+
+schemas = st.builds(
+    lambda props, required: {
+        "type": "object",
+        "properties": {name: {"type": t} for name, t in props.items()},
+        "required": [n for n in props if n in required],
+    },
+    st.dictionaries(text, st.sampled_from(["string", "integer", "number", "boolean"]), max_size=3),
+    st.sets(text, max_size=2),
+)
+tool_definitions = st.builds(
+    ToolDefinition,
+    name=text,
+    description=text,
+    arguments=schemas.map(Args),
+    category=text,
+    returns=st.none() | schemas.map(Args),
+)
+tools = st.one_of(
+    tool_definitions.map(Tool.SingleCommand),
+    st.builds(
+        Tool.MultiCommands, tool_name=text, commands=st.lists(tool_definitions, max_size=3), description=text
+    ),
+)
+tool_choices = st.sampled_from([ToolChoice.Auto(), ToolChoice.None_(), ToolChoice.Required()]) | text.map(
+    ToolChoice.Function
+)
+interactions = st.builds(
+    ModelInteraction,
+    messages=st.lists(messages, max_size=4),
+    system_prompt=opt_text,
+    soul=opt_text,
+    tools_shed=st.builds(ToolDeclarations, shed=st.none() | tools, tools=st.lists(tools, max_size=2)),
+    chat_template=opt_text,
+    tool_choice=st.none() | tool_choices,
 )

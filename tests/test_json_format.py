@@ -49,7 +49,7 @@ from foundation_ai.types import (
     to_json,
 )
 from foundation_ai.vectors import VectorEntry, VectorMatch, VectorMetadata
-from tests._strategies import messages, session_records
+from tests._strategies import interactions, messages, session_records
 
 T = datetime(2026, 11, 29, 21, 58, 4, 702893, tzinfo=UTC)
 RFC3339_UTC = re.compile(rb'"(?:timestamp|generated_at)":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"')
@@ -391,3 +391,9 @@ def test_property_any_offset_is_written_as_the_same_instant_in_utc(when: datetim
     back = from_json(data, Messages)
     assert isinstance(back, Messages.ToolResult)
     assert back.timestamp == when and back.timestamp.tzinfo is UTC
+
+
+@settings(max_examples=100, deadline=None)
+@given(interactions)
+def test_property_model_interactions_round_trip(interaction: ModelInteraction) -> None:
+    assert from_json(to_json(interaction), ModelInteraction) == interaction
