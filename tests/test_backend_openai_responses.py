@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from foundation_ai.backends import assemble, openai_responses
@@ -257,7 +258,7 @@ def test_c29_reasoning_item_replayed_directly_before_the_call(fresh: FixtureServ
     inp = body["input"]
     assert [i.get("type") for i in inp] == ["message", "reasoning", "function_call", "function_call_output"]
     assert inp[1]["id"] == rs["id"] and inp[1]["encrypted_content"] == rs["encrypted_content"]
-    assert [p["text"] for p in inp[1]["summary"]] == [thinking.thinking]
+    assert inp[1] == rs  # unchanged: id, both summary parts, encrypted_content (C29)
     fc = next(v for v in sent.values() if v["type"] == "function_call")
     assert outs[1].signature == fc["id"]  # the item id, kept to pair the call with its reasoning
     assert inp[2] == {
@@ -382,6 +383,19 @@ def test_unanswered_call_gets_an_output_and_orphan_output_becomes_text() -> None
     assert inp[0]["type"] == "message" and "old" in inp[0]["content"][0]["text"]
     assert [i["type"] for i in inp[1:]] == ["message", "function_call", "function_call_output", "message"]
     assert inp[3]["call_id"] == "c1" and inp[3]["output"].startswith("Error")
+
+
+def test_summary_parts_kept_unless_thinking_was_changed() -> None:
+    parts = '[{"type":"summary_text","text":"A\\n\\nB"},{"type":"summary_text","text":"C"}]'
+    th = ThinkingContent("A\n\nB\n\nC", signature="enc", item_id="rs_1")
+    (item,) = input_items([msg(th, signature=parts)])
+    assert item["summary"] == [
+        {"type": "summary_text", "text": "A\n\nB"},
+        {"type": "summary_text", "text": "C"},
+    ]
+    edited = msgspec.structs.replace(th, thinking="shorter")
+    (item,) = input_items([msg(edited, signature=parts)])
+    assert item["summary"] == [{"type": "summary_text", "text": "shorter"}]
 
 
 def test_item_ids_replayed_with_store_default_not_with_store_false() -> None:

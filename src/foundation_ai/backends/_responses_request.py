@@ -109,7 +109,7 @@ def _assistant_item(msg: AssistantMessage, store: bool | None) -> dict[str, Any]
     elif isinstance(c, ThinkingContent):
         if not ours or not c.item_id:
             return None  # C21: reasoning of another provider cannot be replayed here
-        summary = [{"type": "summary_text", "text": c.thinking}] if c.thinking else []
+        summary = _summary(c.thinking, msg.signature)
         if store is False:  # nothing is stored: only encrypted_content can carry it, no id lookup
             if c.signature is None:
                 return None
@@ -117,11 +117,27 @@ def _assistant_item(msg: AssistantMessage, store: bool | None) -> dict[str, Any]
         return {"type": "reasoning", "id": c.item_id, "summary": summary, "encrypted_content": c.signature}
     else:
         return None
-    if ours and msg.signature and store is not False:
+    if ours and msg.signature and store is not False and not isinstance(c, ThinkingContent):
         # the output item's own id (msg_... / fc_...): pairs it with the reasoning item before it
         item["id"] = msg.signature
         item["status"] = "completed"
     return item
+
+
+def _summary(thinking: str, parts_json: str | None) -> list[Any]:
+    """The ``summary`` array of a reasoning item: the parts as received (kept as JSON in the
+    message signature) while they still make up ``thinking``, else one part (none when empty)."""
+    if parts_json:
+        try:
+            parts = msgspec.json.decode(parts_json)
+        except msgspec.DecodeError:
+            parts = None
+        if (
+            isinstance(parts, list)
+            and "\n\n".join(p.get("text", "") for p in parts if isinstance(p, dict)) == thinking
+        ):
+            return parts
+    return [{"type": "summary_text", "text": thinking}] if thinking else []
 
 
 def _result_items(msg: ToolResultMessage) -> list[dict[str, Any]]:

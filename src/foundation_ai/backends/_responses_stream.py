@@ -7,7 +7,9 @@ Sources: OpenAI Responses API streaming events reference and wire-notes section 
 - Every output item (``message``, ``function_call``, ``reasoning``) is one output with its own
   message id; events find their item by ``item_id`` (else ``output_index``). The provider's
   item id of a message or function call is kept in ``Messages.Assistant.signature`` (a reasoning
-  item's in ``ThinkingContent.item_id``) so that replay can pair them.
+  item's in ``ThinkingContent.item_id``) so that replay can pair them. A reasoning item with
+  several summary parts keeps the JSON of its ``summary`` array in ``signature`` too, so that it
+  is replayed unchanged (C29); its thinking text is the parts joined by blank lines.
 - ``response.output_text.delta``: text chunks holding the whole text so far.
   ``response.refusal.delta``: the refusal text, surfaced as ``RefusalReason`` metadata on the
   item's text output (C33's rule for OpenAI).
@@ -54,6 +56,7 @@ from ._http import Timer
 __all__ = ["ResponsesStreamError", "ResponsesStreamParser", "parse_response", "usage_of"]
 
 _EMPTY_USAGE = UsageReport()
+_ENCODE = msgspec.json.encode
 
 
 class ResponsesStreamError(ProviderError):
@@ -167,9 +170,9 @@ class ResponsesStreamParser:
         content: Any,
         stop: Any = StopReason.STOP,
         meta: list[Any] | None = None,
-        item_id: str | None = None,
+        signature: str | None = None,
     ) -> Any:
-        self.last = (mid, content, meta, item_id)
+        self.last = (mid, content, meta, signature)
         return Stream.Next(
             AssistantMessage(
                 id=mid,
@@ -179,7 +182,7 @@ class ResponsesStreamParser:
                 stop_reason=stop,
                 provider=self.provider,
                 metadata=meta,
-                signature=item_id,
+                signature=signature,
             )
         )
 
@@ -191,7 +194,7 @@ class ResponsesStreamParser:
         it = self.pending
         if it is not None:
             self.pending = None
-            out.append(self._chunk(it.mid, self._call(it), item_id=it.wire_id))
+            out.append(self._chunk(it.mid, self._call(it), signature=it.wire_id))
 
     def _find(self, ev: dict[str, Any], kind: str) -> _Item:
         iid = ev.get("item_id")
@@ -239,7 +242,7 @@ class ResponsesStreamParser:
             it.text += ev.get("delta", "")
             it.emitted = True
             self.timer.first()
-            return [self._chunk(it.mid, TextContent(it.text), meta=it.meta, item_id=it.wire_id)]
+            return [self._chunk(it.mid, TextContent(it.text), meta=it.meta, signature=it.wire_id)]
         if t == "response.function_call_arguments.delta":
             self._find(ev, "function_call").parts.append(ev.get("delta", ""))
             self.timer.first()
@@ -302,10 +305,12 @@ class ResponsesStreamParser:
             self.pending = it
         elif kind == "reasoning":
             it.signature = item.get("encrypted_content", it.signature)
+            summary = [x for x in item.get("summary") or [] if isinstance(x, dict)]
             if not it.text:
-                summary = item.get("summary") or []
-                it.text = "\n\n".join(s.get("text", "") for s in summary if isinstance(s, dict))
-            out.append(self._chunk(it.mid, self._thinking(it)))
+                it.text = "\n\n".join(x.get("text", "") for x in summary)
+            # several summary parts: keep them as sent (the text joins them with blank lines)
+            parts = _ENCODE(summary).decode() if len(summary) > 1 else None
+            out.append(self._chunk(it.mid, self._thinking(it), signature=parts))
         elif kind == "message":
             texts: list[str] = []
             refusals: list[str] = []
@@ -323,7 +328,7 @@ class ResponsesStreamParser:
             if not it.emitted or final != it.text or refusal:
                 it.text = final
                 it.emitted = True
-                out.append(self._chunk(it.mid, TextContent(final), meta=it.meta, item_id=it.wire_id))
+                out.append(self._chunk(it.mid, TextContent(final), meta=it.meta, signature=it.wire_id))
         return out
 
     def _completed(self, resp: dict[str, Any]) -> list[Any]:
