@@ -1,0 +1,380 @@
+"""In-process unit tests of the CLI's parts with a deterministic ``ScriptedModel``: model-spec
+parsing, rendering (panels, usage line, transcripts), the session index, the chat's event
+handling, and the hand-off of a tool's y/N question from the turn's worker thread to the thread
+that owns the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from foundation_ai._cli.builtin_tools import files_tools, shell_tools
+from foundation_ai._cli.chat import ChatApp
+from foundation_ai._cli.commands import (
+    SessionSetup,
+    failure_message,
+    parse_tool_choice,
+    session_table,
+    usage_line,
+)
+from foundation_ai._cli.model_choice import ModelChoice, load_model, parse_model_spec
+from foundation_ai._cli.render import TurnRenderer, format_usage, render_records
+from foundation_ai._cli.session_index import describe_sessions, resolve_session_id
+from foundation_ai._cli.turns import QuestionBox, TurnRunner, is_yes
+from foundation_ai.agentic import AgentSession, InMemorySessionStore, ScriptedModel, call, say, think
+from foundation_ai.cli import build_parser, error_line
+from foundation_ai.errors import ConfigurationError
+from foundation_ai.types import (
+    AgenticError,
+    Messages,
+    SessionRecord,
+    TextContent,
+    TokenSnapshot,
+    ToolCall,
+    ToolChoice,
+)
+
+LOCAL = ModelChoice("local")
+
+
+def recording_console() -> Console:
+    return Console(record=True, width=100, force_terminal=False, color_system=None)
+
+
+# ---------------------------------------------------------------------------------------------
+# model choice
+
+
+@pytest.mark.parametrize(
+    ("spec", "base_url", "expected"),
+    [
+        (None, None, ModelChoice("local")),
+        ("local", None, ModelChoice("local")),
+        ("SmolLM2", None, ModelChoice("local")),
+        ("openai:gpt-4o-mini", None, ModelChoice("openai", "gpt-4o-mini")),
+        (
+            "openai:smollm2",
+            "http://127.0.0.1:8080",
+            ModelChoice("openai", "smollm2", "http://127.0.0.1:8080"),
+        ),
+        ("responses:gpt-5-mini", None, ModelChoice("responses", "gpt-5-mini")),
+        ("Anthropic:claude-sonnet-4-5", None, ModelChoice("anthropic", "claude-sonnet-4-5")),
+        ("openai:org/model:tag", None, ModelChoice("openai", "org/model:tag")),
+        ("gguf:/models/x.gguf", None, ModelChoice("gguf", "/models/x.gguf")),
+    ],
+)
+def test_parse_model_spec(spec: str | None, base_url: str | None, expected: ModelChoice) -> None:
+    assert parse_model_spec(spec, base_url) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "base_url", "needle"),
+    [
+        ("gpt-4o", None, "use PROVIDER:NAME"),
+        ("google:gemini", None, "unknown model provider 'google'"),
+        ("anthropic:", None, "has no name"),
+        (None, "http://127.0.0.1:1", "--base-url needs an HTTP model"),
+        ("gguf:x.gguf", "http://127.0.0.1:1", "--base-url needs an HTTP model"),
+    ],
+)
+def test_parse_model_spec_errors(spec: str | None, base_url: str | None, needle: str) -> None:
+    with pytest.raises(ConfigurationError, match=needle):
+        parse_model_spec(spec, base_url)
+
+
+def test_load_model_needs_a_key_without_base_url() -> None:
+    with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY is not set"):
+        load_model(ModelChoice("anthropic", "claude-x"), env={})
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY is not set"):
+        load_model(ModelChoice("responses", "gpt-x"), env={})
+
+
+def test_load_model_http_backends_without_network() -> None:
+    m = load_model(ModelChoice("openai", "gpt-x"), env={"OPENAI_API_KEY": "sk-test-123456"})
+    assert m.descriptor.name == "gpt-x"
+    m = load_model(ModelChoice("openai", "smollm2", "http://127.0.0.1:9"), env={})
+    assert m.descriptor.name == "smollm2"
+    m = load_model(ModelChoice("anthropic", "claude-x", "http://127.0.0.1:9"), env={})
+    assert m.descriptor.name == "claude-x"
+
+
+def test_choice_labels() -> None:
+    assert LOCAL.label == "local:SmolLM2-135M-Instruct"
+    assert ModelChoice("openai", "gpt-4o").label == "openai:gpt-4o"
+
+
+def test_parse_tool_choice() -> None:
+    assert parse_tool_choice("auto") == ToolChoice.Auto()
+    assert parse_tool_choice("NONE") == ToolChoice.None_()
+    assert parse_tool_choice("required") == ToolChoice.Required()
+    assert parse_tool_choice("read_file") == ToolChoice.Function("read_file")
+
+
+def test_parser_options() -> None:
+    p = build_parser()
+    a = p.parse_args(["run", "hi", "--tools", "files,shell", "--tools", "files", "-m", "openai:x", "--yes"])
+    assert a.tools == ["files", "shell", "files"] and a.model == "openai:x" and a.yes
+    with pytest.raises(SystemExit):
+        p.parse_args(["run", "hi", "--max-tokens", "0"])
+
+
+def test_error_line_is_one_line() -> None:
+    assert error_line("bad\n  thing\n") == "foundation-ai: error: bad thing"
+
+
+def test_failure_message_names_the_unreachable_server() -> None:
+    err = AgenticError(kind="provider", message="connection failed (ConnectError): refused")
+    choice = ModelChoice("openai", "x", "http://127.0.0.1:9")
+    assert (
+        failure_message(err, choice)
+        == "cannot reach http://127.0.0.1:9: connection failed (ConnectError): refused"
+    )
+    assert failure_message(AgenticError(kind="provider", message="HTTP 500\nboom"), choice) == "HTTP 500 boom"
+
+
+# ---------------------------------------------------------------------------------------------
+# rendering
+
+
+def test_format_usage() -> None:
+    assert format_usage(1234, 56, 0.0012345) == "tokens: 1,234 in · 56 out · cost $0.001234"
+    assert format_usage(10, 5, None, cache_read=7) == "tokens: 10 in · 5 out · 7 cache read · cost n/a"
+
+
+def test_usage_line_local_and_priced() -> None:
+    class S:
+        usage = TokenSnapshot(input=10, output=5, total_tokens=15, cost_usd=0.0)
+
+    assert usage_line(S(), LOCAL) == "tokens: 10 in · 5 out · cost $0 (local)"
+    assert usage_line(S(), ModelChoice("openai", "x")) == "tokens: 10 in · 5 out · cost $0.000000"
+
+
+def test_renderer_streams_pieces_thinking_and_panels() -> None:
+    console = recording_console()
+    r = TurnRenderer(console)
+    r.thinking("let me ")
+    r.thinking("think")
+    r.text("Hel")
+    r.text("lo")
+    r.tool_call(ToolCall(id="c1", name="read_file", arguments={"path": "a.txt"}))
+    r.tool_result(Messages.ToolResult(tool_call_id="c1", name="read_file", content=TextContent("contents!")))
+    r.tool_result(
+        Messages.ToolResult(
+            tool_call_id="c2", name="read_file", content=TextContent("x"), error_detail="refused: outside"
+        )
+    )
+    r.retract("steered")
+    r.usage("tokens: 1 in · 2 out · cost $0 (local)")
+    out = console.export_text()
+    lines = out.splitlines()
+    assert lines[0] == "let me think"
+    assert lines[1] == "Hello"
+    assert "tool call read_file" in out and '{"path": "a.txt"}' in out
+    assert "tool result read_file" in out and "contents!" in out
+    assert "tool error read_file" in out and "refused: outside" in out
+    assert "[output above retracted: steered]" in out
+    assert lines[-1] == "tokens: 1 in · 2 out · cost $0 (local)"
+
+
+def test_long_tool_output_is_cut_in_the_panel() -> None:
+    console = recording_console()
+    TurnRenderer(console).tool_result(
+        Messages.ToolResult(tool_call_id="c", name="t", content=TextContent("y" * 5000))
+    )
+    out = console.export_text()
+    assert "more characters)" in out
+    assert out.count("y") < 1000
+
+
+def test_render_records_hides_retracted_messages() -> None:
+    gone = Messages.Assistant(model="m", content=TextContent("withdrawn text"))
+    records = [
+        SessionRecord.Conversation(message=Messages.user("first prompt")),
+        SessionRecord.Conversation(message=gone),
+        SessionRecord.Retracted(reason="vacuous", message_ids=[gone.id]),
+        SessionRecord.Conversation(message=Messages.Assistant(model="m", content=TextContent("kept answer"))),
+        SessionRecord.Summary(message_count=2, usage=TokenSnapshot(input=3, output=4, total_tokens=7)),
+    ]
+    console = recording_console()
+    assert render_records(console, records) == 2
+    out = console.export_text()
+    assert "you> first prompt" in out and "assistant> kept answer" in out
+    assert "withdrawn text" not in out
+    assert "tokens: 3 in · 4 out" in out
+
+
+# ---------------------------------------------------------------------------------------------
+# session index
+
+
+def _session(store: InMemorySessionStore, script: list, prompt: str) -> str:
+    s = AgentSession.builder(ScriptedModel(script)).with_store(store).build()
+    s.run_turn(prompt)
+    return str(s.session_id)
+
+
+def test_session_index_and_prefix_resolution() -> None:
+    store = InMemorySessionStore()
+    a = _session(store, [say("one")], "first   prompt\nwith lines")
+    b = _session(store, [say("two")], "second")
+    rows = describe_sessions(store)
+    assert [r.session_id for r in rows] == [b, a]  # most recently updated first
+    assert rows[1].first_prompt == "first prompt with lines"
+    assert rows[1].message_count == 2
+    assert rows[0].updated is not None and rows[0].updated >= rows[1].updated  # type: ignore[operator]
+    lines = session_table(rows, width=80)
+    assert lines[0].startswith("ID") and b in lines[1] and "second" in lines[1]
+    assert describe_sessions(store, limit=1)[0].session_id == b
+    assert resolve_session_id(store, a) == a
+    common = next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
+    assert resolve_session_id(store, a[: common + 1]) == a  # the shortest unique prefix
+    with pytest.raises(ConfigurationError, match="no stored session"):
+        resolve_session_id(store, "zzz")
+    with pytest.raises(ConfigurationError, match="ambiguous"):
+        resolve_session_id(store, a[:common])
+
+
+# ---------------------------------------------------------------------------------------------
+# chat event handling and the worker-thread hand-off
+
+
+def _setup(session: AgentSession, questions: QuestionBox | None = None) -> SessionSetup:
+    return SessionSetup(session, LOCAL, session.store, False, questions or QuestionBox(lambda _: False))
+
+
+def test_chat_handle_event_renders_a_whole_turn() -> None:
+    model = ScriptedModel(
+        [[think("pondering"), say("Let me look."), call("echo", {"text": "hi"})], say("It says hi.")],
+        chunk_mode="delta",
+    )
+
+    def echo(text: str) -> str:
+        """Echo the text back.
+
+        Args:
+            text: what to echo.
+        """
+        return f"echo: {text}"
+
+    session = AgentSession.builder(model).with_tools(echo).with_store(InMemorySessionStore()).build()
+    console = recording_console()
+    app = ChatApp(_setup(session), console)
+    runner = TurnRunner(session, app.handle_event, on_line=None)
+    runner.run(lambda: session.run_turn_stream("go").events())
+    assert runner.error is None and not runner.interrupted
+    out = console.export_text()
+    assert "pondering" in out
+    assert "Let me look." in out
+    assert "tool call echo" in out and "tool result echo" in out and "echo: hi" in out
+    assert "It says hi." in out
+    assert "tokens: " in out and "cost $0 (local)" in out
+
+
+def test_chat_failed_turn_is_shown_and_session_survives() -> None:
+    from foundation_ai.agentic import fail
+
+    model = ScriptedModel([fail("HTTP 500: server exploded"), say("fine now")])
+    session = AgentSession.builder(model).with_store(InMemorySessionStore()).build()
+    console = recording_console()
+    app = ChatApp(_setup(session), console)
+    TurnRunner(session, app.handle_event).run(lambda: session.run_turn_stream("a").events())
+    TurnRunner(session, app.handle_event).run(lambda: session.run_turn_stream("b").events())
+    out = console.export_text()
+    assert "error: HTTP 500: server exploded" in out
+    assert "fine now" in out
+
+
+def test_chat_on_line_steers_follows_up_and_aborts() -> None:
+    calls: list[tuple[str, str]] = []
+
+    class FakeSession:
+        session_id = "s"
+
+        def steer(self, m: str) -> None:
+            calls.append(("steer", m))
+
+        def follow_up(self, m: str) -> None:
+            calls.append(("follow_up", m))
+
+        def abort(self) -> None:
+            calls.append(("abort", ""))
+
+    console = recording_console()
+    app = ChatApp(SessionSetup(FakeSession(), LOCAL, None, False), console)
+    app.on_line("/steer  be brief ")
+    app.on_line("and then this")
+    app.on_line("/steer")
+    app.on_line("/abort")
+    app.on_line("/what")
+    app.on_line("/exit")
+    assert calls == [("steer", "be brief"), ("follow_up", "and then this"), ("abort", ""), ("abort", "")]
+    assert app.exit_requested
+    out = console.export_text()
+    assert "steering: be brief" in out and "queued as a follow-up: and then this" in out
+    assert "usage: /steer TEXT" in out and "not /what" in out
+
+
+@pytest.mark.parametrize(
+    ("answer", "ran"), [("y\n", True), ("yes\n", True), ("n\n", False), ("\n", False), ("", False)]
+)
+def test_shell_question_is_answered_on_the_main_thread(tmp_path: Path, answer: str, ran: bool) -> None:
+    """The shell tool runs in the agent's worker thread; its y/N question is asked and answered
+    by the runner on the calling thread, reading the given stdin."""
+    r_fd, w_fd = os.pipe()
+    os.write(w_fd, answer.encode())
+    os.close(w_fd)
+    stdin = os.fdopen(r_fd, "r")
+    prompts = open(tmp_path / "prompts.txt", "w+")  # noqa: SIM115
+    questions = QuestionBox(lambda _: False)
+    tools = shell_tools(tmp_path, confirm=lambda c: questions.ask(f"run {c!r}?"))
+    model = ScriptedModel([call("run_command", {"command": "touch made.txt"}), say("done")])
+    session = AgentSession.builder(model).with_tools(tools).with_store(InMemorySessionStore()).build()
+    results = []
+
+    def handle(ev: object) -> None:
+        from foundation_ai.agentic import TurnEvent
+
+        if isinstance(ev, TurnEvent.ToolResult):
+            results.append(ev.result)
+
+    runner = TurnRunner(session, handle, questions=questions, stdin=stdin, prompt_out=prompts)
+    runner.run(lambda: session.run_turn_stream("go").events())
+    stdin.close()
+    prompts.seek(0)
+    assert "run 'touch made.txt'? [y/N]" in prompts.read()
+    assert (tmp_path / "made.txt").exists() is ran
+    assert len(results) == 1
+    assert (results[0].error_detail is None) is ran
+    if not ran:
+        assert "declined" in results[0].error_detail
+
+
+def test_is_yes() -> None:
+    assert is_yes("y") and is_yes(" YES ") and not is_yes("") and not is_yes("no") and not is_yes("yep")
+
+
+def test_files_tools_are_agent_tools(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha", encoding="utf-8")
+    tools = files_tools(tmp_path)
+    names = [t.definition.name for t in tools]
+    assert names == ["read_file", "write_file", "edit_file", "list_dir"]
+    schema = tools[2].definition.arguments.schema
+    assert set(schema["required"]) == {"path", "old", "new"}
+    model = ScriptedModel(
+        [[call("read_file", {"path": "a.txt"}), call("read_file", {"path": "../../etc/passwd"})], say("ok")]
+    )
+    session = AgentSession.builder(model).with_tools(tools).with_store(InMemorySessionStore()).build()
+    turn = session.run_turn("read")
+    ok, refused = turn.tool_results()
+    assert ok.error_detail is None and ok.content == TextContent("alpha")
+    assert refused.error_detail is not None and "outside the root directory" in refused.error_detail
+
+
+def test_setup_namespace_defaults() -> None:
+    a = build_parser().parse_args(["chat"])
+    assert isinstance(a, argparse.Namespace)
+    assert a.session is None and a.tools == [] and a.db is None and a.shell_timeout == 30.0
