@@ -25,7 +25,7 @@ import msgspec
 
 from ..errors import ProviderError
 from ..pricing import model_prices
-from ..types import Messages, ModelInteraction, ModelParams, ModelProviders, Stream
+from ..types import Messages, ModelInteraction, ModelParams, ModelProviders, Stream, TextContent
 from ._anthropic_request import ANTHROPIC_VERSION, build_request, check_output_format
 from ._anthropic_stream import AnthropicStreamParser, parse_message
 from ._http import (
@@ -110,13 +110,13 @@ class AnthropicModel(BaseModel):
             items = parse_message(
                 doc, parser.model, provider=parser.provider, timer=parser.timer, price_key=parser.price_key
             )
+            nexts: list[Any] = [it for it in items if isinstance(it, Stream.Next)]
             parser.finished = True
+            parser.usage = nexts[-1].value.usage
             parser.texts = [
-                it.value.content.content
-                for it in items
-                if isinstance(it, Stream.Next) and hasattr(it.value.content, "content")
+                m.value.content.content for m in nexts if isinstance(m.value.content, TextContent)
             ]
-            return [it for it in items if isinstance(it, Stream.Next)]
+            return nexts
         data = ev.data
         if not data or data == "[DONE]":
             return []
