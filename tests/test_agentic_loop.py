@@ -473,3 +473,10 @@ def test_builder_accepts_a_provider_router() -> None:
         AgentSession.builder(ScriptedModel()).with_fallback_models("model-b").build()
     with pytest.raises(ConfigurationError):
         AgentSession.builder(object()).with_store(InMemorySessionStore()).build()
+
+
+def test_tool_choice_list_applies_to_the_first_generations() -> None:
+    m = ScriptedModel([call("add", {"a": 1, "b": 1}), say("2")])
+    agent = build(m)
+    agent.run_turn("1+1", tool_choice=[ToolChoice.Function("add"), ToolChoice.None_()])
+    assert [i.tool_choice for i in m.interactions] == [ToolChoice.Function("add"), ToolChoice.None_()]

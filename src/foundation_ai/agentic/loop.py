@@ -191,7 +191,8 @@ async def run_turn_loop(
         inner = 0
         outer = 0
         vacuous_retried = False
-        first_generation = True
+        choices = list(tool_choice) if isinstance(tool_choice, list | tuple) else [tool_choice]
+        step = 0
         finished = False
         try:
             queued = [Messages.coerce(p) for p in prompts] + steering.take_follow_ups()
@@ -234,10 +235,10 @@ async def run_turn_loop(
                     system_prompt=session.system_prompt,
                     soul=session.soul,
                     tools_shed=registry.declarations(),
-                    tool_choice=tool_choice if first_generation else None,
+                    tool_choice=choices[step] if step < len(choices) else None,
                     chat_template=session.chat_template,
                 )
-                first_generation = False
+                step += 1
                 inner += 1
                 state.generations += 1
                 name = model.descriptor.name

@@ -259,7 +259,8 @@ class AgentSessionBuilder:
         return self
 
     def with_tool_choice(self, choice: Any) -> AgentSessionBuilder:
-        """``ToolChoice`` for the first generation of every turn (later ones use the default)."""
+        """``ToolChoice`` for the first generation of every turn (later ones use the default),
+        or a list of them for the first generations in order."""
         self._tool_choice = choice
         return self
 
@@ -435,7 +436,9 @@ class AgentSession:
     ) -> TurnStream:
         """Start a turn and stream it (``for`` or ``async for``; ``.events()`` for TurnEvents).
 
-        ``tool_choice`` applies to the turn's first generation only.
+        ``tool_choice`` applies to the turn's first generation only; a list applies its items to
+        the first generations in order (``[ToolChoice.Function("add"), ToolChoice.None_()]``:
+        force the call, then force an answer); later generations use the provider default.
 
         Raises (when iteration starts):
             FoundationAIError: a turn is already running.
