@@ -274,3 +274,9 @@ def test_follow_up_from_another_thread_during_a_turn() -> None:
         for x in turn.messages()
         if not isinstance(x, ToolResultMessage | UserMessage)
     )
+
+
+def test_abort_with_no_turn_running_does_nothing() -> None:
+    agent = build(ScriptedModel([say("fine")]))
+    agent.abort()
+    assert agent.run_turn("go").ok

@@ -255,3 +255,15 @@ async def test_async_history_and_resume(tmp_path: Path) -> None:
         .aresume(sid)
     )
     assert [m.content for m in again.messages] == [TextContent("hi"), TextContent("one")]  # type: ignore[union-attr]
+
+
+def test_two_store_objects_share_one_file(tmp_path: Path) -> None:
+    """Two connections (e.g. two processes) appending to one session interleave without losing rows."""
+    a = SqliteSessionStore(tmp_path / "shared.db")
+    b = SqliteSessionStore(tmp_path / "shared.db")
+    for i in range(3):
+        a.append("s", [SessionRecord.Conversation(message=Messages.user(f"a{i}"))])
+        b.append("s", [SessionRecord.Conversation(message=Messages.user(f"b{i}"))])
+    texts = [r.message.content.content for r in a.load("s")]  # type: ignore[union-attr]
+    assert texts == ["a0", "b0", "a1", "b1", "a2", "b2"]
+    assert a.sessions() == ["s"]

@@ -46,7 +46,8 @@ class Steering:
     # -- called by users, from any thread -------------------------------------------------------
 
     def steer(self, message: str | Messages) -> None:
-        """Interrupt at the next safe point and continue with ``message``."""
+        """Interrupt at the next safe point and continue with ``message``. With no turn running
+        the message waits and is sent right after the next turn's prompt."""
         with self._lock:
             self._steer.append(Messages.coerce(message))
         self._poke()
@@ -57,7 +58,10 @@ class Steering:
             self._follow.append(Messages.coerce(message))
 
     def abort(self) -> None:
-        """End the turn as ``Aborted`` at the next safe point."""
+        """End the running turn as ``Aborted`` at the next safe point; no effect when no turn is
+        running (a turn is running from its stream's first step to its last)."""
+        if self._loop is None:
+            return
         with self._lock:
             self._aborted = True
         self._poke()

@@ -54,7 +54,6 @@ class SqliteSessionStore:
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, created REAL NOT NULL)"
         )
-        self._next: dict[str, int] = {}
 
     def append(self, session_id: str, records: Sequence[SessionRecord]) -> None:
         """Write a batch in one transaction (``FailedAction`` records skipped)."""
@@ -65,12 +64,10 @@ class SqliteSessionStore:
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
-                seq = self._next.get(session_id)
-                if seq is None:
-                    row = c.execute(
-                        "SELECT MAX(seq) FROM records WHERE session_id=?", (session_id,)
-                    ).fetchone()
-                    seq = 0 if row[0] is None else row[0] + 1
+                # read inside the write transaction: another process may share the file
+                row = c.execute("SELECT MAX(seq) FROM records WHERE session_id=?", (session_id,)).fetchone()
+                seq = 0 if row[0] is None else row[0] + 1
+                if seq == 0:
                     c.execute(
                         "INSERT OR IGNORE INTO sessions(session_id, created) VALUES (?, ?)",
                         (session_id, time.time()),
@@ -81,10 +78,8 @@ class SqliteSessionStore:
                     seq += 1
                 c.executemany("INSERT INTO records(session_id, seq, kind, body) VALUES (?,?,?,?)", rows)
                 c.execute("COMMIT")
-                self._next[session_id] = seq
             except BaseException:
                 c.execute("ROLLBACK")
-                self._next.pop(session_id, None)
                 raise
 
     def load(self, session_id: str) -> list[SessionRecord]:
