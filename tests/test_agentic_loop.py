@@ -480,3 +480,47 @@ def test_tool_choice_list_applies_to_the_first_generations() -> None:
     agent = build(m)
     agent.run_turn("1+1", tool_choice=[ToolChoice.Function("add"), ToolChoice.None_()])
     assert [i.tool_choice for i in m.interactions] == [ToolChoice.Function("add"), ToolChoice.None_()]
+
+
+def test_c28_c40_overflow_inside_one_long_turn_drops_its_oldest_rounds() -> None:
+    """No older exchange to drop: the oldest tool rounds of the running turn go (each with its
+    thinking, call and result), the prompt stays, and the stored history is untouched."""
+    m = ScriptedModel(
+        [
+            [think("r1", signature="s1"), call("add", {"a": 1, "b": 1}, id="r1")],
+            [think("r2", signature="s2"), call("add", {"a": 2, "b": 2}, id="r2")],
+            [think("r3", signature="s3"), say("and a third"), call("add", {"a": 3, "b": 3}, id="r3")],
+            overflow(),
+            overflow(),
+            say("done"),
+        ]
+    )
+    agent = build(m)
+    turn = agent.run_turn("add things")
+    assert turn.ok and turn.text() == "done"
+    first_retry, second_retry = m.interactions[4], m.interactions[5]
+    for inter, kept in ((first_retry, {"r2", "r3"}), (second_retry, {"r3"})):
+        msgs = list(inter.messages)
+        assert isinstance(msgs[0], UserMessage) and msgs[0].content == TextContent("add things")
+        calls = {
+            x.content.id for x in msgs if isinstance(x, AssistantMessage) and isinstance(x.content, ToolCall)
+        }
+        sigs = {
+            x.content.signature
+            for x in msgs
+            if isinstance(x, AssistantMessage) and isinstance(x.content, ThinkingContent)
+        }
+        assert calls == kept and sigs == {"s" + k[1] for k in kept}
+        check_pairs(msgs)
+    assert agent.context_cut is None  # only for the running turn
+    assert len(agent.messages) == 1 + 3 + 3 + 4 + 1  # nothing dropped from the history
+
+
+def test_overflow_with_a_single_round_left_fails() -> None:
+    m = ScriptedModel([call("add", {"a": 1, "b": 1}), overflow()])
+    turn = build(m).run_turn("x")
+    assert (
+        turn.outcome is TurnOutcome.Failed
+        and turn.error is not None
+        and turn.error.kind == "context_overflow"
+    )

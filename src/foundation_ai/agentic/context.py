@@ -12,7 +12,14 @@ from collections.abc import Sequence
 
 from ..types import AssistantMessage, Messages, TextContent, ToolCall, ToolResultMessage, UserMessage
 
-__all__ = ["dangling_calls", "exchange_starts", "interrupted_results", "next_trim_start"]
+__all__ = [
+    "dangling_calls",
+    "exchange_starts",
+    "interrupted_results",
+    "next_round_cut",
+    "next_trim_start",
+    "round_starts",
+]
 
 
 def exchange_starts(messages: Sequence[Messages]) -> list[int]:
@@ -39,6 +46,34 @@ def next_trim_start(messages: Sequence[Messages], start: int, keep_from: int) ->
         if start < s <= keep_from:
             return s
     return None
+
+
+def round_starts(messages: Sequence[Messages], begin: int) -> list[int]:
+    """Indices after ``begin`` where a new round of the current turn starts: a message that is
+    not a tool result, following a tool result or a user message, with every earlier call of
+    the turn answered. A round is a generation (thinking, text, calls) plus its results."""
+    starts: list[int] = []
+    open_calls: set[str] = set()
+    for i in range(begin, len(messages)):
+        m = messages[i]
+        if i > begin and not open_calls and not isinstance(m, ToolResultMessage):
+            prev = messages[i - 1]
+            if isinstance(prev, ToolResultMessage | UserMessage):
+                starts.append(i)
+        if isinstance(m, AssistantMessage) and isinstance(m.content, ToolCall):
+            open_calls.add(m.content.id)
+        elif isinstance(m, ToolResultMessage):
+            open_calls.discard(m.tool_call_id)
+    return starts
+
+
+def next_round_cut(messages: Sequence[Messages], head_end: int, cut: int) -> int | None:
+    """The next cut inside the current turn: drop its oldest remaining round, keeping the
+    prompt (``messages[:head_end]``) and at least the latest round; ``None`` when only one round
+    is left."""
+    starts = round_starts(messages, head_end)
+    later = [s for s in starts if s > cut]
+    return later[0] if later else None
 
 
 def dangling_calls(messages: Sequence[Messages]) -> list[ToolCall]:

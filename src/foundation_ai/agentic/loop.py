@@ -45,7 +45,7 @@ from ..types import (
     ToolResultMessage,
     UsageReport,
 )
-from .context import dangling_calls, interrupted_results, next_trim_start
+from .context import dangling_calls, interrupted_results, next_round_cut, next_trim_start
 from .dag import run_calls
 from .events import TurnOutcome, TurnSummary
 from .ledger import price_usage
@@ -184,6 +184,28 @@ async def run_turn_loop(
             trace = StructuredErrorTrace(frames=["run_turn", kind], context=context)
             records.append(SessionRecord.FailedAction(error=state.error, trace=trace))
 
+        head_end = keep_from
+
+        def can_trim() -> bool:
+            if next_trim_start(session.messages, session.context_start, keep_from) is not None:
+                return True
+            cut = session.context_cut[1] if session.context_cut else head_end
+            return next_round_cut(session.messages, head_end, cut) is not None
+
+        def trim() -> bool:
+            """Drop the oldest whole exchange before this turn, else the oldest round of this
+            turn (keeping its prompt); False when nothing can go (cases C28, C40)."""
+            start = next_trim_start(session.messages, session.context_start, keep_from)
+            if start is not None:
+                session.context_start = start
+                return True
+            cut = session.context_cut[1] if session.context_cut else head_end
+            nxt = next_round_cut(session.messages, head_end, cut)
+            if nxt is None:
+                return False
+            session.context_cut = (head_end, nxt)
+            return True
+
         if emit:
             yield Stream.Init()
         if emit:
@@ -197,6 +219,7 @@ async def run_turn_loop(
         try:
             queued = [Messages.coerce(p) for p in prompts] + steering.take_follow_ups()
             persist(queued)
+            head_end = keep_from + len(queued)
             for m in queued if emit else ():
                 yield Stream.Next(SessionRecord.Conversation(message=m))  # type: ignore[arg-type]
 
@@ -231,7 +254,7 @@ async def run_turn_loop(
                 model = models[index]
                 delta = getattr(model, "chunk_mode", "snapshot") == "delta"
                 interaction = ModelInteraction(
-                    messages=session.messages[session.context_start :],  # type: ignore[arg-type]
+                    messages=session.context(),  # type: ignore[arg-type]
                     system_prompt=session.system_prompt,
                     soul=session.soul,
                     tools_shed=registry.declarations(),
@@ -342,7 +365,7 @@ async def run_turn_loop(
                     error is None
                     and window is not None
                     and any(m.is_context_overflow(window) for m in produced)
-                    and next_trim_start(session.messages, session.context_start, keep_from) is not None
+                    and can_trim()
                 )
                 if error is not None or silent:
                     if seen:
@@ -355,11 +378,9 @@ async def run_turn_loop(
                         error.error_detail or "" if error is not None else "usage exceeds the context window"
                     )
                     if silent or (error is not None and error.is_context_overflow(window)):
-                        start = next_trim_start(session.messages, session.context_start, keep_from)
-                        if start is None:
+                        if not trim():
                             fail("context_overflow", detail or "context overflow", model=name)
                             break
-                        session.context_start = start
                         inner -= 1  # a retry with less context is not a new step
                         yield Stream.Pending(AgentProgress.ProcessingMemory(kind="trim_context"))
                         continue
@@ -439,6 +460,7 @@ async def run_turn_loop(
         finally:
             steering.bind(None)
             steering.clear_abort()
+            session.context_cut = None
             if not finished:  # abandoned (the consumer closed the stream) or crashed: pair every call
                 open_calls = dangling_calls(session.messages[keep_from:])
                 if open_calls:

@@ -361,6 +361,9 @@ class AgentSession:
         """The conversation, oldest first (what ``resume`` rebuilds)."""
         self.context_start = 0
         """Index of the first message sent to the model (moves forward on context overflow)."""
+        self.context_cut: tuple[int, int] | None = None
+        """Within the running turn, after an overflow with no older exchange left: send
+        ``messages[context_start:head_end] + messages[cut:]`` (the prompt, then the latest rounds)."""
         self._busy = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -368,6 +371,14 @@ class AgentSession:
     def builder(model_or_router: Any) -> AgentSessionBuilder:
         """Start configuring a session on a ``Model`` (or a ``ProviderRouter``)."""
         return AgentSessionBuilder(model_or_router)
+
+    def context(self) -> list[Messages]:
+        """The messages the next request carries, oldest first (see ``context_start``,
+        ``context_cut``)."""
+        cut = self.context_cut
+        if cut is None:
+            return self.messages[self.context_start :]
+        return self.messages[self.context_start : cut[0]] + self.messages[cut[1] :]
 
     @property
     def model(self) -> Any:
