@@ -206,10 +206,6 @@ async def run_turn_loop(
             session.context_cut = (head_end, nxt)
             return True
 
-        if emit:
-            yield Stream.Init()
-        if emit:
-            yield Stream.Pending(AgentProgress.Initializing(step="turn"))
         inner = 0
         outer = 0
         vacuous_retried = False
@@ -217,6 +213,9 @@ async def run_turn_loop(
         step = 0
         finished = False
         try:
+            if emit:
+                yield Stream.Init()
+                yield Stream.Pending(AgentProgress.Initializing(step="turn"))
             queued = [Messages.coerce(p) for p in prompts] + steering.take_follow_ups()
             persist(queued)
             head_end = keep_from + len(queued)
