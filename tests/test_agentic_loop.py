@@ -360,7 +360,14 @@ def test_progress_hints() -> None:
         e.progress for e in build(m).run_turn_stream("x").events() if isinstance(e, TurnEvent.Progress)
     ]
     kinds = [type(p).__name__ for p in progress]
-    for k in ("Initializing", "Generating", "ToolCallRequested", "ExecutingTools", "TurnComplete"):
+    for k in (
+        "Initializing",
+        "Generating",
+        "ToolCallRequested",
+        "ExecutingTools",
+        "FlushingRecords",
+        "TurnComplete",
+    ):
         assert f"AgentProgress.{k}" in kinds
     done = [p for p in progress if isinstance(p, AgentProgress.ExecutingTools)]
     assert (done[0].total, done[-1].completed) == (1, 1)

@@ -406,6 +406,8 @@ async def run_turn_loop(
                         yield Stream.Next(rec)
                         continue
                     persist(produced)
+                    if emit:
+                        yield Stream.Pending(AgentProgress.FlushingRecords(count=len(produced)))
                     more = steering.take_follow_ups() + steering.take_steers()
                     if not more:
                         break
@@ -425,6 +427,8 @@ async def run_turn_loop(
 
                 # C47: preamble text + tool calls is never final
                 persist(produced)
+                if emit:
+                    yield Stream.Pending(AgentProgress.FlushingRecords(count=len(produced)))
                 results: list[ToolResultMessage | None] = [None] * len(calls)
                 if emit:
                     yield Stream.Pending(AgentProgress.ExecutingTools(total=len(calls), completed=0))
@@ -450,6 +454,8 @@ async def run_turn_loop(
                     filled = iter(interrupted_results(missing, why))
                     done = [r if r is not None else next(filled) for r in results]
                 persist(done)
+                if emit:
+                    yield Stream.Pending(AgentProgress.FlushingRecords(count=len(done)))
                 if emit:
                     yield Stream.Pending(AgentProgress.ExecutingTools(total=len(calls), completed=len(calls)))
                 if emit:
