@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -301,3 +302,35 @@ def test_shell_tool_with_yes_runs_without_asking(tmp_path: Path) -> None:
     assert results and results[0]["name"] == "run_command"
     assert "error_detail" not in results[0]
     assert results[0]["content"]["content"].startswith("exit code ")
+
+
+def test_run_ctrl_c_aborts_the_turn_exit_130(tmp_path: Path) -> None:
+    """SIGINT during `run --json`: the turn is aborted (not killed), ends with a `done` event
+    whose outcome is `aborted`, and the process exits 130."""
+    db = tmp_path / "s.db"
+    proc = subprocess.Popen(
+        [*CLI, "run", "Write a very long story about a dragon.", "--json", "--max-tokens", "400", "--seed", "7",
+         "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+    )  # fmt: skip
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(json.loads(line))
+        if seen[-1]["type"] == "text":
+            proc.send_signal(signal.SIGINT)
+            break
+    rest, _err = proc.communicate(timeout=120)
+    seen += json_events(rest)
+    assert proc.returncode == 130
+    assert seen[-1]["type"] == "done"
+    assert seen[-1]["summary"]["outcome"] == "aborted"
+    assert seen[-1]["summary"]["usage"]["output"] < 400
+    # what was produced is kept in the session
+    shown = cli("show", json_session_id(db), db=db)
+    assert "you> Write a very long story about a dragon." in shown.stdout
+
+
+def json_session_id(db: Path) -> str:
+    listing = cli("sessions", db=db).stdout.splitlines()
+    return listing[1].split()[0]

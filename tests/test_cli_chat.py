@@ -165,3 +165,24 @@ def test_commands_between_turns_and_ctrl_d(tmp_path: Path) -> None:
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_shell_tool_asks_in_chat(tmp_path: Path) -> None:
+    """The shell tool's y/N question appears in the chat and the typed answer decides."""
+    db = tmp_path / "chat.sqlite3"
+    work = tmp_path / "work"
+    work.mkdir()
+    child = spawn(db, "--tools", "shell", "--root", str(work), "--tool-choice", "run_command", max_tokens=48)
+    child.expect_exact(PROMPT)
+    child.sendline("Run the command: touch made.txt")
+    child.expect(ANSI_GAP.join(["tool call", " run_command"]))
+    child.expect(r"run shell command: (.+)  \? \[y/N\] ")
+    command = child.match.group(1)
+    child.sendline("y")
+    child.expect(ANSI_GAP.join(["tool result", " run_command"]))
+    child.expect_exact("exit code 0")
+    child.expect(USAGE)
+    child.expect_exact(PROMPT)
+    finish(child)
+    assert "touch" in command
+    assert (work / "made.txt").exists()

@@ -90,8 +90,12 @@ def setup_session(args: argparse.Namespace) -> SessionSetup:
         except Exception as exc:
             raise ConfigurationError(f"--tools files: {exc}") from None
     if "shell" in tool_sets:
-        confirm = None if args.yes else questions.ask
-        builder = builder.with_tools(shell_tools(args.root, confirm=confirm, timeout=args.shell_timeout))
+        def confirm(command: str) -> bool:
+            return questions.ask(f"run shell command: {command}  ?")
+
+        builder = builder.with_tools(
+            shell_tools(args.root, confirm=None if args.yes else confirm, timeout=args.shell_timeout)
+        )
     if args.tool_choice:
         builder = builder.with_tool_choice(parse_tool_choice(args.tool_choice))
     session = builder.resume(session_id) if session_id else builder.build()
