@@ -151,6 +151,8 @@ def test_usage_line_local_and_priced() -> None:
 
     assert usage_line(S(), LOCAL) == "tokens: 10 in · 5 out · cost $0 (local)"
     assert usage_line(S(), ModelChoice("openai", "x")) == "tokens: 10 in · 5 out · cost $0.000000"
+    unpriced = load_model(ModelChoice("openai", "smollm2", "http://127.0.0.1:9"), env={})
+    assert usage_line(S(), ModelChoice("openai", "smollm2"), unpriced) == "tokens: 10 in · 5 out · cost n/a"
 
 
 def test_renderer_streams_pieces_thinking_and_panels() -> None:

@@ -149,11 +149,11 @@ class ChatApp:
             r.retract(event.reason)
         elif isinstance(event, TurnEvent.Failed):
             r.failed(failure_message(event.error, self.setup.choice))
-            r.usage(usage_line(event.summary, self.setup.choice))
+            r.usage(usage_line(event.summary, self.setup.choice, getattr(self.session, "model", None)))
         elif isinstance(event, TurnEvent.Done):
             if event.summary.outcome is TurnOutcome.Aborted:
                 r.notice("(turn interrupted; the session is kept)", style="yellow")
-            r.usage(usage_line(event.summary, self.setup.choice))
+            r.usage(usage_line(event.summary, self.setup.choice, getattr(self.session, "model", None)))
 
     def on_line(self, line: str) -> None:
         """A line typed while a turn runs (main thread)."""

@@ -90,6 +90,7 @@ def setup_session(args: argparse.Namespace) -> SessionSetup:
         except Exception as exc:
             raise ConfigurationError(f"--tools files: {exc}") from None
     if "shell" in tool_sets:
+
         def confirm(command: str) -> bool:
             return questions.ask(f"run shell command: {command}  ?")
 
@@ -123,13 +124,18 @@ def failure_message(error: Any, choice: ModelChoice) -> str:
     return message
 
 
-def usage_line(summary: Any, choice: ModelChoice) -> str:
-    """The line printed after each turn: tokens in/out and cost (USD)."""
+def usage_line(summary: Any, choice: ModelChoice, model: Any = None) -> str:
+    """The line printed after each turn: tokens in/out and cost (USD): ``$0 (local)`` for
+    in-process models, ``n/a`` when nothing was charged and ``model``'s descriptor knows no price
+    (e.g. an unknown model behind ``--base-url``)."""
     u = summary.usage
     if choice.kind in ("local", "gguf"):
         line = format_usage(u.input, u.output, None, u.cache_read, u.cache_write)
         return line.replace("cost n/a", "cost $0 (local)")
-    return format_usage(u.input, u.output, u.cost_usd, u.cache_read, u.cache_write)
+    descriptor = getattr(model, "descriptor", None)
+    unpriced = descriptor is not None and getattr(descriptor, "input_price", None) is None
+    cost = None if (unpriced and not u.cost_usd) else u.cost_usd
+    return format_usage(u.input, u.output, cost, u.cache_read, u.cache_write)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,7 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
         if end is not None and (end.summary.usage.total_tokens or isinstance(end, TurnEvent.Done)):
-            err.usage(usage_line(end.summary, setup.choice))
+            err.usage(usage_line(end.summary, setup.choice, setup.session.model))
     if isinstance(end, TurnEvent.Failed):
         from ..cli import error_line
 
