@@ -58,8 +58,11 @@ class ChatApp:
             Text.assemble(
                 ("foundation-ai chat", "bold"),
                 f" · model {s.choice.label} · session {self.session.session_id} ({state})",
-            )
+            ),
+            soft_wrap=True,
         )
+        if s.tools:
+            self.console.print(Text(f"tools: {s.tools}", style="dim"), soft_wrap=True)
         self.console.print(
             Text(
                 "Type a message. /steer TEXT during a turn, Ctrl-C interrupts it, /help, /exit.", style="dim"
@@ -109,7 +112,8 @@ class ChatApp:
                 f"session {self.session.session_id} saved; resume with: "
                 f"foundation-ai chat --session {self.session.session_id}",
                 style="dim",
-            )
+            ),
+            soft_wrap=True,
         )
         return 0
 

@@ -9,6 +9,7 @@ prints them as one line.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,8 @@ class SessionSetup:
     store: Any
     resumed: bool
     questions: QuestionBox = field(default_factory=lambda: QuestionBox(_decline))
+    tools: str = ""
+    """A one-line description of the built-in tools on offer (``""``: none)."""
 
 
 def setup_session(args: argparse.Namespace) -> SessionSetup:
@@ -84,9 +87,11 @@ def setup_session(args: argparse.Namespace) -> SessionSetup:
     if params is not None:
         builder = builder.with_params(params)
     tool_sets = list(dict.fromkeys(args.tools))
+    described: list[str] = []
     if "files" in tool_sets:
         try:
             builder = builder.with_tools(files_tools(args.root))
+            described.append(f"files (inside {os.path.abspath(args.root or os.getcwd())})")
         except Exception as exc:
             raise ConfigurationError(f"--tools files: {exc}") from None
     if "shell" in tool_sets:
@@ -97,10 +102,11 @@ def setup_session(args: argparse.Namespace) -> SessionSetup:
         builder = builder.with_tools(
             shell_tools(args.root, confirm=None if args.yes else confirm, timeout=args.shell_timeout)
         )
+        described.append(f"shell ({'runs without asking' if args.yes else 'asks before each command'})")
     if args.tool_choice:
         builder = builder.with_tool_choice(parse_tool_choice(args.tool_choice))
     session = builder.resume(session_id) if session_id else builder.build()
-    return SessionSetup(session, choice, store, session_id is not None, questions)
+    return SessionSetup(session, choice, store, session_id is not None, questions, ", ".join(described))
 
 
 def parse_tool_choice(text: str) -> Any:

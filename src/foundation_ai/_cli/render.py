@@ -160,7 +160,7 @@ class TurnRenderer:
     def notice(self, message: str, style: str = "dim") -> None:
         """A line of commentary (steering accepted, aborting, …)."""
         self._switch(None)
-        self.console.print(Text(message, style=style))
+        self.console.print(Text(message, style=style), soft_wrap=True)
 
     def end_line(self) -> None:
         """Finish the current streamed line, if any."""
@@ -169,12 +169,12 @@ class TurnRenderer:
     def usage(self, line: str) -> None:
         """The usage line after a turn."""
         self._switch(None)
-        self.console.print(Text(line, style="dim"))
+        self.console.print(Text(line, style="dim"), soft_wrap=True)
 
     def failed(self, message: str) -> None:
         """A failed turn, in red."""
         self._switch(None)
-        self.console.print(Text(f"error: {message}", style="bold red"))
+        self.console.print(Text(f"error: {message}", style="bold red"), soft_wrap=True)
 
 
 def _message_lines(console: Console, message: Messages) -> None:
