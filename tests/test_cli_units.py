@@ -380,3 +380,49 @@ def test_setup_namespace_defaults() -> None:
     a = build_parser().parse_args(["chat"])
     assert isinstance(a, argparse.Namespace)
     assert a.session is None and a.tools == [] and a.db is None and a.shell_timeout == 30.0
+
+
+def test_ctrl_c_during_a_slow_tool_aborts_and_keeps_the_session() -> None:
+    """A SIGINT on the main thread while the worker runs a slow tool: the runner calls abort(),
+    the turn ends as Aborted with every tool call paired with a result, and the session takes
+    another turn."""
+    import signal
+    import threading
+    import time
+
+    from foundation_ai.agentic import TurnEvent, TurnOutcome
+    from foundation_ai.agentic.stores import conversation_of
+
+    started = threading.Event()
+
+    def slow() -> str:
+        """Take a while."""
+        started.set()
+        time.sleep(1.5)
+        return "slow result"
+
+    model = ScriptedModel([call("slow", {}), say("never reached"), say("second turn")])
+    session = AgentSession.builder(model).with_tools(slow).with_store(InMemorySessionStore()).build()
+    events: list[object] = []
+    notices: list[str] = []
+    runner = TurnRunner(session, events.append, on_interrupt=lambda: notices.append("interrupted"))
+
+    def press_ctrl_c() -> None:
+        started.wait(10)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    runner.run(lambda: session.run_turn_stream("go").events())
+    assert runner.interrupted and runner.interrupts == 1 and notices == ["interrupted"]
+    assert runner.error is None
+    end = events[-1]
+    assert isinstance(end, TurnEvent.Done) and end.summary.outcome is TurnOutcome.Aborted
+    assert not any(isinstance(e, TurnEvent.Text) and "never reached" in e.text for e in events)
+    messages = conversation_of(session.history())
+    calls = [m for m in messages if isinstance(getattr(m, "content", None), ToolCall)]
+    results = [m for m in messages if isinstance(m, Messages.ToolResult)]
+    assert {c.content.id for c in calls} == {r.tool_call_id for r in results}  # type: ignore[attr-defined]
+    # the session goes on
+    later: list[object] = []
+    TurnRunner(session, later.append).run(lambda: session.run_turn_stream("again").events())
+    assert isinstance(later[-1], TurnEvent.Done) and later[-1].summary.outcome is TurnOutcome.Completed

@@ -5,7 +5,8 @@ streams (issue 5: "callable from another thread"), and Python delivers Ctrl-C (S
 the main thread. So :class:`TurnRunner` consumes ``TurnStream.events()`` in a daemon worker thread
 (rendering each event as it arrives) and the main thread waits in short ``select()`` slices on
 stdin: a line typed during the turn is handled by ``on_line`` (``/steer TEXT`` and friends), a
-Ctrl-C calls ``session.abort()`` and keeps waiting until the turn ends with its summary, and
+Ctrl-C calls ``session.abort()`` and keeps waiting until the turn ends with its summary (a third
+Ctrl-C, for a turn stuck in a slow tool, exits the process with status 130), and
 questions from tools (the shell tool's y/N) are asked and answered here, on the main thread, so
 two readers never compete for the terminal.
 """
@@ -107,6 +108,8 @@ class TurnRunner:
         self.stdin = stdin if stdin is not None else sys.stdin
         self.prompt_out = prompt_out if prompt_out is not None else sys.stderr
         self.interrupted = False
+        self.interrupts = 0
+        """Ctrl-C presses seen: the 1st aborts the turn, the 2nd warns, the 3rd exits the process."""
         self.error: BaseException | None = None
         self._stdin_open = True
 
@@ -156,7 +159,18 @@ class TurnRunner:
             q.done.set()
 
     def _interrupt(self) -> None:
+        self.interrupts += 1
         if self.interrupted:
+            if self.interrupts == 2:
+                self.prompt_out.write(
+                    "\n(still stopping at the next safe point; Ctrl-C again quits at once)\n"
+                )
+                self.prompt_out.flush()
+            else:  # a third Ctrl-C: the user wants out now (committed records are already on disk)
+                self.prompt_out.write("\n(quit)\n")
+                self.prompt_out.flush()
+                sys.stdout.flush()
+                os._exit(130)
             return
         self.interrupted = True
         try:
