@@ -210,6 +210,8 @@ def test_unreachable_base_url_json_ends_in_failed(tmp_path: Path) -> None:
         (["show", "nope"], "no stored session 'nope'"),
         (["run", "   "], "the prompt is empty"),
         (["run", "hi", "--model", "gguf:/no/such/file.gguf"], "no such GGUF file"),
+        (["run", "hi", "--tool-choice", "read_file"], "--tool-choice read_file: no such tool on offer"),
+        (["run", "hi", "--tools", "files", "--root", "/no/such/dir"], "--root /no/such/dir: not a directory"),
     ],
 )
 def test_configuration_errors_are_one_line_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:

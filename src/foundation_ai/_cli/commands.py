@@ -70,43 +70,62 @@ class SessionSetup:
 def setup_session(args: argparse.Namespace) -> SessionSetup:
     """Build the ``AgentSession`` described by the options (model, tools, params, store, resume).
 
+    Every option is checked before the model is loaded, so a mistake costs no loading time.
+
     Raises:
-        ConfigurationError: a bad model spec, a missing key, an unknown session, a bad root.
+        ConfigurationError: a bad model spec, a missing key, an unknown session, a bad root or
+            ``--tool-choice``.
     """
     from ..agentic import AgentSession
 
     choice = parse_model_spec(args.model, args.base_url)
     store = open_store(args.db)
     session_id = resolve_session_id(store, args.session) if args.session else None
-    model = load_model(choice)
     questions = QuestionBox(_decline)
-    builder = AgentSession.builder(model).with_store(store)
+    tools, described = _builtin_tools(args, questions)
+    tool_choice = None
+    if args.tool_choice:
+        tool_choice = parse_tool_choice(args.tool_choice)
+        offered = [t.definition.name for t in tools]
+        name = getattr(tool_choice, "name", None)
+        if name is not None and name not in offered:
+            raise ConfigurationError(
+                f"--tool-choice {name}: no such tool on offer ({', '.join(offered) or 'none; add --tools'})"
+            )
+    model = load_model(choice)
+    builder = AgentSession.builder(model).with_store(store).with_tools(tools)
     if args.system:
         builder = builder.with_system_prompt(args.system)
     params = _params(args)
     if params is not None:
         builder = builder.with_params(params)
+    if tool_choice is not None:
+        builder = builder.with_tool_choice(tool_choice)
+    session = builder.resume(session_id) if session_id else builder.build()
+    return SessionSetup(session, choice, store, session_id is not None, questions, ", ".join(described))
+
+
+def _builtin_tools(args: argparse.Namespace, questions: QuestionBox) -> tuple[list[Any], list[str]]:
+    """The ``--tools`` sets as agent tools, and a description of each set for the banner."""
     tool_sets = list(dict.fromkeys(args.tools))
+    if tool_sets and args.root and not os.path.isdir(args.root):
+        raise ConfigurationError(f"--root {args.root}: not a directory")
+    root = os.path.abspath(args.root or os.getcwd())
+    tools: list[Any] = []
     described: list[str] = []
     if "files" in tool_sets:
-        try:
-            builder = builder.with_tools(files_tools(args.root))
-            described.append(f"files (inside {os.path.abspath(args.root or os.getcwd())})")
-        except Exception as exc:
-            raise ConfigurationError(f"--tools files: {exc}") from None
+        tools += files_tools(root)
+        described.append(f"files (inside {root})")
     if "shell" in tool_sets:
 
         def confirm(command: str) -> bool:
             return questions.ask(f"run shell command: {command}  ?")
 
-        builder = builder.with_tools(
-            shell_tools(args.root, confirm=None if args.yes else confirm, timeout=args.shell_timeout)
+        tools += shell_tools(root, confirm=None if args.yes else confirm, timeout=args.shell_timeout)
+        described.append(
+            f"shell in {root} ({'runs without asking' if args.yes else 'asks before each command'})"
         )
-        described.append(f"shell ({'runs without asking' if args.yes else 'asks before each command'})")
-    if args.tool_choice:
-        builder = builder.with_tool_choice(parse_tool_choice(args.tool_choice))
-    session = builder.resume(session_id) if session_id else builder.build()
-    return SessionSetup(session, choice, store, session_id is not None, questions, ", ".join(described))
+    return tools, described
 
 
 def parse_tool_choice(text: str) -> Any:
