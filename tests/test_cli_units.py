@@ -9,6 +9,7 @@ import argparse
 import os
 from pathlib import Path
 
+import msgspec
 import pytest
 from rich.console import Console
 
@@ -194,16 +195,21 @@ def test_long_tool_output_is_cut_in_the_panel() -> None:
 
 def test_render_records_hides_retracted_messages() -> None:
     gone = Messages.Assistant(model="m", content=TextContent("withdrawn text"))
+    early = Messages.Assistant(model="m", content=TextContent("partial"))
+    final = msgspec.structs.replace(early, content=TextContent("partial, then complete"))
     records = [
         SessionRecord.Conversation(message=Messages.user("first prompt")),
         SessionRecord.Conversation(message=gone),
         SessionRecord.Retracted(reason="vacuous", message_ids=[gone.id]),
         SessionRecord.Conversation(message=Messages.Assistant(model="m", content=TextContent("kept answer"))),
+        SessionRecord.Conversation(message=early),
+        SessionRecord.Conversation(message=final),  # the same id again: the later version wins
         SessionRecord.Summary(message_count=2, usage=TokenSnapshot(input=3, output=4, total_tokens=7)),
     ]
     console = recording_console()
-    assert render_records(console, records) == 2
+    assert render_records(console, records) == 3
     out = console.export_text()
+    assert out.count("partial") == 1 and "partial, then complete" in out
     assert "you> first prompt" in out and "assistant> kept answer" in out
     assert "withdrawn text" not in out
     assert "tokens: 3 in · 4 out" in out

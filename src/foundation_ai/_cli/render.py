@@ -202,28 +202,37 @@ def _message_lines(console: Console, message: Messages) -> None:
 def render_records(console: Console, records: Iterable[Any]) -> int:
     """Print a transcript of session records (``SessionRecord`` or bare ``Messages``).
 
-    Conversation messages are printed in order; ``Retracted`` records hide the messages they
-    name; ``Summary`` records print a usage line. Returns the number of messages printed.
+    Messages are printed in order, the way ``conversation_of`` rebuilds them: a message id is
+    printed once, in its latest version, and messages named by a ``Retracted`` record are left
+    out. ``Summary`` records print a usage line. Returns the number of messages printed.
     """
     items = list(records)
     hidden: set[str] = set()
+    latest: dict[str, Messages] = {}
     for rec in items:
         if isinstance(rec, SessionRecord.Retracted):
             hidden.update(rec.message_ids)
-    count = 0
-    for rec in items:
-        if isinstance(rec, Messages):
-            message: Messages | None = rec
-        elif isinstance(rec, SessionRecord.Conversation):
-            message = rec.message
-        else:
-            message = None
+        message = _message_of(rec)
         if message is not None:
-            if message.id in hidden:
+            latest[message.id] = message
+    printed: set[str] = set()
+    for rec in items:
+        message = _message_of(rec)
+        if message is not None:
+            if message.id in hidden or message.id in printed:
                 continue
-            _message_lines(console, message)
-            count += 1
+            printed.add(message.id)
+            _message_lines(console, latest[message.id])
         elif isinstance(rec, SessionRecord.Summary):
             u = rec.usage
-            console.print(Text(format_usage(u.input, u.output, u.cost_usd), style="dim"))
-    return count
+            console.print(Text(format_usage(u.input, u.output, u.cost_usd), style="dim"), soft_wrap=True)
+    return len(printed)
+
+
+def _message_of(rec: Any) -> Messages | None:
+    if isinstance(rec, Messages):
+        return rec
+    if isinstance(rec, SessionRecord.Conversation):
+        message: Messages = rec.message
+        return message
+    return None
