@@ -16,13 +16,18 @@ from typing import Any
 
 import pytest
 
+from foundation_ai.backends import Model, assemble
+from foundation_ai.backends.llamacpp import (  # sets OMP_WAIT_POLICY before llama_cpp loads
+    LlamaCppModel,
+    default_model,
+    llamacpp,
+)
+
 pytest.importorskip("llama_cpp")
 
-from foundation_ai.backends import Model, assemble  # noqa: E402
-from foundation_ai.backends.llamacpp import LlamaCppModel, default_model, llamacpp  # noqa: E402
-from foundation_ai.errors import ConfigurationError  # noqa: E402
-from foundation_ai.schema import compile_schema, scheme, violations_of  # noqa: E402
-from foundation_ai.types import (  # noqa: E402
+from foundation_ai.errors import ConfigurationError
+from foundation_ai.schema import compile_schema, scheme, violations_of
+from foundation_ai.types import (
     Args,
     AssistantMessage,
     GenerationMetadata,

@@ -38,7 +38,11 @@ MODEL = ModelId.Name("m")
 ADD = FunctionSpec(
     "add",
     "Add two integers.",
-    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]},
+    {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    },
 )
 
 # A Hermes/Qwen-style template: reads `tools`, renders tool calls and tool results natively.
@@ -79,7 +83,9 @@ def _history() -> list[Any]:
         _assistant(ToolCall(id="call_a", name="add", arguments={"a": 1, "b": 2})),
         _assistant(ToolCall(id="call_b", name="add", arguments={"a": 3, "b": 4})),
         ToolResultMessage(tool_call_id="call_a", name="add", content=TextContent("3")),
-        ToolResultMessage(tool_call_id="call_b", name="add", content=TextContent("boom"), error_detail="boom"),
+        ToolResultMessage(
+            tool_call_id="call_b", name="add", content=TextContent("boom"), error_detail="boom"
+        ),
         _assistant(TextContent(""), stop_reason=StopReason.Error(), error_detail="server fell over"),
         Messages.user("Thanks."),
     ]
@@ -96,9 +102,9 @@ def test_system_prompt_and_soul_then_text_protocol() -> None:
     native = chat_messages(inter, functions=[ADD], native_tools=True)
     assert native[0] == {"role": "system", "content": "Be brief.\n\nYou are Ada."}
     # no system prompt, no tools: no system message at all
-    assert chat_messages(ModelInteraction(messages=[Messages.user("x")]), functions=[], native_tools=False) == [
-        {"role": "user", "content": "x"}
-    ]
+    assert chat_messages(
+        ModelInteraction(messages=[Messages.user("x")]), functions=[], native_tools=False
+    ) == [{"role": "user", "content": "x"}]
 
 
 def test_every_user_role_keeps_its_meaning() -> None:

@@ -26,7 +26,9 @@ from foundation_ai.errors import ConfigurationError
 from foundation_ai.types import FunctionSpec, Quantization, ToolCall
 
 
-def _run(text: str, *, pieces: int | None = None, truncated: bool = False) -> tuple[list[ParseEvent], list[str]]:
+def _run(
+    text: str, *, pieces: int | None = None, truncated: bool = False
+) -> tuple[list[ParseEvent], list[str]]:
     """Feed ``text`` in pieces of ``pieces`` characters (default: one by one) and merge adjacent text."""
     parser = ToolCallStreamParser()
     size = pieces or 1
@@ -175,7 +177,9 @@ def test_format_round_trip_through_the_parser() -> None:
 
 def test_protocol_instructions_list_every_function() -> None:
     fs = [
-        FunctionSpec("add", "Add two integers.", {"type": "object", "properties": {"a": {"type": "integer"}}}),
+        FunctionSpec(
+            "add", "Add two integers.", {"type": "object", "properties": {"a": {"type": "integer"}}}
+        ),
         FunctionSpec("now", "The time.", {"type": "object", "properties": {}}),
     ]
     text = protocol_instructions(fs)
@@ -190,7 +194,11 @@ def test_forced_call_grammar_text() -> None:
     from foundation_ai.backends._llama_tools import tool_call_grammar
 
     grammar = tool_call_grammar(
-        [FunctionSpec("add", "", {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})]
+        [
+            FunctionSpec(
+                "add", "", {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+            )
+        ]
     )
     assert grammar.startswith('root ::= "<tool_call>" call "</tool_call>"')
     assert "call ::=" in grammar and '\\"add\\"' in grammar
@@ -253,6 +261,9 @@ def test_select_gguf_file_split_model_takes_first_shard() -> None:
 
 
 def test_name_and_quant_from_file_name() -> None:
-    assert name_and_quant("/x/SmolLM2-135M-Instruct.Q4_1.gguf") == ("SmolLM2-135M-Instruct", Quantization.Q4_1)
+    assert name_and_quant("/x/SmolLM2-135M-Instruct.Q4_1.gguf") == (
+        "SmolLM2-135M-Instruct",
+        Quantization.Q4_1,
+    )
     assert name_and_quant("Big-Q4_K_M-00001-of-00003.gguf") == ("Big", Quantization.Q4_K_M)
     assert name_and_quant("plain.gguf") == ("plain", None)

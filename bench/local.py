@@ -1,0 +1,136 @@
+"""Tokens per second through foundation_ai's llama.cpp backend vs raw llama-cpp-python.
+
+Same process, same ``llama_cpp.Llama`` instance, same prompt tokens (foundation_ai's prompt
+builder renders them; raw gets the token list), same seed and sampler settings, same max_tokens.
+Runs alternate (foundation_ai sync, foundation_ai async, raw) for several repetitions and the
+medians are compared. The raw side is ``Llama.create_completion(stream=True)`` consumed chunk by
+chunk, i.e. what a user of llama-cpp-python writes. Before every run the KV cache is reset so both
+sides evaluate the whole prompt (foundation_ai does this whenever a seed is given, to make seeded
+output reproducible).
+
+Figures are wall-clock output tokens / seconds from the call to the last item, prompt evaluation
+included. Usage::
+
+    python bench/local.py [--reps 7] [--max-tokens 128] [--threads 2]
+
+Goal: ratio foundation_ai / raw >= 0.97.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from typing import Any
+
+from foundation_ai.backends.llamacpp import LlamaCppModel, llamacpp
+from foundation_ai.types import Messages, ModelInteraction, ModelParams, Stream
+
+PROMPT = "Write a long story about a lighthouse keeper who finds a message in a bottle."
+
+
+def run_ours(model: LlamaCppModel, inter: ModelInteraction, params: ModelParams) -> tuple[float, int, str]:
+    model.llama.reset()
+    text: list[str] = []
+    tokens = 0
+    t0 = time.perf_counter()
+    for item in model.stream(inter, params):
+        if isinstance(item, Stream.Next):
+            text.append(item.value.text() or "")
+            tokens = int(item.value.usage.output)
+    return time.perf_counter() - t0, tokens, "".join(text)
+
+
+def run_ours_async(
+    model: LlamaCppModel, inter: ModelInteraction, params: ModelParams
+) -> tuple[float, int, str]:
+    async def go() -> tuple[float, int, str]:
+        model.llama.reset()
+        text: list[str] = []
+        tokens = 0
+        t0 = time.perf_counter()
+        async for item in model.astream(inter, params):
+            if isinstance(item, Stream.Next):
+                text.append(item.value.text() or "")
+                tokens = int(item.value.usage.output)
+        return time.perf_counter() - t0, tokens, "".join(text)
+
+    return asyncio.run(go())
+
+
+def run_raw(llama: Any, prompt_tokens: list[int], params: ModelParams) -> tuple[float, str]:
+    llama.reset()
+    text: list[str] = []
+    t0 = time.perf_counter()
+    for chunk in llama.create_completion(
+        prompt=prompt_tokens,
+        max_tokens=params.max_tokens,
+        temperature=params.temperature,
+        top_p=params.top_p,
+        top_k=int(params.top_k),
+        min_p=0.05,
+        repeat_penalty=params.repeat_penalty,
+        seed=params.seed,
+        stream=True,
+    ):
+        text.append(chunk["choices"][0]["text"])
+    return time.perf_counter() - t0, "".join(text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=42)
+    args = ap.parse_args()
+
+    model = llamacpp(n_ctx=2048, n_threads=args.threads)
+    inter = ModelInteraction(messages=[Messages.user(PROMPT)])
+    params = ModelParams(max_tokens=args.max_tokens, seed=args.seed)
+    prompt_tokens = model.prompt_tokens(inter)
+    print(
+        f"model {model.model_id}  threads {args.threads}  prompt {len(prompt_tokens)} tokens  max_tokens {args.max_tokens}"
+    )
+
+    run_ours(model, inter, params)  # warm-up (page in the weights)
+    run_raw(model.llama, prompt_tokens, params)
+    sync_tps: list[float] = []
+    async_tps: list[float] = []
+    raw_tps: list[float] = []
+    mismatches = 0
+    for rep in range(args.reps):
+        order = ["sync", "async", "raw"] if rep % 2 == 0 else ["raw", "async", "sync"]
+        got: dict[str, Any] = {}
+        for which in order:
+            if which == "sync":
+                got[which] = run_ours(model, inter, params)
+            elif which == "async":
+                got[which] = run_ours_async(model, inter, params)
+            else:
+                got[which] = run_raw(model.llama, prompt_tokens, params)
+        secs, n, text = got["sync"]
+        asecs, an, atext = got["async"]
+        rsecs, rtext = got["raw"]
+        if rtext != text or atext != text:
+            mismatches += 1
+        raw_n = n if rtext == text else len(model.llama.tokenize(rtext.encode(), add_bos=False))
+        sync_tps.append(n / secs)
+        async_tps.append(an / asecs)
+        raw_tps.append(raw_n / rsecs)
+        print(
+            f"rep {rep + 1}: foundation_ai sync {n / secs:7.1f} tok/s  async {an / asecs:7.1f} tok/s  "
+            f"raw {raw_n / rsecs:7.1f} tok/s  ({n} tokens)"
+        )
+    ms, ma, mr = statistics.median(sync_tps), statistics.median(async_tps), statistics.median(raw_tps)
+    print(
+        f"median: foundation_ai sync {ms:.1f} tok/s, async {ma:.1f} tok/s, raw llama-cpp-python {mr:.1f} tok/s"
+    )
+    print(f"ratio foundation_ai/raw: sync {ms / mr:.3f}, async {ma / mr:.3f}  (goal >= 0.97)")
+    if mismatches:
+        print(f"note: {mismatches} repetition(s) produced different text on the two sides")
+
+
+if __name__ == "__main__":
+    main()
