@@ -186,3 +186,34 @@ def test_shell_tool_asks_in_chat(tmp_path: Path) -> None:
     finish(child)
     assert "touch" in command
     assert (work / "made.txt").exists()
+
+
+def _closed_port() -> int:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = int(s.getsockname()[1])
+    s.close()
+    return port
+
+
+def test_chat_with_unreachable_server_fails_at_once(tmp_path: Path) -> None:
+    port = _closed_port()
+    r = subprocess.run(
+        [*CLI, "chat", "--model", "openai:x", "--base-url", f"http://127.0.0.1:{port}/v1", "--db", str(tmp_path / "s")],
+        input="", capture_output=True, text=True, timeout=60, env=_env(),
+    )  # fmt: skip
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert lines == [f"foundation-ai: error: cannot reach http://127.0.0.1:{port}/v1: Connection refused"]
+
+
+def test_chat_with_missing_key_fails_at_once(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [*CLI, "chat", "--model", "anthropic:claude-sonnet-4-5", "--db", str(tmp_path / "s")],
+        input="", capture_output=True, text=True, timeout=60, env=_env(),
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "ANTHROPIC_API_KEY is not set" in r.stderr

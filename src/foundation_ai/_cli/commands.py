@@ -19,7 +19,7 @@ from rich.console import Console
 from ..errors import ConfigurationError
 from ..types import ModelParams, to_json
 from .builtin_tools import files_tools, shell_tools
-from .model_choice import ModelChoice, load_model, parse_model_spec
+from .model_choice import ModelChoice, check_reachable, load_model, parse_model_spec
 from .render import TurnRenderer, format_usage, render_records
 from .session_index import SessionInfo, describe_sessions, resolve_session_id
 from .turns import QuestionBox, TurnRunner
@@ -312,6 +312,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     """``foundation-ai chat``: the interactive loop (see :mod:`foundation_ai._cli.chat`)."""
     from .chat import ChatApp
 
+    if args.base_url:
+        check_reachable(parse_model_spec(args.model, args.base_url).base_url or args.base_url)
     setup = setup_session(args)
     try:
         return ChatApp(setup).run()

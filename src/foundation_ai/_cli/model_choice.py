@@ -20,13 +20,14 @@ as is.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ProviderError
 
-__all__ = ["ModelChoice", "load_model", "parse_model_spec"]
+__all__ = ["ModelChoice", "check_reachable", "load_model", "parse_model_spec"]
 
 _LOCAL_ALIASES = frozenset({"", "local", "smollm2", "default"})
 
@@ -136,3 +137,31 @@ def load_model(choice: ModelChoice, env: Mapping[str, str] | None = None) -> Any
     if choice.base_url:
         kwargs["base_url"] = choice.base_url
     return factory(choice.name, **kwargs)
+
+
+def check_reachable(base_url: str, timeout: float = 5.0) -> None:
+    """Open (and close) a TCP connection to ``base_url``'s host and port.
+
+    ``chat`` calls this before its first prompt when ``--base-url`` is given, so a server that is
+    down is reported at once instead of after the user typed something.
+
+    Raises:
+        ConfigurationError: the URL has no host.
+        ProviderError: the connection is refused, times out or the host is unknown.
+    """
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    host = parts.hostname
+    if not host or parts.scheme not in ("http", "https"):
+        raise ConfigurationError(f"--base-url {base_url!r} is not an http(s) URL")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise ConfigurationError(f"--base-url {base_url!r} has a bad port") from None
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ProviderError(f"cannot reach {base_url}: {reason}") from None
