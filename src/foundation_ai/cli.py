@@ -10,8 +10,10 @@ Commands::
 Model and tool options (``chat`` and ``run``): ``--model`` (``local`` = the bundled SmolLM2,
 the default; ``openai:NAME``, ``responses:NAME``, ``anthropic:NAME``, ``gguf:PATH``),
 ``--base-url``, ``--system``, ``--max-tokens``, ``--temperature``, ``--seed``, ``--tools files,shell``,
-``--root DIR``, ``--yes``, ``--shell-timeout``. ``--db PATH`` selects the SQLite session store
-(default: ``sessions.sqlite3`` in the user data directory).
+``--root DIR``, ``--yes``, ``--shell-timeout``, ``--tool-choice``. ``--db PATH`` selects the SQLite
+session store (default: ``sessions.sqlite3`` in the user data directory, see
+``foundation_ai.agentic.stores.default_store_path``). Keys come from ``OPENAI_API_KEY`` /
+``ANTHROPIC_API_KEY``; with ``--base-url`` a key is optional.
 
 Exit status: 0 success; 1 the turn failed (provider error, unreachable server, …); 2 bad usage or
 configuration (unknown option, missing API key, unknown session); 130 interrupted. Every error is
