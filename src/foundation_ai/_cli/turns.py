@@ -199,11 +199,15 @@ class TurnRunner:
         )
         if self.questions is not None:
             self.questions.owner_active = True
-        worker.start()
         read_stdin = self.on_line is not None and _is_tty(self.stdin)
+        started = False
         try:
             while not done.is_set():
                 try:
+                    if not started:  # inside the try: a Ctrl-C from here on aborts the turn
+                        started = True
+                        worker.start()
+                        continue
                     q = self.questions.pending() if self.questions is not None else None
                     if q is not None:
                         if self.interrupted:
