@@ -26,7 +26,7 @@ from foundation_ai._cli.model_choice import ModelChoice, load_model, parse_model
 from foundation_ai._cli.render import TurnRenderer, format_usage, render_records
 from foundation_ai._cli.session_index import describe_sessions, resolve_session_id
 from foundation_ai._cli.turns import QuestionBox, TurnRunner, is_yes
-from foundation_ai.agentic import AgentSession, InMemorySessionStore, ScriptedModel, call, say, think
+from foundation_ai.agentic import AgentSession, InMemorySessionStore, ScriptedModel, call, fail, say, think
 from foundation_ai.cli import build_parser, error_line
 from foundation_ai.errors import ConfigurationError
 from foundation_ai.types import (
@@ -432,3 +432,80 @@ def test_ctrl_c_during_a_slow_tool_aborts_and_keeps_the_session() -> None:
     later: list[object] = []
     TurnRunner(session, later.append).run(lambda: session.run_turn_stream("again").events())
     assert isinstance(later[-1], TurnEvent.Done) and later[-1].summary.outcome is TurnOutcome.Completed
+
+
+# ---------------------------------------------------------------------------------------------
+# setup_session and cmd_run in-process, on a ScriptedModel
+
+
+class Scripted:
+    """The script the CLI's model will play, and the models it made."""
+
+    def __init__(self) -> None:
+        self.script: list = []
+        self.models: list[ScriptedModel] = []
+
+
+@pytest.fixture()
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Scripted:
+    """Make the CLI load a ScriptedModel playing ``scripted.script`` instead of a backend."""
+    from foundation_ai._cli import commands
+
+    box = Scripted()
+
+    def fake_load(choice: ModelChoice) -> ScriptedModel:
+        m = ScriptedModel(list(box.script), chunk_mode="delta")
+        box.models.append(m)
+        return m
+
+    monkeypatch.setattr(commands, "load_model", fake_load)
+    return box
+
+
+def test_setup_session_applies_the_options(scripted: Scripted, tmp_path: Path) -> None:
+    from foundation_ai._cli.commands import setup_session
+
+    scripted.script.append(say("ok"))
+    args = build_parser().parse_args(
+        ["run", "hi", "--system", "Be brief.", "--max-tokens", "7", "--temperature", "0.2", "--seed", "5",
+         "--tools", "files,shell", "--root", str(tmp_path), "--tool-choice", "list_dir", "--db",
+         str(tmp_path / "s.db")]
+    )  # fmt: skip
+    setup = setup_session(args)
+    s = setup.session
+    assert s.system_prompt == "Be brief."
+    assert (s.params.max_tokens, s.params.temperature, s.params.seed) == (7, 0.2, 5)
+    assert s.registry.names() == ["read_file", "write_file", "edit_file", "list_dir", "run_command"]
+    assert s.tool_choice == ToolChoice.Function("list_dir")
+    assert "files (inside" in setup.tools and "asks before each command" in setup.tools
+    s.run_turn("hi")
+    interaction = scripted.models[0].interactions[0]
+    assert interaction.system_prompt == "Be brief."
+    s.close()
+
+
+def test_cmd_run_drops_retracted_output(
+    scripted: Scripted, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A vacuous first answer is retracted by the loop and retried: `run` (stdout not a
+    terminal) prints only the real answer."""
+    from foundation_ai._cli.commands import cmd_run
+
+    scripted.script.extend([say("..."), say("The real answer.")])
+    args = build_parser().parse_args(["run", "question", "--db", str(tmp_path / "s.db")])
+    assert cmd_run(args) == 0
+    out = capsys.readouterr()
+    assert out.out == "The real answer.\n"
+    assert "tokens: " in out.err
+
+
+def test_cmd_run_failed_turn_exit_1(
+    scripted: Scripted, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from foundation_ai._cli.commands import cmd_run
+
+    scripted.script.append(fail("HTTP 401: invalid api key"))
+    args = build_parser().parse_args(["run", "question", "--db", str(tmp_path / "s.db")])
+    assert cmd_run(args) == 1
+    err = capsys.readouterr().err
+    assert "foundation-ai: error: HTTP 401: invalid api key" in err.splitlines()
