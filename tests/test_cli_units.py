@@ -509,3 +509,25 @@ def test_cmd_run_failed_turn_exit_1(
     assert cmd_run(args) == 1
     err = capsys.readouterr().err
     assert "foundation-ai: error: HTTP 401: invalid api key" in err.splitlines()
+
+
+def test_sessions_json_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from foundation_ai._cli.commands import cmd_sessions
+    from foundation_ai.agentic import SqliteSessionStore
+
+    db = tmp_path / "s.sqlite3"
+    store = SqliteSessionStore(db)
+    session = AgentSession.builder(ScriptedModel([say("hello there")])).with_store(store).build()
+    session.run_turn("greet me")
+    session.close()
+    assert cmd_sessions(build_parser().parse_args(["sessions", "--json", "--db", str(db)])) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 1
+    assert rows[0]["session_id"] == session.session_id
+    assert rows[0]["message_count"] == 2 and rows[0]["first_prompt"] == "greet me"
+    assert rows[0]["updated"].endswith("Z")
+    assert cmd_sessions(build_parser().parse_args(["sessions", "--db", str(db)])) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:2] == ["ID", "UPDATED"] and session.session_id in table[1]

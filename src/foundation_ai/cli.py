@@ -129,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sessions = sub.add_parser("sessions", help="list stored sessions", description="List stored sessions.")
     sessions.add_argument("--limit", type=_positive_int, default=50, metavar="N", help="show at most N")
+    sessions.add_argument("--json", action="store_true", help="one JSON object per session")
     _add_store_option(sessions)
 
     show = sub.add_parser(

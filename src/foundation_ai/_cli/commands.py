@@ -9,6 +9,7 @@ prints them as one line.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -264,6 +265,16 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         rows = describe_sessions(store, limit=args.limit)
     finally:
         store.close()
+    if args.json:
+        for r in rows:
+            row = {
+                "session_id": r.session_id,
+                "updated": r.updated.isoformat().replace("+00:00", "Z") if r.updated else None,
+                "message_count": r.message_count,
+                "first_prompt": r.first_prompt,
+            }
+            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+        return EXIT_OK
     console = Console(highlight=False)
     if not rows:
         console.print("no stored sessions")
