@@ -37,6 +37,19 @@ EXIT_INTERRUPTED = 130
 
 PROG = "foundation-ai"
 
+EPILOG = """examples:
+  foundation-ai run "What is 2 + 40?"                  one turn on the bundled model
+  foundation-ai run --json "Hi"                        the turn's events as JSON lines
+  foundation-ai chat                                   interactive; Ctrl-C interrupts a turn
+  foundation-ai chat --session ID                      resume a stored session
+  foundation-ai sessions / foundation-ai show ID       list sessions / print a transcript
+  foundation-ai run -m openai:gpt-4o-mini "Hi"         needs OPENAI_API_KEY
+  foundation-ai run -m anthropic:claude-sonnet-4-5 "Hi"  needs ANTHROPIC_API_KEY
+  foundation-ai chat -m openai:llama --base-url http://127.0.0.1:8080/v1
+  foundation-ai chat --tools files,shell --root ./project
+
+exit status: 0 ok, 1 the turn failed, 2 bad usage or configuration, 130 interrupted"""
+
 
 def _positive_int(text: str) -> int:
     value = int(text)
@@ -106,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="LLM agents on one normalized message model. Runs the bundled SmolLM2 by default.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from . import __version__
 
