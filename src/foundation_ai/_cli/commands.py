@@ -228,6 +228,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         runner.run(lambda: setup.session.run_turn_stream(prompt).events())
     finally:
         setup.session.close()
+    if isinstance(runner.error, BrokenPipeError):  # `run --json | head -1`: the reader left
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush stays quiet
+        return EXIT_FAILED
     if runner.error is not None:
         from ..cli import error_line
 
