@@ -336,3 +336,17 @@ def test_run_ctrl_c_aborts_the_turn_exit_130(tmp_path: Path) -> None:
 def json_session_id(db: Path) -> str:
     listing = cli("sessions", db=db).stdout.splitlines()
     return listing[1].split()[0]
+
+
+def test_run_continues_a_session(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    first = cli("run", "Name a fruit.", *SMALL, db=db)
+    assert first.returncode == 0, first.stderr
+    session_id = json_session_id(db)
+    second = cli("run", "Name another one.", "--session", session_id[:10], *SMALL, db=db)
+    assert second.returncode == 0, second.stderr
+    listing = cli("sessions", db=db).stdout.splitlines()
+    assert len(listing) == 2  # still one session, now with four messages
+    assert listing[1].split()[3] == "4"
+    shown = cli("show", session_id, db=db).stdout
+    assert shown.index("you> Name a fruit.") < shown.index("you> Name another one.")
