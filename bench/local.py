@@ -8,8 +8,10 @@ chunk, i.e. what a user of llama-cpp-python writes. Before every run the KV cach
 sides evaluate the whole prompt (foundation_ai does this whenever a seed is given, to make seeded
 output reproducible).
 
-Figures are wall-clock output tokens / seconds from the call to the last item, prompt evaluation
-included. Usage::
+Figures: output tokens per wall-clock second from the call to the last item (prompt evaluation
+included), and output tokens per CPU-second of the whole process (``time.process_time``: all
+threads), which is steadier on a shared machine where wall-clock time mostly measures the
+neighbours. Usage::
 
     python bench/local.py [--reps 7] [--max-tokens 128] [--threads 2]
 
@@ -30,39 +32,41 @@ from foundation_ai.types import Messages, ModelInteraction, ModelParams, Stream
 PROMPT = "Write a long story about a lighthouse keeper who finds a message in a bottle."
 
 
-def run_ours(model: LlamaCppModel, inter: ModelInteraction, params: ModelParams) -> tuple[float, int, str]:
+Timed = tuple[float, float, int, str]
+"""(wall seconds, CPU seconds, output tokens, text)"""
+
+
+def run_ours(model: LlamaCppModel, inter: ModelInteraction, params: ModelParams) -> Timed:
     model.llama.reset()
     text: list[str] = []
     tokens = 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for item in model.stream(inter, params):
         if isinstance(item, Stream.Next):
             text.append(item.value.text() or "")
             tokens = int(item.value.usage.output)
-    return time.perf_counter() - t0, tokens, "".join(text)
+    return time.perf_counter() - t0, time.process_time() - c0, tokens, "".join(text)
 
 
-def run_ours_async(
-    model: LlamaCppModel, inter: ModelInteraction, params: ModelParams
-) -> tuple[float, int, str]:
-    async def go() -> tuple[float, int, str]:
+def run_ours_async(model: LlamaCppModel, inter: ModelInteraction, params: ModelParams) -> Timed:
+    async def go() -> Timed:
         model.llama.reset()
         text: list[str] = []
         tokens = 0
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         async for item in model.astream(inter, params):
             if isinstance(item, Stream.Next):
                 text.append(item.value.text() or "")
                 tokens = int(item.value.usage.output)
-        return time.perf_counter() - t0, tokens, "".join(text)
+        return time.perf_counter() - t0, time.process_time() - c0, tokens, "".join(text)
 
     return asyncio.run(go())
 
 
-def run_raw(llama: Any, prompt_tokens: list[int], params: ModelParams) -> tuple[float, str]:
+def run_raw(llama: Any, prompt_tokens: list[int], params: ModelParams) -> tuple[float, float, str]:
     llama.reset()
     text: list[str] = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for chunk in llama.create_completion(
         prompt=prompt_tokens,
         max_tokens=params.max_tokens,
@@ -75,7 +79,7 @@ def run_raw(llama: Any, prompt_tokens: list[int], params: ModelParams) -> tuple[
         stream=True,
     ):
         text.append(chunk["choices"][0]["text"])
-    return time.perf_counter() - t0, "".join(text)
+    return time.perf_counter() - t0, time.process_time() - c0, "".join(text)
 
 
 def main() -> None:
@@ -96,9 +100,8 @@ def main() -> None:
 
     run_ours(model, inter, params)  # warm-up (page in the weights)
     run_raw(model.llama, prompt_tokens, params)
-    sync_tps: list[float] = []
-    async_tps: list[float] = []
-    raw_tps: list[float] = []
+    wall: dict[str, list[float]] = {"sync": [], "async": [], "raw": []}
+    cpu: dict[str, list[float]] = {"sync": [], "async": [], "raw": []}
     mismatches = 0
     for rep in range(args.reps):
         order = ["sync", "async", "raw"] if rep % 2 == 0 else ["raw", "async", "sync"]
@@ -110,24 +113,31 @@ def main() -> None:
                 got[which] = run_ours_async(model, inter, params)
             else:
                 got[which] = run_raw(model.llama, prompt_tokens, params)
-        secs, n, text = got["sync"]
-        asecs, an, atext = got["async"]
-        rsecs, rtext = got["raw"]
+        _, _, n, text = got["sync"]
+        _, _, an, atext = got["async"]
+        rwall, rcpu, rtext = got["raw"]
         if rtext != text or atext != text:
             mismatches += 1
         raw_n = n if rtext == text else len(model.llama.tokenize(rtext.encode(), add_bos=False))
-        sync_tps.append(n / secs)
-        async_tps.append(an / asecs)
-        raw_tps.append(raw_n / rsecs)
+        for key, (w, c, k) in {
+            "sync": (got["sync"][0], got["sync"][1], n),
+            "async": (got["async"][0], got["async"][1], an),
+            "raw": (rwall, rcpu, raw_n),
+        }.items():
+            wall[key].append(k / w)
+            cpu[key].append(k / c)
         print(
-            f"rep {rep + 1}: foundation_ai sync {n / secs:7.1f} tok/s  async {an / asecs:7.1f} tok/s  "
-            f"raw {raw_n / rsecs:7.1f} tok/s  ({n} tokens)"
+            f"rep {rep + 1:2d} ({n} tokens)  tok/s wall: sync {wall['sync'][-1]:6.1f} async {wall['async'][-1]:6.1f} "
+            f"raw {wall['raw'][-1]:6.1f}   tok/CPU-s: sync {cpu['sync'][-1]:6.1f} async {cpu['async'][-1]:6.1f} "
+            f"raw {cpu['raw'][-1]:6.1f}"
         )
-    ms, ma, mr = statistics.median(sync_tps), statistics.median(async_tps), statistics.median(raw_tps)
-    print(
-        f"median: foundation_ai sync {ms:.1f} tok/s, async {ma:.1f} tok/s, raw llama-cpp-python {mr:.1f} tok/s"
-    )
-    print(f"ratio foundation_ai/raw: sync {ms / mr:.3f}, async {ma / mr:.3f}  (goal >= 0.97)")
+    for label, table in (("tok/s (wall)", wall), ("tok/CPU-s", cpu)):
+        med = {k: statistics.median(v) for k, v in table.items()}
+        print(
+            f"median {label}: foundation_ai sync {med['sync']:.1f}, async {med['async']:.1f}, "
+            f"raw llama-cpp-python {med['raw']:.1f}  ->  ratio sync {med['sync'] / med['raw']:.3f}, "
+            f"async {med['async'] / med['raw']:.3f}  (goal >= 0.97)"
+        )
     if mismatches:
         print(f"note: {mismatches} repetition(s) produced different text on the two sides")
 

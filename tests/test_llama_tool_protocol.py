@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from typing import Any
 
 import pytest
 
@@ -267,3 +268,68 @@ def test_name_and_quant_from_file_name() -> None:
     )
     assert name_and_quant("Big-Q4_K_M-00001-of-00003.gguf") == ("Big", Quantization.Q4_K_M)
     assert name_and_quant("plain.gguf") == ("plain", None)
+
+
+# -- from parsed events to stream chunks (the backend's emitter) --------------------------------
+
+
+def _emit(text: str, *, truncated: bool = False) -> list[Any]:
+    from foundation_ai.backends.llamacpp import _Emitter
+    from foundation_ai.types import GenerationMetadata, ModelId, StopReason, UsageReport
+
+    parser = ToolCallStreamParser()
+    emitter = _Emitter(ModelId.Name("m"))
+    out: list[Any] = []
+    for i, ch in enumerate(text):
+        emitter.feed(parser.feed(ch), UsageReport.of(input=10, output=i + 1), out)
+    emitter.feed(parser.finish(truncated=truncated), UsageReport.of(input=10, output=len(text)), out)
+    stop = StopReason.Length() if truncated else StopReason.ToolUse() if emitter.calls else StopReason.Stop()
+    emitter.finish(stop, UsageReport.of(input=10, output=len(text)), GenerationMetadata.Timing(), out)
+    return [item.value for item in out]
+
+
+def test_c47_preamble_then_calls_gives_tool_use_and_separate_outputs() -> None:
+    """C47: a text preamble, then tool calls: each output its own id, stop reason ToolUse."""
+    from foundation_ai.backends import assemble
+    from foundation_ai.types import StopReason, Stream, TextContent
+
+    text = (
+        'Checking both.\n<tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>\n'
+        '<tool_call>{"name": "g", "arguments": {}}</tool_call>\n'
+    )
+    msgs = _emit(text)
+    texts = [m for m in msgs if isinstance(m.content, TextContent)]
+    calls = [m for m in msgs if isinstance(m.content, ToolCall)]
+    assert len({m.id for m in texts}) == 1  # one text output, streamed as deltas
+    assert "".join(m.content.content for m in texts) == "Checking both.\n"
+    assert [c.content.name for c in calls] == ["f", "g"]  # each call emitted once, complete
+    assert len({c.id for c in calls} | {texts[0].id}) == 3
+    assert msgs[-1] is calls[-1] and msgs[-1].stop_reason == StopReason.ToolUse()
+    assert msgs[-1].metadata  # timing rides on the last output
+    assembled = assemble([Stream.Next(m) for m in msgs], "delta")
+    assert [type(m.content).__name__ for m in assembled] == ["TextContent", "ToolCall", "ToolCall"]
+    assert assembled[0].text() == "Checking both.\n"
+
+
+def test_whitespace_between_calls_is_not_an_output() -> None:
+    msgs = _emit('\n<tool_call>{"name": "f", "arguments": {}}</tool_call>\n\n')
+    assert len(msgs) == 1 and isinstance(msgs[0].content, ToolCall)
+
+
+def test_plain_text_ends_with_an_empty_delta_carrying_the_stop_reason() -> None:
+    from foundation_ai.types import StopReason, TextContent
+
+    msgs = _emit("Hello there.")
+    assert len({m.id for m in msgs}) == 1
+    assert msgs[-1].content == TextContent("") and msgs[-1].stop_reason == StopReason.Stop()
+    assert all(m.stop_reason == StopReason.Stop() for m in msgs)
+    assert [m.usage.output for m in msgs] == sorted(m.usage.output for m in msgs)
+
+
+def test_c06_truncated_call_streams_with_length() -> None:
+    from foundation_ai.types import StopReason
+
+    msgs = _emit('<tool_call>{"name": "search", "arguments": {"q": "ll', truncated=True)
+    (msg,) = msgs
+    assert isinstance(msg.content, ToolCall) and msg.content.arguments is None
+    assert msg.stop_reason == StopReason.Length()
