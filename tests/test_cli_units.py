@@ -531,3 +531,20 @@ def test_sessions_json_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert cmd_sessions(build_parser().parse_args(["sessions", "--db", str(db)])) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:2] == ["ID", "UPDATED"] and session.session_id in table[1]
+
+
+def test_cmd_run_prints_each_output_as_a_paragraph(
+    scripted: Scripted, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Text before a tool call and the final answer are separate outputs: one line each."""
+    from foundation_ai._cli.commands import cmd_run
+
+    scripted.script.extend([[say("Let me list."), call("list_dir", {})], say("There is a.txt.")])
+    (tmp_path / "a.txt").write_text("x", encoding="utf-8")
+    args = build_parser().parse_args(
+        ["run", "what is here?", "--tools", "files", "--root", str(tmp_path), "--db", str(tmp_path / "s.db")]
+    )
+    assert cmd_run(args) == 0
+    out = capsys.readouterr()
+    assert out.out == "Let me list.\nThere is a.txt.\n"
+    assert "tool call list_dir" in out.err and "tool result list_dir" in out.err and "a.txt" in out.err

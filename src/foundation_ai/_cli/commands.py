@@ -206,7 +206,9 @@ class _RunOutput:
             self.terminal = event
 
     def answer(self) -> str:
-        return "".join("".join(p) for p in self.pieces.values())
+        """The turn's text, one output per paragraph (retracted outputs left out)."""
+        texts = ("".join(p).strip("\n") for p in self.pieces.values())
+        return "\n".join(t for t in texts if t)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -240,10 +242,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     end = out.terminal
     if not args.json:
         if out.stream_text:
-            sys.stdout.write("\n")
-        else:
-            text = out.answer()
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            if out.pieces:
+                sys.stdout.write("\n")
+        elif text := out.answer():
+            sys.stdout.write(text + "\n")
         sys.stdout.flush()
         if end is not None and (end.summary.usage.total_tokens or isinstance(end, TurnEvent.Done)):
             err.usage(usage_line(end.summary, setup.choice, setup.session.model))
