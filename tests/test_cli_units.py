@@ -161,8 +161,9 @@ def test_renderer_streams_pieces_thinking_and_panels() -> None:
     r = TurnRenderer(console)
     r.thinking("let me ")
     r.thinking("think")
-    r.text("Hel")
-    r.text("lo")
+    r.text("Hel", "m1")
+    r.text("lo", "m1")
+    r.text("Second output.", "m2")
     r.tool_call(ToolCall(id="c1", name="read_file", arguments={"path": "a.txt"}))
     r.tool_result(Messages.ToolResult(tool_call_id="c1", name="read_file", content=TextContent("contents!")))
     r.tool_result(
@@ -176,6 +177,7 @@ def test_renderer_streams_pieces_thinking_and_panels() -> None:
     lines = out.splitlines()
     assert lines[0] == "let me think"
     assert lines[1] == "Hello"
+    assert lines[2] == "Second output."
     assert "tool call read_file" in out and '{"path": "a.txt"}' in out
     assert "tool result read_file" in out and "contents!" in out
     assert "tool error read_file" in out and "refused: outside" in out

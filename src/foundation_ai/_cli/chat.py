@@ -142,9 +142,9 @@ class ChatApp:
 
         r = self.renderer
         if isinstance(event, TurnEvent.Text):
-            r.text(event.text)
+            r.text(event.text, event.message_id)
         elif isinstance(event, TurnEvent.Thinking):
-            r.thinking(event.text)
+            r.thinking(event.text, event.message_id)
         elif isinstance(event, TurnEvent.ToolCall):
             r.tool_call(event.call)
         elif isinstance(event, TurnEvent.ToolResult):

@@ -197,7 +197,7 @@ class _RunOutput:
         elif self.json_lines:
             pass
         elif isinstance(event, TurnEvent.Thinking):
-            self.err.thinking(event.text)
+            self.err.thinking(event.text, event.message_id)
         elif isinstance(event, TurnEvent.ToolCall):
             self.err.tool_call(event.call)
         elif isinstance(event, TurnEvent.ToolResult):

@@ -122,23 +122,32 @@ class TurnRenderer:
     def __init__(self, console: Console) -> None:
         self.console = console
         self._mode: str | None = None  # "text" | "thinking" | None (at a line start)
+        self._output: str | None = None  # the message id being streamed
 
     def _switch(self, mode: str | None) -> None:
         if self._mode is not None and self._mode != mode:
             self.console.print()
         self._mode = mode
 
-    def text(self, piece: str) -> None:
-        """Append a piece of the answer."""
+    def _next_output(self, message_id: str | None) -> None:
+        if message_id is not None and message_id != self._output:
+            if self._output is not None:
+                self._switch(None)  # a new output starts on a new line
+            self._output = message_id
+
+    def text(self, piece: str, message_id: str | None = None) -> None:
+        """Append a piece of the answer (``message_id``: its output; a new one starts a new line)."""
         if not piece:
             return
+        self._next_output(message_id)
         self._switch("text")
         self.console.print(piece, end="", markup=False, highlight=False, soft_wrap=True)
 
-    def thinking(self, piece: str) -> None:
+    def thinking(self, piece: str, message_id: str | None = None) -> None:
         """Append a piece of the model's reasoning, dimmed."""
         if not piece:
             return
+        self._next_output(message_id)
         self._switch("thinking")
         self.console.print(piece, end="", style="dim italic", markup=False, highlight=False, soft_wrap=True)
 
