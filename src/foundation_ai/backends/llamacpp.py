@@ -34,8 +34,9 @@ model's lock: one ``llama_cpp.Llama`` context serves one generation at a time, s
 shared by sessions and threads. Closing, cancelling or dropping a stream stops generation before
 the next token (evaluating the prompt, one llama.cpp call, is not interruptible).
 
-**Prompt**: one builder for stream and generate (``_llama_prompt``): the GGUF chat template (or
-``chat_template=`` / ``ModelInteraction.chat_template``), system prompt + soul, every role, and
+**Prompt**: one builder for stream and generate (``_llama_prompt``): the GGUF chat template
+(``tokenizer.chat_template``, or ``tokenizer.chat_template.tool_use`` when tools are offered and
+the file has one; ``chat_template=`` and ``ModelInteraction.chat_template`` override it), system prompt + soul, every role, and
 exactly one BOS token. **Sampling**: ``ModelParams`` temperature (0 = greedy), top_p, top_k,
 repeat_penalty (over the last 64 tokens), frequency/presence penalties, seed, stop_tokens,
 max_tokens, logit_bias (token id -> bias); min_p stays at llama.cpp's 0.05. ``output_format``
@@ -307,6 +308,10 @@ class LlamaCppModel(BaseModel):
         )
         metadata = getattr(llama, "metadata", None) or {}
         self._template = chat_template or metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
+        # Some GGUFs (Hermes, Command-R) carry a second template for requests with tools.
+        self._tool_template: str | None = (
+            None if chat_template else metadata.get("tokenizer.chat_template.tool_use")
+        )
         self._bos = int(llama.token_bos())
         self._add_bos = _wants_bos(llama, metadata)
         self._bos_text = _token_text(llama, self._bos)
@@ -338,7 +343,8 @@ class LlamaCppModel(BaseModel):
         """
         if functions is None:
             functions = _offered(interaction)
-        template = interaction.chat_template or self._template
+        tool_template: str | None = self._tool_template if functions else None
+        template = interaction.chat_template or tool_template or self._template
         return render_prompt(
             interaction, template, bos_token=self._bos_text, eos_token=self._eos_text, functions=functions
         )
@@ -454,7 +460,8 @@ class LlamaCppModel(BaseModel):
         started = time.perf_counter()
         yield Stream.Init()
         shared = self._shared
-        shared.active += 1
+        with _SHARED_GUARD:
+            shared.active += 1
         try:
             while not shared.lock.acquire(timeout=0.05):
                 if cancel.is_set():
@@ -467,7 +474,8 @@ class LlamaCppModel(BaseModel):
             finally:
                 shared.lock.release()
         finally:
-            shared.active -= 1
+            with _SHARED_GUARD:
+                shared.active -= 1
 
     def _error(self, detail: str, usage: UsageReport) -> Iterator[ModelStream]:
         yield Stream.Next(
