@@ -335,6 +335,11 @@ def test_broken_chat_template_is_an_error_message(model: LlamaCppModel) -> None:
     assert "no system role" in (_error_of(list(model.stream(inter, _params()))).error_detail or "")
 
 
+def test_unexpected_failure_is_an_error_message_not_an_exception(model: LlamaCppModel) -> None:
+    items = list(model.stream(_ask("x"), _params(logit_bias={"not-a-token-id": 1.0})))
+    assert "ValueError" in (_error_of(items).error_detail or "")
+
+
 # -- cancellation ----------------------------------------------------------------------------------
 
 

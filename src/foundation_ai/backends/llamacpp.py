@@ -43,6 +43,8 @@ max_tokens, logit_bias (token id -> bias); min_p stays at llama.cpp's 0.05. ``ou
 JSON object / JSON Schema is enforced by a grammar. **Tools** (``_llama_tools``): native when the
 template reads ``tools``, else the ``<tool_call>`` text protocol in the system prompt;
 ``ToolChoice.Required`` / ``Function`` are enforced by a grammar producing exactly one call.
+Malformed calls (kept as text) are logged as warnings on the ``foundation_ai.backends.llamacpp``
+logger.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ import codecs
 import functools
 import importlib
 import json
+import logging
 import os
 import queue
 import random
@@ -107,6 +110,7 @@ OVERFLOW_WORDING = "the request exceeds the available context size"
 """llama.cpp server's overflow message (wire-notes section 1), reused so one pattern matches."""
 
 _PROVIDER = ModelProviders.LlamaCpp
+_log = logging.getLogger(__name__)
 _PENDING_EVERY = 8  # tokens between progress items while output is held back (inside a tool call)
 
 
@@ -471,6 +475,11 @@ class LlamaCppModel(BaseModel):
                     yield from self._embed_stream(interaction, cancel)
                 else:
                     yield from self._generate(interaction, params, cancel, started)
+            except Exception as exc:  # a safety net: failures are stream values, never raised
+                _log.exception("llama.cpp backend failed")
+                yield from self._error(
+                    f"llama.cpp backend failed: {type(exc).__name__}: {exc}", UsageReport()
+                )
             finally:
                 shared.lock.release()
         finally:
@@ -587,6 +596,8 @@ class LlamaCppModel(BaseModel):
         events = parser.feed(tail) if tail else []
         events += parser.finish(truncated=truncated)
         emitter.feed(events, usage, out)
+        for problem in parser.problems:
+            _log.warning("%s: %s", self.descriptor.name, problem)
         stop: StopReasonT = (
             StopReason.Length() if truncated else StopReason.ToolUse() if emitter.calls else StopReason.Stop()
         )
