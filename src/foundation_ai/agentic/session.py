@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -168,6 +169,11 @@ def _resolve_model(obj: Any, model_id: Any = None, router: Any = None) -> Any:
     if _is_model(obj):
         return obj
     raise ConfigurationError(f"expected a Model or a ProviderRouter, got {type(obj).__name__}")
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    if not loop.is_closed() and not loop.is_running():
+        loop.close()
 
 
 async def _settle() -> None:
@@ -493,6 +499,7 @@ class AgentSession:
     def _own_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
+            weakref.finalize(self, _close_loop, self._loop)  # closed with the session, not by GC order
         return self._loop
 
     def _drive(self, awaitable: Any) -> Any:
