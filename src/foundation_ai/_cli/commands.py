@@ -285,7 +285,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if not rows:
         console.print("no stored sessions")
         return EXIT_OK
-    for line in session_table(rows, console.width):
+    for line in session_table(rows, console.width if console.is_terminal else 10_000):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK
 
