@@ -50,6 +50,7 @@ logger.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import codecs
 import functools
 import importlib
@@ -877,7 +878,9 @@ def _construct(lib: Any, extra_buffer_types: bool | None, make: Callable[[], Any
     if extra_buffer_types is None:
         extra_buffer_types = not _cpu_advertises_amx()
     if extra_buffer_types:
-        return make()
+        llama = make()
+        _LOADED.add(llama)
+        return llama
     low = lib.llama_cpp
     with _PATCH_LOCK:
         original = low.llama_model_default_params
@@ -889,9 +892,25 @@ def _construct(lib: Any, extra_buffer_types: bool | None, make: Callable[[], Any
 
         low.llama_model_default_params = defaults
         try:
-            return make()
+            llama = make()
+            _LOADED.add(llama)
+            return llama
         finally:
             low.llama_model_default_params = original
+
+
+_LOADED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_loaded() -> None:
+    """Free the models this module loaded while the interpreter can still run llama-cpp-python's
+    cleanup (a ``Llama`` left to ``__del__`` at shutdown fails noisily on torn-down globals)."""
+    for llama in list(_LOADED):
+        try:
+            llama.close()
+        except Exception:
+            pass
 
 
 def _load_from_hub(
