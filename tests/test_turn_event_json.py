@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from foundation_ai import from_json, to_json
 from foundation_ai.agentic.events import TurnEvent, TurnOutcome, TurnSummary
-from foundation_ai.types import AgentProgress, AgenticError, TokenSnapshot
+from foundation_ai.types import AgenticError, AgentProgress, TokenSnapshot
 
 
 def test_every_turn_event_variant_round_trips_through_the_base_class() -> None:
