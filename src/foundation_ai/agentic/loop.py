@@ -168,7 +168,7 @@ async def run_turn_loop(
         def persist(msgs: Sequence[Messages]) -> None:
             if not msgs:
                 return
-            recs = [SessionRecord.Conversation(message=m) for m in msgs]  # type: ignore[arg-type]
+            recs = [SessionRecord.Conversation(message=m) for m in msgs]
             session.messages.extend(msgs)
             records.extend(recs)
             state.persisted += len(msgs)
@@ -220,7 +220,7 @@ async def run_turn_loop(
             persist(queued)
             head_end = keep_from + len(queued)
             for m in queued if emit else ():
-                yield Stream.Next(SessionRecord.Conversation(message=m))  # type: ignore[arg-type]
+                yield Stream.Next(SessionRecord.Conversation(message=m))
 
             while True:
                 # ---- safe point: before a generation ------------------------------------------------
@@ -234,7 +234,7 @@ async def run_turn_loop(
                     yield Stream.Pending(AgentProgress.Steering(source="steer"))
                     persist(steers)
                     for m in steers:
-                        yield Stream.Next(SessionRecord.Conversation(message=m))  # type: ignore[arg-type]
+                        yield Stream.Next(SessionRecord.Conversation(message=m))
                 if inner >= session.max_inner:
                     fail(
                         "iteration_limit", f"reached the limit of {session.max_inner} model calls in one turn"
@@ -253,7 +253,7 @@ async def run_turn_loop(
                 model = models[index]
                 delta = getattr(model, "chunk_mode", "snapshot") == "delta"
                 interaction = ModelInteraction(
-                    messages=session.context(),  # type: ignore[arg-type]
+                    messages=session.context(),
                     system_prompt=session.system_prompt,
                     soul=session.soul,
                     tools_shed=registry.declarations(),
@@ -420,7 +420,7 @@ async def run_turn_loop(
                     yield Stream.Pending(AgentProgress.Steering(source="follow_up"))
                     persist(more)
                     for m in more:
-                        yield Stream.Next(SessionRecord.Conversation(message=m))  # type: ignore[arg-type]
+                        yield Stream.Next(SessionRecord.Conversation(message=m))
                     inner = 0
                     vacuous_retried = False
                     continue

@@ -188,7 +188,7 @@ class AnthropicStreamParser:
         return Stream.Next(
             AssistantMessage(
                 id=mid,
-                model=self.model,  # type: ignore[arg-type]
+                model=self.model,
                 content=content,
                 usage=self.usage,
                 stop_reason=stop,

@@ -538,7 +538,7 @@ def error_items(
     id, empty text, ``StopReason.Error`` and ``detail`` in ``error_detail`` (usage so far
     attached), then ``Stream.Pending(ModelState.Error(detail))``."""
     msg = AssistantMessage(
-        model=model,  # type: ignore[arg-type]
+        model=model,
         content=TextContent(""),
         usage=usage if usage is not None else UsageReport(),
         stop_reason=StopReason.Error(),

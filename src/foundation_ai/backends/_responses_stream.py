@@ -176,7 +176,7 @@ class ResponsesStreamParser:
         return Stream.Next(
             AssistantMessage(
                 id=mid,
-                model=self.model,  # type: ignore[arg-type]
+                model=self.model,
                 content=content,
                 usage=self.usage,
                 stop_reason=stop,

@@ -748,10 +748,10 @@ class ChatStreamParser:
         return Stream.Next(
             AssistantMessage(
                 id=msg_id,
-                model=self.model_id,  # type: ignore[arg-type]
+                model=self.model_id,
                 content=content,
                 usage=self.usage,
-                stop_reason=stop,  # type: ignore[arg-type]
+                stop_reason=stop,
                 provider=ModelProviders.OpenAI,
                 metadata=meta,
             )

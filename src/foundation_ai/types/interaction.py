@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgspec
 
 from .messages import MessagesT
 from .tools import ToolChoiceT, ToolDeclarations
+
+if TYPE_CHECKING:
+    from .messages import Messages as _AnyMessage
+    from .tools import ToolChoice as _AnyToolChoice
+else:
+    _AnyMessage = MessagesT
+    _AnyToolChoice = ToolChoiceT
 
 __all__ = ["CacheRetention", "ModelInteraction", "ModelParams", "OutputFormat", "ThinkingLevel"]
 
@@ -125,7 +132,7 @@ class ModelInteraction(msgspec.Struct, kw_only=True, omit_defaults=True):
     ``soul`` (a persona, joined to the system prompt by a blank line) ride here.
     """
 
-    messages: list[MessagesT] = msgspec.field(default_factory=list)
+    messages: list[_AnyMessage] = msgspec.field(default_factory=list)
     """The conversation, oldest first."""
     system_prompt: str | None = None
     """Instructions for the model."""
@@ -135,7 +142,7 @@ class ModelInteraction(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The tools on offer."""
     chat_template: str | None = None
     """Local backends: a Jinja chat template overriding the model's own."""
-    tool_choice: ToolChoiceT | None = None
+    tool_choice: _AnyToolChoice | None = None
     """Whether/which tool must be called; ``None`` means the provider default (auto)."""
 
     def full_system_prompt(self) -> str | None:

@@ -17,7 +17,7 @@ only the new piece (see ``Model.chunk_mode``).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import msgspec
 
@@ -34,6 +34,17 @@ from .content import (
 from .model_id import ModelIdT, ModelProviders
 from .overflow import is_overflow_text
 from .usage import UsageReport
+
+if TYPE_CHECKING:
+    # Type checkers see the seed's base classes (so `StopReason.STOP` or any `ModelId` is
+    # accepted; content fields keep their unions so `isinstance` narrows them); at run time msgspec sees the unions of variants it decodes.
+    from .content import GenerationMetadata as _AnyMetadata
+    from .content import StopReason as _AnyStopReason
+    from .model_id import ModelId as _AnyModelId
+else:
+    _AnyMetadata = GenerationMetadataT
+    _AnyStopReason = StopReasonT
+    _AnyModelId = ModelIdT
 
 __all__ = ["Messages", "MessagesT", "as_utc", "utc_now"]
 
@@ -147,7 +158,7 @@ class AssistantMessage(Messages, tag="assistant", frozen=True, kw_only=True):
     in ``error_detail``, and usually an empty ``TextContent``.
     """
 
-    model: ModelIdT
+    model: _AnyModelId
     """The model that produced it."""
     content: ModelOutputT
     """One output: text, image, thinking, a tool call or an embedding."""
@@ -155,7 +166,7 @@ class AssistantMessage(Messages, tag="assistant", frozen=True, kw_only=True):
     """When it was produced, UTC."""
     usage: UsageReport = UsageReport()
     """Token usage; on streamed chunks, cumulative for the generation so far."""
-    stop_reason: StopReasonT = StopReason.STOP  # type: ignore[assignment]
+    stop_reason: _AnyStopReason = StopReason.STOP
     """Why generation stopped (on intermediate stream chunks: ``Stop`` until known)."""
     provider: str = ModelProviders.Unknown
     """The provider that produced it (``ModelProviders``): decides whose signatures are valid."""
@@ -163,7 +174,7 @@ class AssistantMessage(Messages, tag="assistant", frozen=True, kw_only=True):
     """The provider's error text when ``stop_reason`` is ``Error``; never contains API keys."""
     signature: str | None = None
     """An opaque provider signature, replayed unchanged."""
-    metadata: list[GenerationMetadataT] | None = None
+    metadata: list[_AnyMetadata] | None = None
     """Log probs, system fingerprint, timing, refusal reason, when known."""
 
     def __post_init__(self) -> None:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgspec
 
 from ..ids import Id, new_scru128
 from .messages import MessagesT, _utc_field, utc_now
 from .usage import TokenSnapshot
+
+if TYPE_CHECKING:
+    from .messages import Messages as _AnyMessage
+else:
+    _AnyMessage = MessagesT
 
 __all__ = [
     "AgentProgress",
@@ -124,7 +129,7 @@ class SessionRecord(msgspec.Struct, frozen=True, tag_field="type", kw_only=True,
 class _Conversation(SessionRecord, tag="conversation", frozen=True, kw_only=True):
     """``SessionRecord.Conversation(message)``: one persisted message. JSON tag ``"conversation"``."""
 
-    message: MessagesT
+    message: _AnyMessage
 
 
 class _Retracted(SessionRecord, tag="retracted", frozen=True, kw_only=True):
