@@ -34,10 +34,15 @@ from .types import (
 
 if TYPE_CHECKING:
     from .agentic import AgentSession, tool
+    from .router import ProviderRouter
 
 __version__ = "0.1.0"
 
-_LAZY = {"AgentSession": "foundation_ai.agentic", "tool": "foundation_ai.agentic"}
+_LAZY = {
+    "AgentSession": "foundation_ai.agentic",
+    "tool": "foundation_ai.agentic",
+    "ProviderRouter": "foundation_ai.router",
+}
 
 __all__ = [
     "AgentSession",
@@ -50,6 +55,7 @@ __all__ = [
     "ModelOutput",
     "ModelParams",
     "ModelState",
+    "ProviderRouter",
     "SessionRecord",
     "StopReason",
     "Stream",
