@@ -8,10 +8,9 @@ order they were made, so they double as a creation order within one process.
 
 from __future__ import annotations
 
+import os
 import re
-import uuid
-
-import scru128
+from collections.abc import Callable
 
 __all__ = ["Id", "is_scru128", "new_call_id", "new_scru128"]
 
@@ -21,9 +20,23 @@ Id = str
 _SCRU128 = re.compile(r"^[0-9a-z]{25}$")
 
 
+_new_string: Callable[[], str] | None = None
+
+
+def _generator() -> Callable[[], str]:
+    # scru128 (and the secrets/hmac modules it pulls in) load on the first id, not at import:
+    # `import foundation_ai` stays fast.
+    global _new_string
+    if _new_string is None:
+        import scru128
+
+        _new_string = scru128.new_string
+    return _new_string
+
+
 def new_scru128() -> Id:
     """Return a fresh SCRU128 id (25 lowercase base-36 characters), time-ordered."""
-    value: str = scru128.new_string()
+    value: str = (_new_string or _generator())()
     return value
 
 
@@ -38,4 +51,4 @@ def new_call_id(prefix: str = "call_") -> str:
     Used when a provider sends a tool call with no id or an empty one (wire cases C41, C43):
     the generated id is then used for the call's result too.
     """
-    return prefix + uuid.uuid4().hex[:24]
+    return prefix + os.urandom(12).hex()
