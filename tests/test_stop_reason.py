@@ -79,3 +79,10 @@ def test_match() -> None:
     assert f(StopReason.parse("tool_calls")) == "tools"
     assert f(StopReason.parse("pause_turn")) == "pause_turn"
     assert f(StopReason.STOP) == "other"
+
+
+@pytest.mark.parametrize("bad", [None, 5, b"stop"])
+def test_parse_rejects_non_str_with_a_type_error(bad: object) -> None:
+    """Tester defect 7: ``StopReason.parse(None)`` raised AttributeError."""
+    with pytest.raises(TypeError, match=r"StopReason\.parse\(\) takes a str"):
+        StopReason.parse(bad)  # type: ignore[arg-type]

@@ -243,7 +243,13 @@ class StopReason(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=Tr
         ``Aborted``; anything else -> ``Message(value)`` (e.g. ``"content_filter"``,
         ``"refusal"``, ``"pause_turn"``). Sources: OpenAI ``finish_reason``, Anthropic
         ``stop_reason``, OpenAI Responses ``incomplete_details.reason``.
+
+        Raises:
+            TypeError: ``value`` is not a ``str`` (e.g. ``None``: a provider that sent no stop
+                reason; map that case explicitly, the caller knows what it means).
         """
+        if not isinstance(value, str):
+            raise TypeError(f"StopReason.parse() takes a str, got {type(value).__name__}: {value!r:.60}")
         known = _STOP_STRINGS.get(value.strip().lower())
         return known if known is not None else _Message(value)
 
