@@ -5,6 +5,7 @@ and truncates."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -112,10 +113,96 @@ def test_bad_paths_and_edits_are_refused(root: Path) -> None:
 
 
 def test_long_file_is_truncated(root: Path) -> None:
-    (root / "big.txt").write_text("x" * 1000, encoding="utf-8")
+    (root / "big.txt").write_text("x" * 300, encoding="utf-8")
     out = FileTools(root, max_chars=100).read_file("big.txt")
-    assert out.startswith("x" * 100)
-    assert "900 more characters truncated" in out
+    assert out.startswith("x" * 100 + "\n")
+    assert "200 more characters truncated" in out
+    (root / "bigger.txt").write_text("x" * 1000, encoding="utf-8")
+    out = FileTools(root, max_chars=100).read_file("bigger.txt")
+    assert out.startswith("x" * 100 + "\n")
+    assert "the file is 1,000 bytes; only the first 100 characters are shown" in out
+
+
+def test_read_file_reads_only_a_bounded_prefix(root: Path) -> None:
+    """Tester defect 3: read_file loaded the whole file before truncating. A sparse 64 GiB file
+    (NUL bytes are valid UTF-8) can only be answered by reading a bounded prefix."""
+    with open(root / "huge.bin", "wb") as f:
+        f.truncate(64 << 30)
+    out = FileTools(root, max_chars=50).read_file("huge.bin")
+    assert out.startswith("\x00" * 50 + "\n")
+    assert "the file is 68,719,476,736 bytes" in out
+
+
+def test_read_file_cut_inside_a_multibyte_character(root: Path) -> None:
+    """The bounded read may end inside a UTF-8 sequence: that is not "not UTF-8"."""
+    (root / "accents.txt").write_text("é" * 500, encoding="utf-8")  # 1000 bytes, 2 per character
+    out = FileTools(root, max_chars=101).read_file("accents.txt")  # reads 408 bytes
+    assert out.startswith("é" * 101 + "\n")
+
+
+def test_edit_file_on_non_utf8_is_refused(root: Path) -> None:
+    """Tester defect 3: edit_file raised UnicodeDecodeError; its docstring promises ToolRefused."""
+    (root / "bin.dat").write_bytes(b"\xff\xfe bad")
+    with pytest.raises(ToolRefused, match="not UTF-8"):
+        FileTools(root).edit_file("bin.dat", "bad", "good")
+    assert (root / "bin.dat").read_bytes() == b"\xff\xfe bad"
+
+
+def test_fifo_is_refused_without_blocking(root: Path) -> None:
+    """Tester defect 1: write_file on a FIFO blocked forever (no reader) and read_file called it
+    "no such file". Only regular files are read, written or edited; a FIFO is refused at once.
+    (A regression would hang here, so the check runs in a thread the test can give up on.)"""
+    import threading
+
+    os.mkfifo(root / "pipe")
+    ft = FileTools(root)
+    errors: list[str] = []
+
+    def attempts() -> None:
+        for call in (
+            lambda: ft.write_file("pipe", "x"),
+            lambda: ft.read_file("pipe"),
+            lambda: ft.edit_file("pipe", "a", "b"),
+        ):
+            try:
+                call()
+            except ToolRefused as exc:
+                errors.append(str(exc))
+
+    worker = threading.Thread(target=attempts, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "a FIFO blocked the files tool"
+    assert len(errors) == 3
+    assert all("'pipe' is a FIFO (named pipe)" in e and "only regular files" in e for e in errors)
+    assert stat.S_ISFIFO(os.lstat(root / "pipe").st_mode)  # still a FIFO: nothing replaced it
+
+
+def test_socket_device_and_directory_are_refused(root: Path) -> None:
+    """Tester defect 1: anything but a regular file is refused with a clear message."""
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(root / "sock"))
+        ft = FileTools(root)
+        for path, kind in [("sock", "a socket"), ("sub", "a directory")]:
+            with pytest.raises(ToolRefused, match=f"is {kind}; only regular files"):
+                ft.read_file(path)
+            with pytest.raises(ToolRefused, match=f"is {kind}; only regular files"):
+                ft.write_file(path, "x")
+            with pytest.raises(ToolRefused, match=f"is {kind}; only regular files"):
+                ft.edit_file(path, "a", "b")
+    finally:
+        sock.close()
+    os.symlink("/dev/null", root / "null")  # resolves outside the root: refused before any kind check
+    with pytest.raises(ToolRefused, match="outside the root"):
+        FileTools(root).write_file("null", "x")
+    dev = FileTools("/dev")
+    with pytest.raises(ToolRefused, match="is a character device"):
+        dev.read_file("zero")
+    with pytest.raises(ToolRefused, match="is a character device"):
+        dev.write_file("null", "x")
 
 
 def test_root_must_be_a_directory(tmp_path: Path) -> None:
@@ -160,6 +247,53 @@ def test_shell_timeout_kills_the_command(tmp_path: Path) -> None:
     with pytest.raises(ToolRefused, match=r"timed out after 0\.5 s"):
         sh.run_command("sleep 30; touch late.txt")
     assert not (tmp_path / "late.txt").exists()
+
+
+def test_shell_timeout_is_a_bound_even_when_a_grandchild_holds_the_pipes(tmp_path: Path) -> None:
+    """Tester defect 2: ``setsid sleep 8 &`` made a 2 s timeout last 8 s (an unbounded
+    ``communicate()`` waited for the grandchild, in another session, to close the pipes);
+    ``setsid sleep infinity &`` hung forever. The call now stops reading at the deadline and
+    reports the shell's exit code with a note. (A regression would hang: run in a thread.)"""
+    import threading
+
+    pid_file = tmp_path / "grandchild.pid"
+    sh = ShellTool(tmp_path, confirm=None, timeout=0.5)
+    results: list[str] = []
+    worker = threading.Thread(
+        target=lambda: results.append(
+            sh.run_command(f"echo started; setsid sh -c 'echo $$ > {pid_file}; exec sleep 600' &")
+        ),
+        daemon=True,
+    )
+    try:
+        worker.start()
+        worker.join(60)
+        assert not worker.is_alive(), "the shell tool waited for a grandchild in another session"
+        (out,) = results
+        assert out.startswith("exit code 0\n--- stdout ---\nstarted\n")
+        assert "a background process kept the output open" in out
+    finally:
+        for _ in range(100):
+            if pid_file.exists() and pid_file.read_text().strip():
+                os.kill(int(pid_file.read_text()), 9)  # the grandchild escaped the group: ours to end
+                break
+            threading.Event().wait(0.1)
+
+
+def test_shell_timeout_keeps_the_output_so_far(tmp_path: Path) -> None:
+    sh = ShellTool(tmp_path, confirm=None, timeout=0.5)
+    with pytest.raises(
+        ToolRefused,
+        match=r"timed out after 0\.5 s and was killed; its output until then:\n--- stdout ---\nfirst\n",
+    ):
+        sh.run_command("echo first; sleep 30")
+
+
+def test_shell_output_kept_is_bounded(tmp_path: Path) -> None:
+    sh = ShellTool(tmp_path, confirm=None, max_chars=100)
+    out = sh.run_command("head -c 100000 /dev/zero | tr '\\0' x")
+    assert out.startswith("exit code 0\n--- stdout ---\n" + "x" * 50)
+    assert "more characters truncated" in out
 
 
 def test_shell_output_is_truncated(tmp_path: Path) -> None:
