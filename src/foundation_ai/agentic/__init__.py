@@ -13,6 +13,7 @@ stages), ``session`` (builder, ``AgentSession``, ``Turn``, ``Answer``), ``loop``
 from __future__ import annotations
 
 from ..types import ToolArgs
+from .errors import CorruptRecordError, SessionClosedError
 from .events import TurnEvent, TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
 from .scripted import Reply, ScriptedModel, call, fail, hook, overflow, pause, rate_limited, say, think
@@ -25,11 +26,13 @@ __all__ = [
     "AgentSessionBuilder",
     "Answer",
     "BaseTool",
+    "CorruptRecordError",
     "FunctionTool",
     "InMemorySessionStore",
     "MultiCommandTool",
     "Reply",
     "ScriptedModel",
+    "SessionClosedError",
     "SessionStore",
     "SqliteSessionStore",
     "TokenBudget",

@@ -43,10 +43,11 @@ from ..types import (
     UsageReport,
 )
 from .context import dangling_calls, interrupted_results
+from .errors import SessionClosedError
 from .events import TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
 from .loop import CircuitBreaker, TurnState, run_turn_loop, summary_of
-from .steering import Steering
+from .steering import Steering, checked_message
 from .stores import SessionStore, SqliteSessionStore, conversation_of
 from .tools import ToolRegistry
 
@@ -169,6 +170,26 @@ def _resolve_model(obj: Any, model_id: Any = None, router: Any = None) -> Any:
     if _is_model(obj):
         return obj
     raise ConfigurationError(f"expected a Model or a ProviderRouter, got {type(obj).__name__}")
+
+
+def _prompt_messages(prompt: object) -> list[Messages]:
+    """The prompt of a turn as messages: a ``str``, a ``Messages`` or a non-empty list/tuple of
+    them.
+
+    Raises:
+        TypeError: anything else (e.g. ``5``, ``None``, ``b"..."``), checked before the turn
+            starts so nothing unloadable is ever persisted.
+        ValueError: an empty text, or an empty list.
+    """
+    if isinstance(prompt, str | Messages):
+        return [checked_message(prompt)]
+    if isinstance(prompt, Sequence) and not isinstance(prompt, bytes | bytearray):
+        if not prompt:
+            raise ValueError("the prompt is empty (an empty list)")
+        return [checked_message(p) for p in prompt]
+    raise TypeError(
+        f"the prompt must be a str, a Messages or a list of them, got {type(prompt).__name__}: {prompt!r:.60}"
+    )
 
 
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -372,6 +393,7 @@ class AgentSession:
         ``messages[context_start:head_end] + messages[cut:]`` (the prompt, then the latest rounds)."""
         self._busy = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
 
     @staticmethod
     def builder(model_or_router: Any) -> AgentSessionBuilder:
@@ -394,7 +416,13 @@ class AgentSession:
     # -- history ---------------------------------------------------------------------------------
 
     def history(self) -> list[SessionRecord]:
-        """The session's persisted records, from the store."""
+        """The session's persisted records, from the store (records that no longer decode are
+        skipped; see ``SqliteSessionStore.load``).
+
+        Raises:
+            SessionClosedError: the session was closed.
+        """
+        self._check_open()
         return self.store.load(self.session_id)
 
     async def ahistory(self) -> list[SessionRecord]:
@@ -405,15 +433,33 @@ class AgentSession:
 
     def steer(self, message: str | Messages) -> None:
         """Interrupt the running turn at the next safe point and continue with ``message``
-        (any thread or task)."""
+        (any thread or task). A ``str`` becomes ``Messages.agent(text)`` (seed 000 section 1).
+        With no turn running it behaves like :meth:`follow_up`: the message is queued and sent
+        right after the next turn's prompt.
+
+        Raises:
+            TypeError: ``message`` is neither a ``str`` nor a ``Messages``.
+            ValueError: an empty text.
+            SessionClosedError: the session was closed.
+        """
+        self._check_open()
         self.steering.steer(message)
 
     def follow_up(self, message: str | Messages) -> None:
-        """Queue ``message`` for after the current answer (any thread or task)."""
+        """Queue ``message`` (a ``str`` becomes ``Messages.user(text)``) for after the current
+        answer (any thread or task); with no turn running, for the next turn.
+
+        Raises:
+            TypeError: ``message`` is neither a ``str`` nor a ``Messages``.
+            ValueError: an empty text.
+            SessionClosedError: the session was closed.
+        """
+        self._check_open()
         self.steering.follow_up(message)
 
     def abort(self) -> None:
-        """End the running turn as ``Aborted`` at the next safe point, keeping its output."""
+        """End the running turn as ``Aborted`` at the next safe point, keeping its output.
+        With no turn running this is a no-op (it is not remembered for the next turn)."""
         self.steering.abort()
 
     # -- turns -----------------------------------------------------------------------------------
@@ -424,15 +470,18 @@ class AgentSession:
         self._busy.release()
         return True
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError(f"session {self.session_id!r} is closed")
+
     def _start(
         self, prompt: str | Messages | Sequence[str | Messages], tool_choice: Any, emit: bool
     ) -> tuple[Any, Any]:
-        prompts = [prompt] if isinstance(prompt, str | Messages) else list(prompt)
+        prompts = _prompt_messages(prompt)
+        self._check_open()
         state = TurnState()
         tc = tool_choice if tool_choice is not None else self.tool_choice
-        agen = run_turn_loop(
-            self, [Messages.coerce(p) for p in prompts], state, tc, emit=emit, on_exit=self._enter
-        )
+        agen = run_turn_loop(self, prompts, state, tc, emit=emit, on_exit=self._enter)
 
         def finish() -> Turn:
             return Turn(state, self.ledger.turn)
@@ -457,8 +506,11 @@ class AgentSession:
         the first generations in order (``[ToolChoice.Function("add"), ToolChoice.None_()]``:
         force the call, then force an answer); later generations use the provider default.
 
-        Raises (when iteration starts):
-            FoundationAIError: a turn is already running.
+        Raises:
+            TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them (at once).
+            ValueError: an empty prompt (at once).
+            SessionClosedError: the session was closed (at once).
+            FoundationAIError: a turn is already running (when iteration starts).
         """
         agen, finish = self._start(prompt, tool_choice, True)
         return TurnStream(agen, self._drive, lambda: self._finish_stream(finish))
@@ -472,7 +524,14 @@ class AgentSession:
     async def arun_turn(
         self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
     ) -> Turn:
-        """Run a turn to its end; see :class:`Turn`."""
+        """Run a turn to its end; see :class:`Turn`.
+
+        Raises:
+            TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them.
+            ValueError: an empty prompt.
+            SessionClosedError: the session was closed.
+            FoundationAIError: a turn is already running.
+        """
         agen, finish = self._start(prompt, tool_choice, False)
         try:
             async for _ in agen:
@@ -541,7 +600,11 @@ class AgentSession:
         return value
 
     def close(self) -> None:
-        """Release the private event loop and the store."""
+        """Release the private event loop and the store (idempotent). Afterwards every turn,
+        steering and history call raises :class:`SessionClosedError`."""
+        if self._closed:
+            return
+        self._closed = True
         if self._loop is not None and not self._loop.is_closed():
             self._loop.close()
         self.store.close()

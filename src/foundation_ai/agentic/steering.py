@@ -1,10 +1,12 @@
 """Steering a running turn from another thread or task (seed 000, section 12: ``Steering``).
 
 - ``steer(msg)``: interrupt generation or tool execution at the next safe point and continue the
-  turn with ``msg`` added to the conversation.
-- ``follow_up(msg)``: queue ``msg``; it is sent once the current answer is complete (the turn
-  then goes on: an outer iteration).
+  turn with ``msg`` added to the conversation (a ``str`` becomes ``Messages.agent(text)``). With
+  no turn running it is queued like a follow-up, for right after the next turn's prompt.
+- ``follow_up(msg)``: queue ``msg`` (a ``str`` becomes ``Messages.user(text)``); it is sent once
+  the current answer is complete (the turn then goes on: an outer iteration).
 - ``abort()``: end the turn with ``StopReason.Aborted`` and a Summary, keeping what was produced.
+  With no turn running it is a no-op (not remembered for the next turn).
 
 How the interrupt works: the loop marks the few awaits where it may be interrupted (waiting for
 the next model chunk, waiting for a tool stage) by publishing the waiting task. ``steer`` and
@@ -21,12 +23,38 @@ import collections
 import threading
 from typing import Any
 
-from ..types import Messages
+from ..types import Messages, TextContent, UserMessage
 
-__all__ = ["STEER_MARKER", "Steering"]
+__all__ = ["STEER_MARKER", "Steering", "checked_message"]
 
 STEER_MARKER = "foundation-ai:steering-interrupt"
 """The cancellation message used for steering interrupts."""
+
+
+def checked_message(message: object, *, what: str = "prompt", agent: bool = False) -> Messages:
+    """``message`` as a ``Messages``: a ``str`` becomes ``Messages.user(text)`` (with
+    ``agent=True``: ``Messages.agent(text)``); a message is returned as is.
+
+    Raises:
+        TypeError: ``message`` is neither a ``str`` nor a ``Messages`` (or is a message whose
+            text content is not a ``str``: it could be sent but never loaded back).
+        ValueError: an empty (or whitespace-only) text.
+    """
+    if isinstance(message, str):
+        if not message.strip():
+            raise ValueError(f"the {what} is empty")
+        return Messages.agent(message) if agent else Messages.user(message)
+    if isinstance(message, Messages):
+        content = getattr(message, "content", None)
+        if isinstance(content, TextContent):
+            if not isinstance(content.content, str):
+                raise TypeError(
+                    f"the {what}'s text content must be a str, got {type(content.content).__name__}"
+                )
+            if isinstance(message, UserMessage) and not content.content.strip():
+                raise ValueError(f"the {what} is empty")
+        return message
+    raise TypeError(f"the {what} must be a str or a Messages, got {type(message).__name__}: {message!r:.60}")
 
 
 class Steering:
@@ -46,20 +74,36 @@ class Steering:
     # -- called by users, from any thread -------------------------------------------------------
 
     def steer(self, message: str | Messages) -> None:
-        """Interrupt at the next safe point and continue with ``message``. With no turn running
-        the message waits and is sent right after the next turn's prompt."""
+        """Interrupt at the next safe point and continue with ``message``; a ``str`` becomes
+        ``Messages.agent(text)`` (seed 000 section 1: steering is ``Messages::agent``). With no
+        turn running it behaves like :meth:`follow_up`: the message is queued and sent right
+        after the next turn's prompt.
+
+        Raises:
+            TypeError: ``message`` is neither a ``str`` nor a ``Messages``.
+            ValueError: an empty text.
+        """
+        msg = checked_message(message, what="steering message", agent=True)
         with self._lock:
-            self._steer.append(Messages.coerce(message))
+            self._steer.append(msg)
         self._poke()
 
     def follow_up(self, message: str | Messages) -> None:
-        """Queue ``message`` for after the current answer."""
+        """Queue ``message`` (a ``str`` becomes ``Messages.user(text)``) for after the current
+        answer; with no turn running, for right after the next turn's prompt.
+
+        Raises:
+            TypeError: ``message`` is neither a ``str`` nor a ``Messages``.
+            ValueError: an empty text.
+        """
+        msg = checked_message(message, what="follow-up message")
         with self._lock:
-            self._follow.append(Messages.coerce(message))
+            self._follow.append(msg)
 
     def abort(self) -> None:
-        """End the running turn as ``Aborted`` at the next safe point; no effect when no turn is
-        running (a turn is running from its stream's first step to its last)."""
+        """End the running turn as ``Aborted`` at the next safe point. With no turn running
+        this is a no-op: nothing is remembered for the next turn (a turn is running from its
+        stream's first step to its last)."""
         if self._loop is None:
             return
         with self._lock:

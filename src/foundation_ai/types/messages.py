@@ -67,6 +67,12 @@ def as_utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
+def _text_arg(text: object, ctor: str) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"Messages.{ctor}() takes a str, got {type(text).__name__}: {text!r:.60}")
+    return text
+
+
 def _utc_field(obj: msgspec.Struct, name: str) -> None:
     value: datetime = getattr(obj, name)
     if value.tzinfo is not UTC:
@@ -96,18 +102,31 @@ class Messages(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True
 
     @staticmethod
     def user(text: str) -> UserMessage:
-        """A human's text message (role ``user``) with a fresh id."""
-        return UserMessage(role=MessageRole.User, content=TextContent(text))
+        """A human's text message (role ``user``) with a fresh id.
+
+        Raises:
+            TypeError: ``text`` is not a ``str`` (such a message could be sent but never loaded
+                back from JSON).
+        """
+        return UserMessage(role=MessageRole.User, content=TextContent(_text_arg(text, "user")))
 
     @staticmethod
     def agent(text: str) -> UserMessage:
-        """A peer agent's text message (role ``agent``) with a fresh id."""
-        return UserMessage(role=MessageRole.Agent, content=TextContent(text))
+        """A peer agent's text message (role ``agent``) with a fresh id.
+
+        Raises:
+            TypeError: ``text`` is not a ``str``.
+        """
+        return UserMessage(role=MessageRole.Agent, content=TextContent(_text_arg(text, "agent")))
 
     @staticmethod
     def system(text: str) -> UserMessage:
-        """A loop-injected instruction (role ``system``) with a fresh id."""
-        return UserMessage(role=MessageRole.System, content=TextContent(text))
+        """A loop-injected instruction (role ``system``) with a fresh id.
+
+        Raises:
+            TypeError: ``text`` is not a ``str``.
+        """
+        return UserMessage(role=MessageRole.System, content=TextContent(_text_arg(text, "system")))
 
     @staticmethod
     def coerce(message: str | Messages) -> Messages:
