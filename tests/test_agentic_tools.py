@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import subprocess
+import sys
+from pathlib import Path
 from typing import Literal, TypedDict
 
 import msgspec
@@ -305,3 +308,63 @@ async def test_results_as_content() -> None:
     reg = ToolRegistry([point, nothing])
     assert (await reg.run(call("point", {}))).content.content == '{"x":1,"y":2}'  # type: ignore[union-attr]
     assert (await reg.run(call("nothing", None))).content.content == ""  # type: ignore[union-attr]
+
+
+_ABANDONED_TOOL_SCRIPT = """
+import sys, threading
+from foundation_ai import AgentSession, tool
+from foundation_ai.agentic import BaseTool, InMemorySessionStore, ScriptedModel, call, say
+from foundation_ai.types import ToolDefinition, Args
+
+never = threading.Event()
+
+@tool(timeout=0.2)
+def stuck() -> str:
+    "Blocks forever."
+    never.wait()
+    return "late"
+
+class Stuck(BaseTool):
+    definition = ToolDefinition(name="stuck_cls", description="Blocks forever.", arguments=Args({"type": "object"}))
+    timeout = 0.2
+    def execute(self, args):
+        never.wait()
+
+model = ScriptedModel([call("stuck", {}), call("stuck_cls", {}), say("done")])
+turn = AgentSession.builder(model).with_tools(stuck, Stuck()).with_store(InMemorySessionStore()).build().run_turn("go")
+print([r.is_error for r in turn.tool_results()], turn.text(), flush=True)
+"""
+
+
+def test_a_timed_out_sync_tool_does_not_keep_the_process_alive(tmp_path: Path) -> None:
+    """Tester defect 2: sync tools ran in the default ThreadPoolExecutor, whose threads are
+    joined at exit, so a tool that timed out (here: blocks forever) kept the interpreter alive.
+    They now run in daemon threads: the process exits once the turn is over."""
+    script = tmp_path / "abandon.py"
+    script.write_text(_ABANDONED_TOOL_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+    )  # without the fix this never returns (the TimeoutExpired fails the test)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[True, True] done"
+
+
+async def test_daemon_thread_runs_sync_tools_with_context_and_errors() -> None:
+    import contextvars
+    import threading
+
+    from foundation_ai.agentic.threads import run_in_daemon_thread
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    var.set("caller")
+
+    def where() -> tuple[str, bool]:
+        return var.get(), threading.current_thread().daemon
+
+    assert await run_in_daemon_thread(where) == ("caller", True)
+
+    def boom() -> None:
+        raise KeyError("x")
+
+    with pytest.raises(KeyError):
+        await run_in_daemon_thread(boom)

@@ -53,6 +53,7 @@ from ..types import (
     ToolDefinition,
     ToolResultMessage,
 )
+from .threads import run_in_daemon_thread
 
 __all__ = [
     "AgentTool",
@@ -269,8 +270,11 @@ class FunctionTool:
     """A typed Python function (sync or async) as a tool; made by :func:`tool`.
 
     Calling the object calls the function. ``definition`` is its ``ToolDefinition``. Sync
-    functions run in a worker thread (so they run concurrently and time out) unless
+    functions run in a daemon worker thread (so they run concurrently and time out) unless
     ``inline=True``, which runs them on the event loop (fastest; for quick, non-blocking code).
+    A sync call abandoned by a timeout, a steer or an abort keeps running in the background
+    until it returns (its result is dropped); being a daemon thread, it does not delay the
+    interpreter's exit (see :mod:`.threads`).
     """
 
     def __init__(
@@ -330,7 +334,7 @@ class FunctionTool:
         if self.inline:
             result = self.fn(**kwargs)
         else:
-            result = await asyncio.to_thread(self.fn, **kwargs)
+            result = await run_in_daemon_thread(self.fn, **kwargs)
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -395,7 +399,8 @@ class BaseTool:
     """Base for class-based tools: set ``definition`` and implement ``execute(args)``.
 
     ``execute`` receives a :class:`~foundation_ai.types.ToolArgs` over the validated arguments and
-    may be sync (run in a worker thread) or async. Raise to report a failure.
+    may be sync (run in a daemon worker thread; see :class:`FunctionTool` on abandoned calls) or
+    async. Raise to report a failure.
     """
 
     definition: ToolDefinition
@@ -419,7 +424,7 @@ class BaseTool:
 async def _call_execute(execute: Callable[[ToolArgs], Any], args: ToolArgs) -> Any:
     if inspect.iscoroutinefunction(execute):
         return await execute(args)
-    result = await asyncio.to_thread(execute, args)
+    result = await run_in_daemon_thread(execute, args)
     if inspect.isawaitable(result):
         result = await result
     return result
