@@ -212,3 +212,46 @@ def test_two_steers_during_one_generation_interrupt_once() -> None:
     users = [x.content for x in turn.messages() if isinstance(x, UserMessage)]
     assert users == [TextContent("go"), TextContent("wait, one more"), TextContent("and another")]
     assert turn.text() == "ok, both"
+
+
+def test_generating_once_at_start_and_no_turn_complete_before_failed() -> None:
+    """Tester defect 6: ``Generating`` came twice at the start of each generation (the loop's own
+    hint plus the backend's first usage report, both at 0 tokens), and a failed turn emitted
+    ``TurnComplete`` just before ``Failed``."""
+    from foundation_ai.agentic import fail
+    from foundation_ai.backends.base import ModelDescriptor
+    from foundation_ai.types import AgentProgress, Messages, ModelId, ModelState, UsageReport
+
+    mid = ModelId.Name("counting")
+
+    class Counting:
+        descriptor = ModelDescriptor(name="counting", provider="test")
+        chunk_mode = "snapshot"
+        model_id = mid
+
+        async def astream(self, interaction: Any, params: Any = None) -> Any:
+            yield Stream.Init()
+            yield Stream.Pending(ModelState.GeneratingTokens(UsageReport.of(5, 0)))
+            yield Stream.Next(
+                Messages.Assistant(model=mid, content=TextContent("Hi"), usage=UsageReport.of(5, 1))
+            )
+            yield Stream.Pending(ModelState.GeneratingTokens(UsageReport.of(5, 1)))
+            yield Stream.Pending(ModelState.GeneratingTokens(UsageReport.of(5, 3)))
+
+    events = list(agent_for(Counting()).run_turn_stream("hi").events())  # type: ignore[arg-type]
+    gen = [
+        e.progress.tokens_so_far
+        for e in events
+        if isinstance(e, TurnEvent.Progress) and isinstance(e.progress, AgentProgress.Generating)
+    ]
+    assert gen == [0, 1, 3]
+    assert isinstance(events[-2], TurnEvent.Progress) and isinstance(
+        events[-2].progress, AgentProgress.TurnComplete
+    )
+    assert isinstance(events[-1], TurnEvent.Done)
+
+    failed = list(agent_for(ScriptedModel([fail("boom")])).run_turn_stream("hi").events())
+    assert isinstance(failed[-1], TurnEvent.Failed)
+    kinds = [type(e.progress).__name__ for e in failed if isinstance(e, TurnEvent.Progress)]
+    assert "AgentProgress.TurnComplete" not in kinds
+    assert kinds.count("AgentProgress.Generating") == 1

@@ -264,6 +264,7 @@ async def run_turn_loop(
                 inner += 1
                 state.generations += 1
                 name = model.descriptor.name
+                reported = 0  # Generating is emitted once at 0, then only when the count grows
                 if emit:
                     yield Stream.Pending(AgentProgress.Generating(model=name, tokens_so_far=0))
 
@@ -304,9 +305,12 @@ async def run_turn_loop(
                                 if error is None:
                                     error = _error_message(model, v.message)
                             elif emit and getattr(v, "usage", None) is not None:
-                                yield Stream.Pending(
-                                    AgentProgress.Generating(model=name, tokens_so_far=int(v.usage.output))
-                                )
+                                tokens = int(v.usage.output)
+                                if tokens > reported:
+                                    reported = tokens
+                                    yield Stream.Pending(
+                                        AgentProgress.Generating(model=name, tokens_so_far=tokens)
+                                    )
                             continue
                         else:
                             continue
@@ -473,9 +477,9 @@ async def run_turn_loop(
         summary = SessionRecord.Summary(message_count=state.persisted, usage=ledger.snapshot())
         state.snapshot = summary.usage
         session.store.append(session.session_id, [summary])
-        if emit:
-            yield Stream.Pending(AgentProgress.TurnComplete(usage=summary.usage))
         failed = records[-1] if records and isinstance(records[-1], SessionRecord.FailedAction) else None
+        if emit and failed is None:  # a failed turn ends with its FailedAction, not TurnComplete
+            yield Stream.Pending(AgentProgress.TurnComplete(usage=summary.usage))
         if failed is not None:
             records.pop()
         records.append(summary)
