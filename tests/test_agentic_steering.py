@@ -24,6 +24,8 @@ from foundation_ai.agentic import (
 )
 from foundation_ai.types import (
     AssistantMessage,
+    MessageRole,
+    Messages,
     StopReason,
     TextContent,
     ToolCall,
@@ -105,6 +107,9 @@ def test_steer_from_another_thread_interrupts_generation() -> None:
     assert turn.ok and turn.text() == "Short, as asked."
     users = [x.content for x in turn.messages() if isinstance(x, UserMessage)]
     assert users == [TextContent("Explain everything."), TextContent("Stop. Be short.")]
+    # seed 000 section 1: a steering text is Messages.agent (role agent); the prompt stays user
+    roles = [x.role for x in turn.messages() if isinstance(x, UserMessage)]
+    assert roles == [MessageRole.User, MessageRole.Agent]
     # the interrupted output was never persisted
     assert all(x.id not in retract[0].message_ids for x in turn.messages())
     assert "never seen" not in str(agent.history())
@@ -280,3 +285,33 @@ def test_abort_with_no_turn_running_does_nothing() -> None:
     agent = build(ScriptedModel([say("fine")]))
     agent.abort()
     assert agent.run_turn("go").ok
+
+
+def test_steer_with_no_turn_running_is_queued_like_a_follow_up() -> None:
+    """Tester defect 5: with no turn running, steer() queues its message (as an agent message)
+    for right after the next prompt, like follow_up() (a user message); abort() is a no-op."""
+    m = ScriptedModel([say("fine")])
+    agent = build(m)
+    agent.steer("be brief")
+    agent.follow_up("and polite")
+    agent.abort()
+    turn = agent.run_turn("go")
+    assert turn.ok and turn.outcome is TurnOutcome.Completed
+    users = [(x.role, x.content) for x in turn.messages() if isinstance(x, UserMessage)]
+    assert users == [
+        (MessageRole.User, TextContent("go")),
+        (MessageRole.User, TextContent("and polite")),
+        (MessageRole.Agent, TextContent("be brief")),
+    ]
+    # all three went with the first request, nothing is left queued
+    sent = [x.content for x in m.interactions[0].messages if isinstance(x, UserMessage)]
+    assert sent == [c for _, c in users]
+    assert agent.steering.take_steers() == [] and agent.steering.take_follow_ups() == []
+
+
+def test_steer_keeps_a_message_as_is() -> None:
+    agent = build(ScriptedModel([say("fine")]))
+    note = Messages.system("note from the loop")
+    agent.steer(note)
+    turn = agent.run_turn("go")
+    assert note in turn.messages()
