@@ -129,6 +129,8 @@ def test_show_prints_the_transcript(store_with_runs: dict) -> None:
     answer = store_with_runs["plain"].stdout.strip()
     assert "assistant> " in r.stdout
     assert answer.split()[0] in r.stdout
+    # the transcript's usage line shows the cost as `run` did (tester defect 7)
+    assert "cost $0 (local)" in r.stdout and "$0.000000" not in r.stdout
     # a unique prefix works too, and --json gives the stored records
     r2 = cli("show", session_id[:12], "--json", db=db)
     assert r2.returncode == 0, r2.stderr

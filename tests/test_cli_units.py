@@ -550,3 +550,62 @@ def test_cmd_run_prints_each_output_as_a_paragraph(
     out = capsys.readouterr()
     assert out.out == "Let me list.\nThere is a.txt.\n"
     assert "tool call list_dir" in out.err and "tool result list_dir" in out.err and "a.txt" in out.err
+
+
+# ---------------------------------------------------------------------------------------------
+# tester's defects (show wrapping, cost display)
+
+
+def test_show_to_a_file_does_not_hard_wrap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tester defect 4: `foundation-ai show ID > file` wrapped lines at 80 columns. When stdout
+    is not a terminal, every line written is one of the content's own lines."""
+    from foundation_ai._cli.commands import cmd_show
+    from foundation_ai.agentic import SqliteSessionStore
+
+    monkeypatch.setenv("COLUMNS", "80")
+    long_prompt = " ".join(f"word{i}" for i in range(60))  # ~430 characters, one line
+    long_answer = "An answer that goes on. " * 30 + "The end."
+    db = tmp_path / "s.sqlite3"
+    session = (
+        AgentSession.builder(ScriptedModel([say(long_answer)])).with_store(SqliteSessionStore(db)).build()
+    )
+    session.run_turn(long_prompt)
+    session.close()
+    assert cmd_show(build_parser().parse_args(["show", str(session.session_id), "--db", str(db)])) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"you> {long_prompt}" in lines
+    assert f"assistant> {long_answer}" in lines
+    assert "\x1b[" not in "".join(lines)  # no colour codes in a file
+
+
+def test_cost_is_shown_alike_in_run_chat_and_show() -> None:
+    """Tester defect 7: a local turn's cost read `$0 (local)` in run/chat but `$0.000000` in
+    show. The transcript's usage line now matches the live one: `$0 (local)` when the turn's
+    model ran in-process (provider llamacpp), the stored USD figure otherwise."""
+    usage = TokenSnapshot(input=10, output=5, total_tokens=15, cost_usd=0.0)
+
+    class S:
+        pass
+
+    S.usage = usage  # type: ignore[attr-defined]
+    live = usage_line(S(), LOCAL)
+    local_answer = Messages.Assistant(model="smollm2", content=TextContent("hi"), provider="llamacpp")
+    cloud_answer = Messages.Assistant(model="gpt", content=TextContent("hi"), provider="openai")
+    records = [
+        SessionRecord.Conversation(message=Messages.user("a")),
+        SessionRecord.Conversation(message=local_answer),
+        SessionRecord.Summary(message_count=2, usage=usage),
+        SessionRecord.Conversation(message=Messages.user("b")),
+        SessionRecord.Conversation(message=cloud_answer),
+        SessionRecord.Summary(message_count=2, usage=usage),
+    ]
+    console = recording_console()
+    render_records(console, records)
+    usage_lines = [ln for ln in console.export_text().splitlines() if ln.startswith("tokens:")]
+    assert usage_lines == [live, usage_line(S(), ModelChoice("openai", "gpt"))]
+    assert usage_lines == [
+        "tokens: 10 in · 5 out · cost $0 (local)",
+        "tokens: 10 in · 5 out · cost $0.000000",
+    ]

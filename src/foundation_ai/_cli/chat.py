@@ -24,7 +24,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from .render import TurnRenderer, render_records
+from .render import TurnRenderer, make_console, render_records
 from .turns import TurnRunner
 
 __all__ = ["HELP", "ChatApp"]
@@ -45,7 +45,7 @@ class ChatApp:
     def __init__(self, setup: Any, console: Console | None = None) -> None:
         self.setup = setup
         self.session = setup.session
-        self.console = console if console is not None else Console(highlight=False)
+        self.console = console if console is not None else make_console()
         self.renderer = TurnRenderer(self.console)
         self.exit_requested = False
 

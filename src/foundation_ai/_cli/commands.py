@@ -15,13 +15,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console
-
 from ..errors import ConfigurationError
 from ..types import ModelParams, to_json
 from .builtin_tools import files_tools, shell_tools
 from .model_choice import ModelChoice, check_reachable, load_model, parse_model_spec
-from .render import TurnRenderer, format_usage, render_records
+from .render import TurnRenderer, format_usage, make_console, render_records
 from .session_index import SessionInfo, describe_sessions, resolve_session_id
 from .turns import QuestionBox, TurnRunner
 
@@ -156,8 +154,7 @@ def usage_line(summary: Any, choice: ModelChoice, model: Any = None) -> str:
     (e.g. an unknown model behind ``--base-url``)."""
     u = summary.usage
     if choice.kind in ("local", "gguf"):
-        line = format_usage(u.input, u.output, None, u.cache_read, u.cache_write)
-        return line.replace("cost n/a", "cost $0 (local)")
+        return format_usage(u.input, u.output, None, u.cache_read, u.cache_write, local=True)
     descriptor = getattr(model, "descriptor", None)
     unpriced = descriptor is not None and getattr(descriptor, "input_price", None) is None
     cost = None if (unpriced and not u.cost_usd) else u.cost_usd
@@ -222,8 +219,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not prompt.strip():
         raise ConfigurationError("the prompt is empty")
     setup = setup_session(args)
-    err_console = Console(stderr=True, highlight=False)
-    err = TurnRenderer(err_console)
+    err = TurnRenderer(make_console(stderr=True))
     out = _RunOutput(args.json, sys.stdout.isatty(), err)
     runner = TurnRunner(setup.session, out.handle, questions=setup.questions)
     try:
@@ -281,7 +277,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             }
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
         return EXIT_OK
-    console = Console(highlight=False)
+    console = make_console()
     if not rows:
         console.print("no stored sessions")
         return EXIT_OK
@@ -315,7 +311,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         for rec in records:
             sys.stdout.write(to_json(rec).decode("utf-8") + "\n")
         return EXIT_OK
-    console = Console(highlight=False)
+    console = make_console()  # `show ID > file`: the content's own lines, no hard wrapping
     console.print(f"[bold]session {session_id}[/bold]")
     render_records(console, records)
     return EXIT_OK

@@ -21,6 +21,7 @@ from ..types import (
     ImageContent,
     MessageRole,
     Messages,
+    ModelProviders,
     SessionRecord,
     TextContent,
     ThinkingContent,
@@ -30,8 +31,10 @@ from ..types import (
 )
 
 __all__ = [
+    "PLAIN_WIDTH",
     "TurnRenderer",
     "format_usage",
+    "make_console",
     "render_records",
     "short",
     "tool_call_panel",
@@ -40,6 +43,24 @@ __all__ = [
 
 PANEL_MAX_CHARS = 600
 """Characters of tool arguments or results shown in a panel (the model gets everything)."""
+
+
+PLAIN_WIDTH = 100_000
+"""Console width when the output is not a terminal (a file or a pipe): wide enough that rich
+never inserts line breaks that are not in the content (panels are as wide as their content)."""
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A rich console on stdout (or stderr) for the CLI's human-readable output.
+
+    On a terminal: rich's defaults (colours, wrapping at the terminal width). Otherwise
+    (``show ID > file``, a pipe): no colours and no hard wrapping, ``soft_wrap`` on and
+    :data:`PLAIN_WIDTH` columns, so the text written is the content's own lines.
+    """
+    console = Console(highlight=False, stderr=stderr)
+    if console.is_terminal:
+        return console
+    return Console(highlight=False, stderr=stderr, soft_wrap=True, width=PLAIN_WIDTH)
 
 
 def short(text: str, limit: int = PANEL_MAX_CHARS) -> str:
@@ -100,16 +121,23 @@ def format_usage(
     cost_usd: float | None = None,
     cache_read: float = 0.0,
     cache_write: float = 0.0,
+    *,
+    local: bool = False,
 ) -> str:
-    """``"tokens: 42 in · 17 out · cost $0.000123"``; cache counts when non-zero; cost ``n/a``
-    when unknown (``None``). Units: tokens, USD."""
+    """``"tokens: 42 in · 17 out · cost $0.000123"``; cache counts when non-zero. The cost
+    (USD) is ``$0 (local)`` for an in-process model (``local``), ``n/a`` when unknown
+    (``None``), else six decimals. ``run``, ``chat`` and ``show`` all print usage with this."""
     parts = [f"{input_tokens:,.0f} in", f"{output_tokens:,.0f} out"]
     if cache_read:
         parts.append(f"{cache_read:,.0f} cache read")
     if cache_write:
         parts.append(f"{cache_write:,.0f} cache write")
-    cost = "n/a" if cost_usd is None else f"${cost_usd:.6f}"
+    cost = "$0 (local)" if local else "n/a" if cost_usd is None else f"${cost_usd:.6f}"
     return f"tokens: {' · '.join(parts)} · cost {cost}"
+
+
+LOCAL_PROVIDERS = frozenset({ModelProviders.LlamaCpp})
+"""Providers whose models run in-process: their turns cost nothing (``$0 (local)``)."""
 
 
 class TurnRenderer:
@@ -213,7 +241,9 @@ def render_records(console: Console, records: Iterable[Any]) -> int:
 
     Messages are printed in order, the way ``conversation_of`` rebuilds them: a message id is
     printed once, in its latest version, and messages named by a ``Retracted`` record are left
-    out. ``Summary`` records print a usage line. Returns the number of messages printed.
+    out. ``Summary`` records print a usage line, with the cost shown as ``run`` and ``chat``
+    show it (``$0 (local)`` when the turn's assistant messages came from an in-process model,
+    ``ModelProviders.LlamaCpp``). Returns the number of messages printed.
     """
     items = list(records)
     hidden: set[str] = set()
@@ -225,16 +255,21 @@ def render_records(console: Console, records: Iterable[Any]) -> int:
         if message is not None:
             latest[message.id] = message
     printed: set[str] = set()
+    turn_local = False  # the turn's model ran in-process (its assistant messages say so)
     for rec in items:
         message = _message_of(rec)
         if message is not None:
+            if isinstance(message, AssistantMessage):
+                turn_local = message.provider in LOCAL_PROVIDERS
             if message.id in hidden or message.id in printed:
                 continue
             printed.add(message.id)
             _message_lines(console, latest[message.id])
         elif isinstance(rec, SessionRecord.Summary):
             u = rec.usage
-            console.print(Text(format_usage(u.input, u.output, u.cost_usd), style="dim"), soft_wrap=True)
+            line = format_usage(u.input, u.output, u.cost_usd, u.cache_read, u.cache_write, local=turn_local)
+            console.print(Text(line, style="dim"), soft_wrap=True)
+            turn_local = False
     return len(printed)
 
 
