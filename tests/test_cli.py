@@ -352,3 +352,28 @@ def test_run_continues_a_session(tmp_path: Path) -> None:
     assert listing[1].split()[3] == "4"
     shown = cli("show", session_id, db=db).stdout
     assert shown.index("you> Name a fruit.") < shown.index("you> Name another one.")
+
+
+def test_run_json_reader_leaves_early_exit_141_turn_aborted(tmp_path: Path) -> None:
+    """Tester defect 5: `run --json ... | head -1` exited 1 silently. When stdout's reader goes
+    away mid-turn, the command aborts the turn (it stops early, well short of --max-tokens),
+    exits 141 with nothing on stderr, and the stored session holds the prompt and a summary."""
+    db = tmp_path / "s.db"
+    proc = subprocess.Popen(
+        [*CLI, "run", "Write a very long story about a dragon.", "--json", "--max-tokens", "400", "--seed", "7",
+         "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    for line in proc.stdout:
+        if json.loads(line)["type"] == "text":
+            break  # like `head`: the first text line, then the reader leaves
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 141
+    assert err == b""
+    records = [json.loads(ln) for ln in cli("show", json_session_id(db), "--json", db=db).stdout.splitlines()]
+    assert records[0]["type"] == "conversation"
+    assert records[0]["message"]["content"]["content"] == "Write a very long story about a dragon."
+    summaries = [r for r in records if r["type"] == "summary"]
+    assert summaries and summaries[-1]["usage"]["output"] < 400

@@ -609,3 +609,124 @@ def test_cost_is_shown_alike_in_run_chat_and_show() -> None:
         "tokens: 10 in · 5 out · cost $0 (local)",
         "tokens: 10 in · 5 out · cost $0.000000",
     ]
+
+
+def test_run_json_into_a_closed_pipe_aborts_quietly_exit_141(
+    scripted: Scripted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tester defect 5: `run --json | head -1` exited 1 silently with the turn left running. The
+    first write to the closed pipe aborts the turn (no further model call), the command exits
+    141 without a message, and the store holds a consistent turn (every call has its result)."""
+    from foundation_ai._cli.commands import EXIT_BROKEN_PIPE, cmd_run
+    from foundation_ai.agentic import SqliteSessionStore
+    from foundation_ai.agentic.stores import conversation_of
+
+    scripted.script.extend([call("list_dir", {}), say("never generated")])
+    # (the first event may come before the first model call: then none is made)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line
+    pipe_out = os.fdopen(write_end, "w")
+    monkeypatch.setattr("sys.stdout", pipe_out)
+    db = tmp_path / "s.db"
+    args = build_parser().parse_args(
+        ["run", "list", "--json", "--tools", "files", "--root", str(tmp_path), "--db", str(db)]
+    )
+    try:
+        assert cmd_run(args) == EXIT_BROKEN_PIPE == 141
+    finally:
+        pipe_out.close()  # its fd now points at /dev/null: closing is quiet
+    assert capsys.readouterr().err == ""
+    assert len(scripted.models[0].interactions) <= 1  # aborted at the first event: no second model call
+    store = SqliteSessionStore(db)
+    (session_id,) = store.sessions()
+    messages = conversation_of(store.load(session_id))
+    store.close()
+    calls = [m for m in messages if isinstance(getattr(m, "content", None), ToolCall)]
+    results = [m for m in messages if isinstance(m, Messages.ToolResult)]
+    assert {c.content.id for c in calls} == {r.tool_call_id for r in results}  # type: ignore[attr-defined]
+    assert isinstance(messages[0], Messages.User) and messages[0].content == TextContent("list")
+    assert not any("never generated" in str(getattr(m, "content", "")) for m in messages)
+
+
+def test_sessions_into_a_closed_pipe_exits_141_quietly(tmp_path: Path) -> None:
+    """A closed stdout in any command (`sessions | head -1`) ends it quietly with 141."""
+    import subprocess
+    import sys
+
+    from foundation_ai.agentic import SqliteSessionStore
+
+    db = tmp_path / "s.db"
+    store = SqliteSessionStore(db)
+    for i in range(300):
+        AgentSession.builder(ScriptedModel([say("ok")])).with_store(store).build().run_turn(f"prompt {i}")
+    store.close()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "foundation_ai", "sessions", "--limit", "300", "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().split()[:2] == [b"ID", b"UPDATED"]
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141
+    assert err == b""
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--temperature", "-3"], "argument --temperature: must be a number >= 0, got -3"),
+        (["--temperature", "nan"], "argument --temperature: must be a number >= 0, got nan"),
+        (["--shell-timeout", "-1"], "argument --shell-timeout: must be a number of seconds > 0, got -1"),
+        (["--shell-timeout", "0"], "argument --shell-timeout: must be a number of seconds > 0, got 0"),
+        (["--max-tokens", "0"], "argument --max-tokens: must be a positive integer, got 0"),
+        (["--max-tokens", "many"], "argument --max-tokens: must be a positive integer, got 'many'"),
+        (["-m", "openai:x", "--base-url", "notaurl"], "argument --base-url: 'notaurl' is not an http(s) URL"),
+        (
+            ["-m", "openai:x", "--base-url", "ftp://h/"],
+            "argument --base-url: 'ftp://h/' is not an http(s) URL",
+        ),
+        (
+            ["-m", "openai:x", "--base-url", "http://h:99999"],
+            "argument --base-url: 'http://h:99999' has a bad port",
+        ),
+    ],
+)
+def test_invalid_option_values_are_one_line_usage_errors(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tester defect 6: bad values were accepted (or `--base-url notaurl` failed later with
+    exit 1 "cannot reach"); each is now a one-line usage error, exit 2, naming the value."""
+    from foundation_ai.cli import main
+
+    for command in ("run", "chat"):
+        args = [command, "hi", *argv] if command == "run" else [command, *argv]
+        with pytest.raises(SystemExit) as exc:
+            main(args)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert (
+            err.startswith(f"foundation-ai: error: {needle}")
+            and f"(see: foundation-ai {command} --help)" in err
+        )
+
+
+def test_base_url_checked_by_the_library_too() -> None:
+    with pytest.raises(ConfigurationError, match="--base-url 'notaurl' is not an http"):
+        parse_model_spec("openai:x", "notaurl")
+
+
+def test_help_documents_root_db_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    """Tester defects 5, 6, 8: --help says the shell tool is not confined to --root, that --db
+    creates missing directories, and what exit 141 means."""
+    from foundation_ai.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "shell commands are not confined to it" in text
+    assert "missing parent directories are created" in text
+    assert "141 stdout was closed early" in text
+    assert "root directory of the files and shell tools" not in text

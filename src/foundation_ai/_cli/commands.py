@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,9 +24,36 @@ from .render import TurnRenderer, format_usage, make_console, render_records
 from .session_index import SessionInfo, describe_sessions, resolve_session_id
 from .turns import QuestionBox, TurnRunner
 
-__all__ = ["SessionSetup", "cmd_chat", "cmd_run", "cmd_sessions", "cmd_show", "failure_message", "open_store"]
+__all__ = [
+    "EXIT_BROKEN_PIPE",
+    "SessionSetup",
+    "cmd_chat",
+    "cmd_run",
+    "cmd_sessions",
+    "cmd_show",
+    "failure_message",
+    "open_store",
+]
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_BROKEN_PIPE = 141
+"""stdout was closed by its reader (``| head``): 128 + SIGPIPE, what a shell reports for a Unix
+tool ended by a closed pipe."""
+
+
+def silence_stdout() -> None:
+    """Point stdout's file descriptor at ``/dev/null`` after its reader went away, so output
+    still buffered (and the interpreter's final flush) goes nowhere instead of raising
+    ``BrokenPipeError`` again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def open_store(path: str | None) -> Any:
@@ -166,27 +194,50 @@ def usage_line(summary: Any, choice: ModelChoice, model: Any = None) -> str:
 
 
 class _RunOutput:
-    """Collects a ``run`` turn: the answer text per output (retractions drop outputs) and the end."""
+    """Collects a ``run`` turn: the answer text per output (retractions drop outputs) and the end.
 
-    def __init__(self, json_lines: bool, stream_text: bool, err: TurnRenderer) -> None:
+    When stdout's reader goes away (``run --json | head -1``), the first failed write calls
+    ``abort`` so the turn ends as ``Aborted`` (stored as such), and the rest of the turn is
+    consumed without output.
+    """
+
+    def __init__(
+        self, json_lines: bool, stream_text: bool, err: TurnRenderer, abort: Callable[[], None] = lambda: None
+    ) -> None:
         self.json_lines = json_lines
         self.stream_text = stream_text
         self.err = err
+        self.abort = abort
         self.pieces: dict[str, list[str]] = {}
         self.terminal: Any = None
+        self.stdout_closed = False
+        """stdout's reader went away: nothing more is printed, the turn was aborted."""
+
+    def _write(self, text: str) -> None:
+        if self.stdout_closed:
+            return
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            self.stdout_closed = True
+            silence_stdout()
+            self.abort()
 
     def handle(self, event: Any) -> None:
         from ..agentic import TurnEvent
 
+        if isinstance(event, TurnEvent.Failed | TurnEvent.Done):
+            self.terminal = event
         if self.json_lines:
-            sys.stdout.write(to_json(event).decode("utf-8") + "\n")
-            sys.stdout.flush()
+            self._write(to_json(event).decode("utf-8") + "\n")
         if isinstance(event, TurnEvent.Text):
             self.pieces.setdefault(event.message_id, []).append(event.text)
             if self.stream_text and not self.json_lines:
-                sys.stdout.write(event.text)
-                sys.stdout.flush()
-        elif isinstance(event, TurnEvent.Retract):
+                self._write(event.text)
+        if self.stdout_closed:
+            return
+        if isinstance(event, TurnEvent.Retract):
             for mid in event.message_ids:
                 self.pieces.pop(mid, None)
             if self.stream_text and not self.json_lines:
@@ -199,8 +250,6 @@ class _RunOutput:
             self.err.tool_call(event.call)
         elif isinstance(event, TurnEvent.ToolResult):
             self.err.tool_result(event.result)
-        if isinstance(event, TurnEvent.Failed | TurnEvent.Done):
-            self.terminal = event
 
     def answer(self) -> str:
         """The turn's text, one output per paragraph (retracted outputs left out)."""
@@ -212,7 +261,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``foundation-ai run PROMPT``: one turn. Prints the answer on stdout (streamed when stdout
     is a terminal, else once complete so retracted output never shows), tool activity and the
     usage line on stderr; ``--json`` prints every ``TurnEvent`` as one JSON line on stdout.
-    Exit 0 on success, 1 when the turn failed, 130 when interrupted."""
+    Exit 0 on success, 1 when the turn failed, 130 when interrupted, 141 (quietly) when stdout's
+    reader went away (``| head -1``): the running turn is then aborted, so the store holds it
+    as an ``Aborted`` turn with what it produced."""
     from ..agentic import TurnEvent, TurnOutcome
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
@@ -220,16 +271,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigurationError("the prompt is empty")
     setup = setup_session(args)
     err = TurnRenderer(make_console(stderr=True))
-    out = _RunOutput(args.json, sys.stdout.isatty(), err)
+    out = _RunOutput(args.json, sys.stdout.isatty(), err, setup.session.abort)
     runner = TurnRunner(setup.session, out.handle, questions=setup.questions)
     try:
         runner.run(lambda: setup.session.run_turn_stream(prompt).events())
     finally:
         setup.session.close()
-    if isinstance(runner.error, BrokenPipeError):  # `run --json | head -1`: the reader left
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush stays quiet
-        return EXIT_FAILED
+    if out.stdout_closed:  # `run --json | head -1`: the reader left; the turn was aborted
+        return EXIT_BROKEN_PIPE
     if runner.error is not None:
         from ..cli import error_line
 
@@ -239,10 +288,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.json:
         if out.stream_text:
             if out.pieces:
-                sys.stdout.write("\n")
+                out._write("\n")
         elif text := out.answer():
-            sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+            out._write(text + "\n")
+        if out.stdout_closed:
+            return EXIT_BROKEN_PIPE
         if end is not None and (end.summary.usage.total_tokens or isinstance(end, TurnEvent.Done)):
             err.usage(usage_line(end.summary, setup.choice, setup.session.model))
     if isinstance(end, TurnEvent.Failed):

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import ConfigurationError, ProviderError
 
-__all__ = ["ModelChoice", "check_reachable", "load_model", "parse_model_spec"]
+__all__ = ["ModelChoice", "check_base_url", "check_reachable", "load_model", "parse_model_spec"]
 
 _LOCAL_ALIASES = frozenset({"", "local", "smollm2", "default"})
 
@@ -62,12 +62,35 @@ class ModelChoice:
         return f"{self.kind}:{self.name}"
 
 
+def check_base_url(base_url: str) -> str:
+    """``base_url`` if it is an absolute ``http://`` or ``https://`` URL with a host and a valid
+    port (``--base-url``), else a one-line error naming it.
+
+    Raises:
+        ConfigurationError: not an http(s) URL, no host, or a bad port.
+    """
+    from urllib.parse import urlsplit
+
+    text = base_url.strip()
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        raise ConfigurationError(f"--base-url {base_url!r} has a bad port") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(
+            f"--base-url {base_url!r} is not an http(s) URL (e.g. http://127.0.0.1:8080/v1)"
+        )
+    del port  # read only to validate it
+    return text
+
+
 def parse_model_spec(spec: str | None, base_url: str | None = None) -> ModelChoice:
     """Parse a ``--model`` value (see the module docstring for the forms).
 
     Raises:
-        ConfigurationError: an unknown prefix, a missing name, or ``--base-url`` with a local
-            model.
+        ConfigurationError: an unknown prefix, a missing name, ``--base-url`` with a local
+            model, or a ``--base-url`` that is not an http(s) URL.
     """
     text = (spec or "").strip()
     if text.lower() in _LOCAL_ALIASES:
@@ -92,7 +115,7 @@ def parse_model_spec(spec: str | None, base_url: str | None = None) -> ModelChoi
         raise ConfigurationError(
             f"unknown model provider {prefix!r}: use openai:, responses:, anthropic:, gguf: or 'local'"
         )
-    return ModelChoice(prefix, name, base_url or None)
+    return ModelChoice(prefix, name, check_base_url(base_url) if base_url else None)
 
 
 def load_model(choice: ModelChoice, env: Mapping[str, str] | None = None) -> Any:
@@ -146,19 +169,14 @@ def check_reachable(base_url: str, timeout: float = 5.0) -> None:
     down is reported at once instead of after the user typed something.
 
     Raises:
-        ConfigurationError: the URL has no host.
+        ConfigurationError: not an http(s) URL (see :func:`check_base_url`).
         ProviderError: the connection is refused, times out or the host is unknown.
     """
     from urllib.parse import urlsplit
 
-    parts = urlsplit(base_url)
-    host = parts.hostname
-    if not host or parts.scheme not in ("http", "https"):
-        raise ConfigurationError(f"--base-url {base_url!r} is not an http(s) URL")
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise ConfigurationError(f"--base-url {base_url!r} has a bad port") from None
+    parts = urlsplit(check_base_url(base_url))
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
     try:
         with socket.create_connection((host, port), timeout=timeout):
             pass

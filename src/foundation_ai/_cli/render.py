@@ -8,6 +8,7 @@ while the main thread waits for input (rich's ``Console`` serialises writes with
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -51,16 +52,27 @@ never inserts line breaks that are not in the content (panels are as wide as the
 
 
 def make_console(*, stderr: bool = False) -> Console:
-    """A rich console on stdout (or stderr) for the CLI's human-readable output.
+    """A rich console on stdout (or stderr) for the CLI's human-readable output; a closed
+    output raises ``BrokenPipeError`` (the entry point exits 141).
 
     On a terminal: rich's defaults (colours, wrapping at the terminal width). Otherwise
     (``show ID > file``, a pipe): no colours and no hard wrapping, ``soft_wrap`` on and
     :data:`PLAIN_WIDTH` columns, so the text written is the content's own lines.
     """
-    console = Console(highlight=False, stderr=stderr)
+    console = _Console(highlight=False, stderr=stderr)
     if console.is_terminal:
         return console
-    return Console(highlight=False, stderr=stderr, soft_wrap=True, width=PLAIN_WIDTH)
+    return _Console(highlight=False, stderr=stderr, soft_wrap=True, width=PLAIN_WIDTH)
+
+
+class _Console(Console):
+    """A rich ``Console`` that reports a closed output (``sessions | head -1``) as
+    ``BrokenPipeError``, for the CLI's entry point to end quietly with exit status 141 (rich's
+    default exits the process with status 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
 
 
 def short(text: str, limit: int = PANEL_MAX_CHARS) -> str:
