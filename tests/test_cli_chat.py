@@ -1,6 +1,7 @@
 """``foundation-ai chat`` driven through a pseudo-terminal (pexpect) on the bundled SmolLM2:
 a streamed turn with its usage line, ``/exit`` and resuming with ``--session``; Ctrl-C during a
-turn interrupts it and the session goes on; ``/steer`` during a turn; Ctrl-D quits."""
+turn interrupts it and the session goes on; ``/steer`` during a turn; Ctrl-D quits (during a
+turn: once the turn is done)."""
 
 from __future__ import annotations
 
@@ -165,6 +166,27 @@ def test_commands_between_turns_and_ctrl_d(tmp_path: Path) -> None:
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_ctrl_d_during_a_turn_quits_after_the_turn(tmp_path: Path) -> None:
+    """Tester defect 7: Ctrl-D during a turn was swallowed. It now lets the turn finish (its
+    answer and usage line are shown, it is not interrupted), then the chat ends (exit 0)."""
+    db = tmp_path / "chat.sqlite3"
+    child = spawn(db, max_tokens=120)
+    child.expect_exact(PROMPT)
+    child.sendline("Write a very long story about a dragon.")
+    child.expect_exact("about a dragon.")  # echo
+    child.expect(r"\w+\W+\w+\W+\w+")  # the turn is streaming
+    child.sendeof()
+    child.expect_exact("Ctrl-D: the chat ends when this turn is done")
+    child.expect(USAGE)
+    assert "turn interrupted" not in child.before
+    child.expect(RESUME)
+    session_id = child.match.group(1)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "you> Write a very long story about a dragon." in show(db, session_id)
 
 
 def test_shell_tool_asks_in_chat(tmp_path: Path) -> None:

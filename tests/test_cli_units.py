@@ -730,3 +730,40 @@ def test_help_documents_root_db_and_exit_codes(capsys: pytest.CaptureFixture[str
     assert "missing parent directories are created" in text
     assert "141 stdout was closed early" in text
     assert "root directory of the files and shell tools" not in text
+
+
+def test_ctrl_d_during_a_turn_ends_the_chat_after_the_turn() -> None:
+    """Tester defect 7: Ctrl-D pressed during a turn was swallowed. On a real pseudo-terminal,
+    Ctrl-D typed while the turn runs lets the turn complete (not aborted), tells the user, and
+    makes the chat end once the turn is done."""
+    import pty
+    import termios
+
+    from foundation_ai.agentic import TurnEvent, TurnOutcome, pause
+
+    model = ScriptedModel([[say("slow "), pause(2.0), say("answer")]], chunk_mode="delta")
+    session = AgentSession.builder(model).with_store(InMemorySessionStore()).build()
+    console = recording_console()
+    app = ChatApp(_setup(session), console)
+    master, slave = pty.openpty()
+    assert termios.tcgetattr(slave)[3] & termios.ICANON  # canonical mode: ^D at a line start is EOF
+    tty_in = os.fdopen(slave, "r")
+    try:
+        os.write(master, termios.tcgetattr(slave)[6][termios.VEOF])  # the user presses Ctrl-D
+        events: list[object] = []
+
+        def handle(event: object) -> None:
+            events.append(event)
+            app.handle_event(event)
+
+        runner = TurnRunner(session, handle, on_line=app.on_line, on_eof=app.on_eof, stdin=tty_in)  # type: ignore[arg-type]
+        runner.run(lambda: session.run_turn_stream("go").events())
+    finally:
+        tty_in.close()
+        os.close(master)
+    assert runner.eof and app.exit_requested and not runner.interrupted
+    end = events[-1]
+    assert isinstance(end, TurnEvent.Done) and end.summary.outcome is TurnOutcome.Completed
+    out = console.export_text()
+    assert "slow" in out and "answer" in out
+    assert "Ctrl-D: the chat ends when this turn is done" in out

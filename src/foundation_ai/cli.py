@@ -208,7 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
         "chat",
         help="interactive chat (streams tokens; /steer TEXT, /exit; Ctrl-C interrupts a turn)",
         description="Interactive chat. While a turn runs, type '/steer TEXT' to redirect it, "
-        "Ctrl-C to interrupt it (the session is kept). '/exit' or Ctrl-D quits.",
+        "Ctrl-C to interrupt it (the session is kept). '/exit' or Ctrl-D quits; Ctrl-D during a "
+        "turn quits once the turn has finished ('/exit' during a turn aborts it first).",
     )
     chat.add_argument("--session", "-s", metavar="ID", help="resume a stored session")
     _add_agent_options(chat)

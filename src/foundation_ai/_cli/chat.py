@@ -9,7 +9,9 @@ available). A prompt starts a turn: its events are consumed and rendered by a wo
 - any other line typed during a turn is queued with ``session.follow_up(line)``;
 - ``/abort`` or Ctrl-C calls ``session.abort()``: the turn ends at the next safe point, keeping
   what it produced, and the chat goes on in the same session;
-- ``/exit`` (also ``/quit``, Ctrl-D) ends the chat (during a turn: aborts it first).
+- ``/exit`` (also ``/quit``) during a turn aborts it and ends the chat;
+- Ctrl-D (end of input) during a turn lets the turn finish, then ends the chat (to stop the
+  turn at once as well, press Ctrl-C first); between turns, Ctrl-D or ``/exit`` ends the chat.
 
 Between turns: ``/help``, ``/session`` (the id), ``/history`` (the transcript so far). Every turn
 is persisted by the session's store; the id printed at start and exit resumes it with
@@ -32,11 +34,12 @@ __all__ = ["HELP", "ChatApp"]
 HELP = """commands:
   /steer TEXT   (during a turn) redirect the running turn with TEXT
   /abort        (during a turn) stop the turn, same as Ctrl-C; the session is kept
+  Ctrl-D        (during a turn) quit once the turn has finished
   TEXT          (during a turn) queue TEXT as a follow-up after the current answer
   /session      show the session id
   /history      show the conversation so far
   /help         this help
-  /exit         quit (also /quit or Ctrl-D)"""
+  /exit         quit (also /quit or Ctrl-D); during a turn /exit aborts it first"""
 
 
 class ChatApp:
@@ -183,6 +186,13 @@ class ChatApp:
             self.session.follow_up(text)
             self.renderer.notice(f"→ queued as a follow-up: {text}", style="magenta")
 
+    def on_eof(self) -> None:
+        """End of input (Ctrl-D) while a turn runs (main thread): the chat ends after the turn."""
+        self.exit_requested = True
+        self.renderer.notice(
+            "→ Ctrl-D: the chat ends when this turn is done (Ctrl-C stops the turn now)", style="yellow"
+        )
+
     def on_interrupt(self) -> None:
         self.renderer.notice("→ interrupting… (the session is kept)", style="yellow")
 
@@ -194,6 +204,7 @@ class ChatApp:
             questions=self.setup.questions,
             on_line=self.on_line,
             on_interrupt=self.on_interrupt,
+            on_eof=self.on_eof,
             stdin=sys.stdin,
             prompt_out=sys.stdout,
         )

@@ -4,7 +4,8 @@ Why a worker thread: ``steer``, ``follow_up`` and ``abort`` must be callable *wh
 streams (issue 5: "callable from another thread"), and Python delivers Ctrl-C (SIGINT) only to
 the main thread. So :class:`TurnRunner` consumes ``TurnStream.events()`` in a daemon worker thread
 (rendering each event as it arrives) and the main thread waits in short ``select()`` slices on
-stdin: a line typed during the turn is handled by ``on_line`` (``/steer TEXT`` and friends), a
+stdin: a line typed during the turn is handled by ``on_line`` (``/steer TEXT`` and friends), end
+of input (Ctrl-D) calls ``on_eof`` (the chat then ends once the turn is done), a
 Ctrl-C calls ``session.abort()`` and keeps waiting until the turn ends with its summary (a third
 Ctrl-C, for a turn stuck in a slow tool, exits the process with status 130), and
 questions from tools (the shell tool's y/N) are asked and answered here, on the main thread, so
@@ -85,6 +86,8 @@ class TurnRunner:
         on_line: called on the main thread with each line typed during the turn, or ``None``
             to not read stdin while a turn runs.
         on_interrupt: called on the main thread at the first Ctrl-C (after ``abort()``).
+        on_eof: called on the main thread, once, when stdin reaches end of file during the turn
+            (Ctrl-D on a terminal, typed on its own line or to answer a tool's question).
         stdin: the input stream (its file descriptor is polled with ``select``).
         prompt_out: where questions are written.
     """
@@ -97,6 +100,7 @@ class TurnRunner:
         questions: QuestionBox | None = None,
         on_line: Callable[[str], None] | None = None,
         on_interrupt: Callable[[], None] | None = None,
+        on_eof: Callable[[], None] | None = None,
         stdin: TextIO | None = None,
         prompt_out: TextIO | None = None,
     ) -> None:
@@ -105,6 +109,9 @@ class TurnRunner:
         self.questions = questions
         self.on_line = on_line
         self.on_interrupt = on_interrupt
+        self.on_eof = on_eof
+        self.eof = False
+        """stdin reached end of file during the turn (Ctrl-D)."""
         self.stdin = stdin if stdin is not None else sys.stdin
         self.prompt_out = prompt_out if prompt_out is not None else sys.stderr
         self.interrupted = False
@@ -139,6 +146,10 @@ class TurnRunner:
             line = ""
         if line == "":
             self._stdin_open = False
+            if not self.eof:
+                self.eof = True
+                if self.on_eof is not None:
+                    self.on_eof()
             return None
         return line.rstrip("\n")
 
