@@ -315,3 +315,30 @@ def test_steer_keeps_a_message_as_is() -> None:
     agent.steer(note)
     turn = agent.run_turn("go")
     assert note in turn.messages()
+
+
+async def test_cancelled_turn_ends_like_an_abort_keeping_finished_results() -> None:
+    """Tester defect 3 (task side): cancelling the task running ``arun_turn`` during a tool stage
+    keeps the results that finished, pairs the others with an "aborted" result and persists a
+    Summary; the session is usable at once."""
+    from foundation_ai.types import SessionRecord
+
+    TOOL_STARTED.clear()
+    m = ScriptedModel([[call("quick", {"tag": "a"}), call("slow_async", {"tag": "b"})], say("next")])
+    agent = build(m)
+    task = asyncio.create_task(agent.arun_turn("go"))
+    while not TOOL_STARTED.is_set():
+        await asyncio.sleep(0.01)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    history = agent.history()
+    assert isinstance(history[-1], SessionRecord.Summary)
+    conv = [r.message for r in history if isinstance(r, SessionRecord.Conversation)]
+    check_pairs(conv)
+    results = {x.name: x for x in conv if isinstance(x, ToolResultMessage)}
+    assert results["quick"].content == TextContent("quick a") and not results["quick"].is_error
+    assert results["slow_async"].is_error and "aborted" in (results["slow_async"].error_detail or "")
+    assert (await agent.arun_turn("again")).text() == "next"

@@ -255,3 +255,96 @@ def test_generating_once_at_start_and_no_turn_complete_before_failed() -> None:
     kinds = [type(e.progress).__name__ for e in failed if isinstance(e, TurnEvent.Progress)]
     assert "AgentProgress.TurnComplete" not in kinds
     assert kinds.count("AgentProgress.Generating") == 1
+
+
+def _conversation(agent: AgentSession) -> list[Any]:
+    return [r.message for r in agent.history() if isinstance(r, SessionRecord.Conversation)]
+
+
+def test_break_out_of_events_keeps_the_partial_output_as_aborted() -> None:
+    """Tester defect 3: breaking out of ``events()`` lost the partial output and orphaned the
+    prompt. Now it ends the turn like ``abort()``: partial output kept with ``Aborted``, a
+    Summary persisted, the session usable at once."""
+    from foundation_ai.agentic import TurnOutcome, pause
+    from foundation_ai.types import StopReason, UserMessage
+
+    m = ScriptedModel(
+        [[say("first long answer"), pause(30), say("never")], say("second")], chunk_mode="delta"
+    )
+    agent = agent_for(m)
+    stream = agent.run_turn_stream("a")
+    for e in stream.events():
+        if isinstance(e, TurnEvent.Text):
+            break
+    assert stream.turn is not None and stream.turn.outcome is TurnOutcome.Aborted
+    conv = _conversation(agent)
+    assert isinstance(conv[0], UserMessage) and conv[0].text() == "a"
+    partial = conv[1]
+    assert isinstance(partial, AssistantMessage) and isinstance(partial.stop_reason, StopReason.Aborted)
+    assert partial.text() == "first "  # the piece seen before the break
+    assert isinstance(agent.history()[-1], SessionRecord.Summary)
+    assert agent.run_turn("b").text() == "second"
+    kinds = [type(x).__name__ for x in _conversation(agent)]
+    assert kinds == ["Messages.User", "Messages.Assistant", "Messages.User", "Messages.Assistant"]
+
+
+def test_closing_a_stream_during_a_streamed_call_pairs_it_with_an_aborted_result() -> None:
+    from foundation_ai.agentic import pause
+    from foundation_ai.types import StopReason, ToolResultMessage
+
+    from .test_agentic_loop import check_pairs
+
+    m = ScriptedModel([[call("echo", {"text": "x"}), pause(30)], say("ok")])
+    agent = agent_for(m)
+    stream = agent.run_turn_stream("go")
+    it = iter(stream.events())
+    for e in it:
+        if isinstance(e, TurnEvent.ToolCall):
+            break
+    stream.close()  # explicit close, the iterator still referenced
+    conv = _conversation(agent)
+    check_pairs(conv)
+    call_msg = conv[1]
+    assert isinstance(call_msg, AssistantMessage) and isinstance(call_msg.stop_reason, StopReason.Aborted)
+    result = conv[2]
+    assert (
+        isinstance(result, ToolResultMessage) and result.is_error and "aborted" in (result.error_detail or "")
+    )
+    assert agent.run_turn("again").ok
+    stream.close()  # idempotent
+
+
+async def test_async_break_then_next_turn_at_once() -> None:
+    """Tester defect 3, async path: ``arun_turn`` right after ``break`` raised "a turn is
+    already running" until the event loop had closed the abandoned stream."""
+    from foundation_ai.agentic import pause
+    from foundation_ai.types import StopReason
+
+    m = ScriptedModel([[say("x y z"), pause(30)], say("second"), say("third")])
+    agent = agent_for(m)
+    async for e in agent.run_turn_stream("a").events():
+        if isinstance(e, TurnEvent.Text):
+            break
+    assert (await agent.arun_turn("b")).text() == "second"
+    # explicit aclose (here before any generation started) waits until the turn is over
+    stream = agent.run_turn_stream("c")
+    async for _ in stream:
+        if stream is not None and agent.messages and agent.messages[-1].text() == "c":
+            break
+    await stream.aclose()
+    assert stream.turn is not None and stream.turn.outcome.name == "Aborted"
+    assert (await agent.aask("d")).text == "third"
+    conv = _conversation(agent)
+    aborted = [
+        x for x in conv if isinstance(x, AssistantMessage) and isinstance(x.stop_reason, StopReason.Aborted)
+    ]
+    assert [x.text() for x in conv if not isinstance(x, AssistantMessage)] == ["a", "b", "c", "d"]
+    assert aborted and aborted[0].text() == "x "  # the one word seen before the break
+
+
+def test_close_before_iterating_runs_nothing() -> None:
+    agent = agent_for(ScriptedModel([say("ok")]))
+    stream = agent.run_turn_stream("never sent")
+    stream.close()
+    assert agent.history() == []
+    assert agent.run_turn("hi").ok

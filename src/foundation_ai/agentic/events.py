@@ -17,7 +17,7 @@ events.
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
 from typing import Any, ClassVar
 
 import msgspec
@@ -207,6 +207,13 @@ class TurnStream:
 
     ``for`` runs the turn on the session's private event loop in the calling thread; inside a
     running event loop use ``async for``.
+
+    Closing the stream early (``break`` out of the loop, :meth:`close` / :meth:`aclose`, or
+    dropping the iterator) ends the turn the way ``abort()`` does: the partial outputs are
+    persisted with ``StopReason.Aborted``, every open tool call gets an "aborted" result, a
+    ``Summary`` is persisted and the session is free for the next turn. ``close``/``aclose``
+    return once that is done; after a bare ``break`` in ``async for`` the event loop finishes
+    the closing, and the next turn waits for it.
     """
 
     def __init__(
@@ -216,29 +223,35 @@ class TurnStream:
         self._driver = driver
         self._finish = finish
         self._started = False
+        self._sync_it: Generator[Any, None, None] | None = None
+        self._async_it: AsyncGenerator[Any, None] | None = None
         self.turn: Any = None
-        """The ``Turn`` once the stream is exhausted."""
+        """The ``Turn`` once the stream is exhausted or closed."""
 
     def _claim(self) -> None:
         if self._started:
             raise FoundationAIError("a TurnStream can be iterated only once")
         self._started = True
 
-    async def _aiter(self) -> AsyncIterator[Any]:
-        self._claim()
+    def _ended(self) -> None:
+        if self.turn is None:
+            self.turn = self._finish()
+
+    async def _aiter(self) -> AsyncGenerator[Any, None]:
         agen = self._agen
         try:
             async for item in agen:
                 yield item
         finally:
             await agen.aclose()  # type: ignore[attr-defined]
-        self.turn = self._finish()
+            self._ended()
 
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self._aiter()
-
-    def __iter__(self) -> Iterator[Any]:
+    def __aiter__(self) -> AsyncGenerator[Any, None]:
         self._claim()
+        self._async_it = self._aiter()
+        return self._async_it
+
+    def _iter(self) -> Generator[Any, None, None]:
         agen = self._agen
         nxt = agen.__anext__
         drive = self._driver
@@ -251,7 +264,34 @@ class TurnStream:
                 yield item
         finally:
             drive(agen.aclose())  # type: ignore[attr-defined]
-        self.turn = self._finish()
+            self._ended()
+
+    def __iter__(self) -> Iterator[Any]:
+        self._claim()
+        self._sync_it = self._iter()
+        return self._sync_it
+
+    def close(self) -> None:
+        """End the turn now, like ``abort()`` (see the class docstring); returns once the turn
+        is over and its records are persisted. No effect on a finished stream; a stream never
+        iterated is discarded without running.
+
+        Raises:
+            FoundationAIError: the stream is iterated with ``async for`` (use :meth:`aclose`).
+        """
+        if self._async_it is not None:
+            raise FoundationAIError("this TurnStream runs under `async for`: use `await stream.aclose()`")
+        if self._sync_it is not None:
+            self._sync_it.close()
+        self._started = True
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`: returns once the turn is over and its records are persisted."""
+        if self._async_it is not None:
+            await self._async_it.aclose()
+        elif self._sync_it is not None:
+            self._sync_it.close()
+        self._started = True
 
     def events(self) -> _Events:
         """The typed events (``for`` or ``async for``); see the module docstring."""
@@ -273,20 +313,28 @@ class _Events:
     def __iter__(self) -> Iterator[TurnEvent]:
         mapper = EventMapper()
         failed = None
-        for item in self._stream:
-            if isinstance(item, Stream.Next) and isinstance(item.value, SessionRecord.FailedAction):
-                failed = item.value
-            yield from mapper.map(item)
+        items = iter(self._stream)
+        try:
+            for item in items:
+                if isinstance(item, Stream.Next) and isinstance(item.value, SessionRecord.FailedAction):
+                    failed = item.value
+                yield from mapper.map(item)
+        finally:
+            self._stream.close()  # at once when the consumer stops early (no waiting for GC)
         yield self._terminal_for(mapper, failed)
 
     async def __aiter__(self) -> AsyncIterator[TurnEvent]:
         mapper = EventMapper()
         failed = None
-        async for item in self._stream:
-            if isinstance(item, Stream.Next) and isinstance(item.value, SessionRecord.FailedAction):
-                failed = item.value
-            for ev in mapper.map(item):
-                yield ev
+        items = aiter(self._stream)
+        try:
+            async for item in items:
+                if isinstance(item, Stream.Next) and isinstance(item.value, SessionRecord.FailedAction):
+                    failed = item.value
+                for ev in mapper.map(item):
+                    yield ev
+        finally:
+            await self._stream.aclose()
         yield self._terminal_for(mapper, failed)
 
     def _terminal_for(self, mapper: EventMapper, failed: Any) -> TurnEvent:

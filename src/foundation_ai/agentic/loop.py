@@ -13,13 +13,16 @@ Errors: a vacuous answer (empty or punctuation) is ``Retracted`` and retried onc
 overflow drops the oldest whole exchanges and retries; a rate limit trips that model's circuit
 breaker and moves to the next fallback; any other error ends the turn with a ``FailedAction``
 (never persisted). Steering and abort are handled at the safe points described in
-:mod:`.steering`. The turn ends with ``Summary`` (cumulative usage, persisted), then a
+:mod:`.steering`. A turn abandoned by its consumer (the stream closed or dropped early) or
+cancelled (its task) ends like an abort: partial outputs kept with ``StopReason.Aborted``, every
+open call paired with a result, a ``Summary`` persisted. The turn ends with ``Summary`` (cumulative usage, persisted), then a
 ``FailedAction`` when it failed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import string
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -52,6 +55,11 @@ from .ledger import price_usage
 
 if TYPE_CHECKING:
     from .session import AgentSession
+
+log = logging.getLogger(__name__)
+
+_SETTLE_STEPS = 50
+"""Event-loop iterations a new turn waits for an abandoned stream to finish closing."""
 
 __all__ = ["CircuitBreaker", "TurnState", "is_rate_limit", "is_vacuous", "run_turn_loop"]
 
@@ -151,7 +159,14 @@ async def run_turn_loop(
     ``state`` are the same. ``on_exit()`` is called once the turn is over, however it ends.
     """
     if on_exit is not None and not on_exit(True):
-        raise FoundationAIError("a turn is already running on this session")
+        # A stream abandoned by ``break`` in ``async for`` is closed by a task the event loop
+        # schedules when the iterator is dropped: let it run before deciding the session is busy.
+        for _ in range(_SETTLE_STEPS):
+            await asyncio.sleep(0)
+            if on_exit(True):
+                break
+        else:
+            raise FoundationAIError("a turn is already running on this session")
     try:
         steering = session.steering
         ledger = session.ledger
@@ -212,6 +227,9 @@ async def run_turn_loop(
         choices = list(tool_choice) if isinstance(tool_choice, list | tuple) else [tool_choice]
         step = 0
         finished = False
+        abandoned = False
+        live: dict[str, AssistantMessage] = {}  # the running generation's outputs, not yet persisted
+        live_results: list[ToolResultMessage | None] = []  # the running tool stage's results
         try:
             if emit:
                 yield Stream.Init()
@@ -270,6 +288,7 @@ async def run_turn_loop(
 
                 # ---- generation ---------------------------------------------------------------------
                 outputs: dict[str, AssistantMessage] = {}
+                live = outputs
                 error: AssistantMessage | None = None
                 usage = UsageReport()
                 interrupted = False
@@ -337,6 +356,7 @@ async def run_turn_loop(
                         pass
                 ledger.record(price_usage(usage, getattr(model, "descriptor", None)))
                 produced = list(outputs.values())
+                live = {}  # from here on, every path persists or retracts them before yielding
                 seen = [m.id for m in produced]
 
                 # ---- interrupted: steer or abort ----------------------------------------------------
@@ -434,6 +454,7 @@ async def run_turn_loop(
                 if emit:
                     yield Stream.Pending(AgentProgress.FlushingRecords(count=len(produced)))
                 results: list[ToolResultMessage | None] = [None] * len(calls)
+                live_results = results
                 if emit:
                     yield Stream.Pending(AgentProgress.ExecutingTools(total=len(calls), completed=0))
                 tools_interrupted = False
@@ -458,6 +479,7 @@ async def run_turn_loop(
                     filled = iter(interrupted_results(missing, why))
                     done = [r if r is not None else next(filled) for r in results]
                 persist(done)
+                live_results = []
                 if emit:
                     yield Stream.Pending(AgentProgress.FlushingRecords(count=len(done)))
                 if emit:
@@ -466,11 +488,16 @@ async def run_turn_loop(
                     for r in done:
                         yield Stream.Next(SessionRecord.Conversation(message=r))
             finished = True
+        except (GeneratorExit, asyncio.CancelledError):
+            abandoned = True  # the consumer closed (or dropped) the stream, or the task was cancelled
+            raise
         finally:
             steering.bind(None)
             steering.clear_abort()
             session.context_cut = None
-            if not finished:  # abandoned (the consumer closed the stream) or crashed: pair every call
+            if abandoned:
+                _end_as_aborted(session, state, live, live_results, persist, keep_from)
+            elif not finished:  # crashed: pair every call
                 open_calls = dangling_calls(session.messages[keep_from:])
                 if open_calls:
                     persist(interrupted_results(open_calls, "turn abandoned"))
@@ -491,6 +518,35 @@ async def run_turn_loop(
     finally:
         if on_exit is not None:
             on_exit(False)
+
+
+def _end_as_aborted(
+    session: AgentSession,
+    state: TurnState,
+    live: dict[str, AssistantMessage],
+    live_results: list[ToolResultMessage | None],
+    persist: Any,
+    keep_from: int,
+) -> None:
+    """Close an abandoned turn the way ``abort()`` does (it cannot yield any more): keep the
+    partial outputs with ``StopReason.Aborted`` and the results of tools that finished, give
+    every other open tool call an "aborted" result and persist a ``Summary``. A store failure
+    here is logged, never raised over the ``GeneratorExit``/``CancelledError`` ending the turn."""
+    try:
+        persist([msgspec.structs.replace(m, stop_reason=StopReason.Aborted()) for m in live.values()])
+        persist([r for r in live_results if r is not None])
+        open_calls = dangling_calls(session.messages[keep_from:])
+        persist(interrupted_results(open_calls, "aborted"))
+        state.outcome = TurnOutcome.Aborted
+        state.error = AgenticError(kind="aborted", message="the turn stream was closed before the turn ended")
+        summary = SessionRecord.Summary(message_count=state.persisted, usage=session.ledger.snapshot())
+        state.snapshot = summary.usage
+        state.records.append(summary)
+        session.store.append(session.session_id, [summary])
+    except Exception:
+        log.warning(
+            "session %s: could not persist the end of an abandoned turn", session.session_id, exc_info=True
+        )
 
 
 def summary_of(state: TurnState, usage: Any) -> TurnSummary:
