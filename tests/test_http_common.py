@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import math
 import time
 
 import httpx
 import pytest
 
+from foundation_ai import AgentSession, Messages
+from foundation_ai.backends import anthropic, openai_chat, openai_responses
 from foundation_ai.backends._http import (
     HttpOptions,
     HttpStreamError,
@@ -20,7 +24,7 @@ from foundation_ai.backends._http import (
     stream_events,
 )
 from foundation_ai.errors import ConfigurationError
-from foundation_ai.types import GenerationMetadata
+from foundation_ai.types import AssistantMessage, GenerationMetadata, ModelInteraction, StopReason
 
 try:
     from tests._fixture_server import Canned, FixtureServer, sse
@@ -191,3 +195,206 @@ async def test_async_no_retry_after_first_event(srv: FixtureServer) -> None:
         async for e in astream_events(opts(srv), srv.base_url + "/x", b"{}", {}):
             got.append(e.data)
     assert got == ["one"] and len(srv.requests) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# regressions from the tester's report (defects 1-4)
+
+_BACKENDS = {
+    "openai_chat": lambda **kw: openai_chat("gpt-4o-mini", base_url="http://127.0.0.1:1/v1", **kw),
+    "anthropic": lambda **kw: anthropic("claude-x", base_url="http://127.0.0.1:1", **kw),
+    "openai_responses": lambda **kw: openai_responses("gpt-4o", base_url="http://127.0.0.1:1/v1", **kw),
+}
+
+
+def _echo_401(calls: list[httpx.Request]) -> httpx.MockTransport:
+    """A transport that records each request and answers 401 with the request's headers in the
+    message (a server echoing a credential back)."""
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        calls.append(req)
+        echo = "; ".join(f"{k}={v}" for k, v in req.headers.items())
+        return httpx.Response(401, json={"error": {"message": f"from-mock {echo}", "type": "auth"}})
+
+    return httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+@pytest.mark.parametrize("kind", ["Client", "AsyncClient", "both"])
+@pytest.mark.parametrize("path", ["sync", "async"])
+@pytest.mark.parametrize("backend", sorted(_BACKENDS))
+async def test_single_http_client_serves_both_paths(
+    backend: str, path: str, kind: str, streaming: bool
+) -> None:
+    """Defect 1: a caller's client is never bypassed. base_url is 127.0.0.1:1, so a connection of
+    our own would fail with "connection failed"; the mock's answer proves its client was used."""
+    calls: list[httpx.Request] = []
+    sync_c = httpx.Client(transport=_echo_401(calls))
+    async_c = httpx.AsyncClient(transport=_echo_401(calls))
+    client: object = {"Client": sync_c, "AsyncClient": async_c, "both": (sync_c, async_c)}[kind]
+    m = _BACKENDS[backend](api_key=KEY, http_client=client, streaming=streaming, max_retries=0)
+    inter = ModelInteraction(messages=[Messages.user("hi")])
+    if path == "sync":
+        out = await asyncio.to_thread(m.generate, inter)
+    else:
+        out = await m.agenerate(inter)
+    last = out[-1]
+    assert isinstance(last, AssistantMessage) and isinstance(last.stop_reason, StopReason.Error)
+    assert last.error_detail is not None and last.error_detail.startswith("from-mock"), last.error_detail
+    assert len(calls) == 1 and calls[0].url.host == "127.0.0.1"
+    assert m.options._own_sync is None and not m.options._own_async  # no client of our own
+    assert KEY not in last.error_detail
+
+
+@pytest.mark.parametrize("kind", ["Client", "AsyncClient"])
+def test_agent_session_uses_the_only_client(kind: str) -> None:
+    """Defect 1 as the tester met it: AgentSession (async path) with only an httpx.Client."""
+    calls: list[httpx.Request] = []
+    client: httpx.Client | httpx.AsyncClient = (
+        httpx.Client(transport=_echo_401(calls))
+        if kind == "Client"
+        else httpx.AsyncClient(transport=_echo_401(calls))
+    )
+    m = anthropic("claude-x", api_key=KEY, http_client=client, base_url="http://127.0.0.1:1", max_retries=0)
+    turn = AgentSession.builder(m).build().run_turn("hi")
+    assert calls, "the caller's client was bypassed"
+    assert "from-mock" in str(turn.error)
+
+
+async def test_sync_client_from_async_closes_stream_early() -> None:
+    """Breaking out of the async iteration over a sync-only client closes the sync stream."""
+    body = b'data: {"a":1}\n\ndata: {"a":2}\n\ndata: [DONE]\n\n'
+    client = httpx.Client(
+        transport=httpx.MockTransport(
+            lambda r: httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+        )
+    )
+    o = HttpOptions(api_key=None, base_url="http://127.0.0.1:1", sync_client=client)
+    agen = astream_events(o, "http://127.0.0.1:1/x", b"{}", {})
+    first = await agen.__anext__()
+    await agen.aclose()
+    assert first.data == '{"a":1}'
+
+
+_BAD_WAITS = ["NaN", "nan", "inf", "-inf", "Infinity", "-5", "1e400", "garbage", ""]
+
+
+@pytest.mark.parametrize("header", ["retry-after", "retry-after-ms"])
+@pytest.mark.parametrize("value", _BAD_WAITS)
+def test_retry_delay_invalid_header_falls_back(header: str, value: str) -> None:
+    """Defect 2: NaN / inf / negative / garbage waits fall back to the normal backoff."""
+    o = HttpOptions(api_key=None, base_url="http://127.0.0.1:1", retry_base_delay=1.0, max_retry_delay=5.0)
+    d = retry_delay(0, httpx.Headers({header: value}), o)
+    assert math.isfinite(d) and 0.75 <= d <= 1.25
+
+
+@pytest.mark.parametrize("header,value", [("retry-after", "1e300"), ("retry-after-ms", "99999999999999")])
+def test_retry_delay_huge_header_is_capped(header: str, value: str) -> None:
+    o = HttpOptions(api_key=None, base_url="http://127.0.0.1:1", max_retry_delay=5.0)
+    assert retry_delay(0, httpx.Headers({header: value}), o) == 5.0
+
+
+def test_retry_delay_bad_options_stay_finite() -> None:
+    o = HttpOptions(
+        api_key=None, base_url="http://127.0.0.1:1", retry_base_delay=math.nan, max_retry_delay=math.inf
+    )
+    for attempt in (0, 5, 10_000):
+        d = retry_delay(attempt, None, o)
+        assert math.isfinite(d) and 0.0 <= d <= 60.0
+
+
+@pytest.mark.parametrize("header", ["retry-after", "retry-after-ms"])
+@pytest.mark.parametrize("value", ["NaN", "inf", "-1"])
+@pytest.mark.parametrize("backend", sorted(_BACKENDS))
+async def test_nan_retry_after_does_not_crash(backend: str, header: str, value: str) -> None:
+    """Defect 2 end to end: a 503 with a NaN wait is retried (backoff), then the 401 is reported."""
+    calls: list[httpx.Request] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        calls.append(req)
+        if len(calls) % 2 == 1:  # each generate: first a 503, then the 401
+            return httpx.Response(503, headers={header: value}, json={"error": {"message": "busy"}})
+        return httpx.Response(401, json={"error": {"message": "second answer"}})
+
+    for client in (
+        httpx.Client(transport=httpx.MockTransport(handler)),
+        httpx.AsyncClient(transport=httpx.MockTransport(handler)),
+    ):
+        calls.clear()
+        m = _BACKENDS[backend](api_key=KEY, http_client=client, max_retries=1, retry_base_delay=0.001)
+        inter = ModelInteraction(messages=[Messages.user("hi")])
+        for out in (await asyncio.to_thread(m.generate, inter), await m.agenerate(inter)):
+            last = out[-1]
+            assert isinstance(last, AssistantMessage)
+            assert last.error_detail is not None and last.error_detail.startswith("second answer")
+        assert len(calls) == 4
+
+
+_AZ = "az-SECRET-key-0001"
+_TOK = "tok-SECRET-0002"
+_PW = "pw-SECRET-0003"
+
+
+def test_options_secrets_and_repr() -> None:
+    """Defect 3: credential-like header values and base-URL userinfo are secrets; repr hides them."""
+    o = HttpOptions(
+        api_key=KEY,
+        base_url=f"http://alice:{_PW}@127.0.0.1:1/v1",
+        headers={"api-key": _AZ, "X-Auth-Token": _TOK, "anthropic-beta": "tools-2024"},
+    )
+    secrets = o.secrets()
+    for s in (KEY, _AZ, _TOK, _PW):
+        assert s in secrets
+    assert "tools-2024" not in secrets
+    r = repr(o)
+    assert "SECRET" not in r and "alice" not in r and "127.0.0.1:1/v1" in r
+    assert o.redact(f"x {_AZ} y Bearer {_TOK} alice:{_PW}") == "x *** y Bearer *** ***"
+
+
+@pytest.mark.parametrize("kind", ["Client", "AsyncClient"])
+@pytest.mark.parametrize("backend", sorted(_BACKENDS))
+def test_echoed_custom_header_secret_is_masked(backend: str, kind: str) -> None:
+    """Defect 3: a server echoing every request header (Azure ``api-key``, a token header, the
+    Basic auth httpx derives from ``user:password@`` in the base URL) leaks none of them."""
+    calls: list[httpx.Request] = []
+    client: httpx.Client | httpx.AsyncClient = (
+        httpx.Client(transport=_echo_401(calls))
+        if kind == "Client"
+        else httpx.AsyncClient(transport=_echo_401(calls))
+    )
+    base = {"openai_chat": "/v1", "anthropic": "", "openai_responses": "/v1"}[backend]
+    factory = {"openai_chat": openai_chat, "anthropic": anthropic, "openai_responses": openai_responses}[
+        backend
+    ]
+    m = factory(
+        "some-model",
+        api_key=KEY,
+        base_url=f"http://alice:{_PW}@127.0.0.1:1{base}",
+        headers={"api-key": _AZ, "x-auth-token": _TOK},
+        http_client=client,
+        max_retries=0,
+    )
+    assert "SECRET" not in repr(m) and "alice" not in repr(m)
+    out = m.generate(ModelInteraction(messages=[Messages.user("hi")]))
+    detail = out[-1].error_detail  # type: ignore[union-attr]
+    assert detail is not None and detail.startswith("from-mock") and calls
+    assert _AZ in calls[0].headers.values()  # the header was really sent (and echoed)
+    for s in (KEY, _AZ, _TOK, _PW):
+        assert s not in detail
+    basic = calls[0].headers.get("authorization", "")
+    if basic.startswith("Basic "):
+        assert basic.split()[1] not in detail
+
+
+def test_connection_error_text_masks_url_password() -> None:
+    """Defect 3: a connection failure to ``user:password@host`` never shows the password."""
+    m = openai_chat("m", api_key=KEY, base_url=f"http://alice:{_PW}@127.0.0.1:1/v1", max_retries=0)
+    detail = m.generate(ModelInteraction(messages=[Messages.user("hi")]))[-1].error_detail  # type: ignore[union-attr]
+    assert detail is not None and "connection failed" in detail and _PW not in detail
+
+
+def test_openai_chat_max_retry_delay() -> None:
+    """Defect 4: openai_chat takes ``max_retry_delay`` like the other HTTP backends."""
+    m = openai_chat("m", base_url="http://127.0.0.1:1/v1", max_retry_delay=0.5)
+    assert m.options.max_retry_delay == 0.5
+    assert retry_delay(0, httpx.Headers({"retry-after": "30"}), m.options) == 0.5

@@ -3,11 +3,17 @@
 What a backend gets from here (issue 3, "Failure"; wire-notes sections 2-4):
 
 - :class:`HttpOptions`: api key, base URL, timeout (seconds), ``max_retries``, extra headers and
-  optional user-supplied ``httpx.Client`` / ``httpx.AsyncClient``. Its ``repr`` never shows the
-  key. Build it with :meth:`HttpOptions.create`, which takes the key from the argument or an
-  environment variable and accepts ``http_client`` as either kind of client.
-- :func:`resolve_api_key` and :func:`redact`: the key from the argument or the environment;
-  any text (error bodies, exception messages) scrubbed of the key before it leaves the layer.
+  optional user-supplied ``httpx.Client`` / ``httpx.AsyncClient``. Its ``repr`` never shows a
+  credential. Build it with :meth:`HttpOptions.create`, which takes the key from the argument or
+  an environment variable and accepts ``http_client`` as either kind of client (or a tuple of
+  both). A user's client is never bypassed: given only a sync client, the async functions run
+  its blocking calls in worker threads; given only an async client, the sync functions drive it
+  on a private event loop in a worker thread. Only with no client at all do the options open
+  their own connections.
+- :func:`resolve_api_key` and :func:`redact` / :meth:`HttpOptions.redact`: the key from the
+  argument or the environment; any text (error bodies, exception messages) scrubbed of every
+  configured credential (the key, credential-like header values such as Azure's ``api-key``,
+  the base URL's ``user:password``) before it leaves the layer.
 - :func:`stream_events` (sync) and :func:`astream_events` (async): POST a JSON body and yield
   :class:`SseEvent` items (``event``, ``data`` as ``str``). Retries happen *inside*, before the
   first event: 429, 5xx (and 408/409/529), connection errors, timeouts and a connection dropped
@@ -51,12 +57,17 @@ Typical backend code::
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
+import math
 import os
 import random
+import re
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 import msgspec
@@ -73,6 +84,7 @@ from ..types import (
     TextContent,
     UsageReport,
 )
+from .base import _sync_iter
 
 __all__ = [
     "HttpOptions",
@@ -140,15 +152,61 @@ def resolve_api_key(api_key: str | None, env_var: str | None, *, required: bool)
 
 
 def redact(text: str, *secrets: str | None) -> str:
-    """``text`` with every non-empty secret (and ``Bearer <secret>``) replaced by ``***``."""
-    for s in secrets:
-        if s and len(s) >= 4 and s in text:
+    """``text`` with every secret of 4 or more characters replaced by ``***`` (longest first, so
+    a secret containing another is masked whole; ``Bearer <secret>`` becomes ``Bearer ***``)."""
+    for s in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
+        if s in text:
             text = text.replace(s, "***")
     return text
 
 
+_CREDENTIAL_HEADER = re.compile(r"key|token|secret|auth|passw|cookie|credential|signature", re.IGNORECASE)
+"""Header names whose values are treated as secrets (``api-key``, ``x-api-key``,
+``Authorization``, ``x-auth-token``, ``Cookie``, ...)."""
+
+
+def header_secrets(headers: Mapping[str, str]) -> list[str]:
+    """The values of ``headers`` whose name looks like a credential (:data:`_CREDENTIAL_HEADER`),
+    each also without its scheme word (``"Bearer sk-1"`` gives ``"Bearer sk-1"`` and ``"sk-1"``)."""
+    out: list[str] = []
+    for name, value in headers.items():
+        if value and _CREDENTIAL_HEADER.search(name):
+            out.append(value)
+            scheme, _, rest = value.partition(" ")
+            if rest and scheme.isalpha():
+                out.append(rest.strip())
+    return out
+
+
+def url_secrets(url: str) -> list[str]:
+    """The userinfo of ``url`` (``http://user:pass@host``): ``user:pass``, the password, and the
+    base64 ``user:pass`` httpx would send as Basic auth."""
+    parts = urlsplit(url)
+    if not parts.username and not parts.password:
+        return []
+    userinfo = parts.netloc.rpartition("@")[0]
+    out = [userinfo, unquote(userinfo)]
+    if parts.password:
+        out += [parts.password, unquote(parts.password)]
+    plain = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    out.append(base64.b64encode(plain.encode()).decode())
+    return out
+
+
+def mask_url(url: str) -> str:
+    """``url`` with any userinfo replaced: ``http://u:pw@h/v1`` -> ``http://***@h/v1``."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
+
+
 class HttpOptions:
-    """Connection options of one HTTP backend. ``repr`` shows ``api_key='***'``.
+    """Connection options of one HTTP backend.
+
+    ``repr`` shows ``api_key='***'``, header names only and the base URL without its userinfo;
+    :meth:`secrets` lists every configured credential (the key, credential-like header values,
+    the base URL's userinfo) for :func:`redact`, which every error text here goes through.
 
     Attributes:
         api_key: the key or ``None`` (local servers need none).
@@ -248,10 +306,20 @@ class HttpOptions:
             max_retry_delay=max_retry_delay,
         )
 
+    def secrets(self) -> tuple[str, ...]:
+        """Every configured credential: the key, the values of credential-like extra headers
+        (:func:`header_secrets`) and the base URL's userinfo (:func:`url_secrets`)."""
+        found = [self.api_key] if self.api_key else []
+        return (*found, *header_secrets(self.headers), *url_secrets(self.base_url))
+
+    def redact(self, text: str) -> str:
+        """``text`` with every one of :meth:`secrets` replaced by ``***``."""
+        return redact(text, *self.secrets())
+
     def __repr__(self) -> str:
         key = "None" if self.api_key is None else "'***'"
         return (
-            f"HttpOptions(api_key={key}, base_url={self.base_url!r}, timeout={self.timeout}, "
+            f"HttpOptions(api_key={key}, base_url={mask_url(self.base_url)!r}, timeout={self.timeout}, "
             f"max_retries={self.max_retries}, headers={sorted(self.headers)})"
         )
 
@@ -342,32 +410,51 @@ def error_text(status: int, body: bytes | str, *, secrets: tuple[str | None, ...
     return redact(f"{message} ({', '.join(tags)})", *secrets)
 
 
+def _header_seconds(headers: httpx.Headers) -> float | None:
+    """The server's requested wait in seconds, or ``None`` when absent or not a finite,
+    non-negative number (``NaN``, ``inf``, ``-1``, garbage, an unparsable date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            v = float(ms) / 1000.0
+        except ValueError:
+            v = math.nan
+        if math.isfinite(v) and v >= 0:
+            return v
+    ra = headers.get("retry-after")
+    if ra:
+        try:
+            v = float(ra)
+        except ValueError:
+            try:
+                v = email.utils.parsedate_to_datetime(ra).timestamp() - time.time()
+                v = max(v, 0.0)  # a date in the past: retry now
+            except (TypeError, ValueError, IndexError, OverflowError):
+                v = math.nan
+        if math.isfinite(v) and v >= 0:
+            return v
+    return None
+
+
 def retry_delay(attempt: int, headers: httpx.Headers | None, opts: HttpOptions) -> float:
-    """Seconds to wait before retry number ``attempt`` (0-based).
+    """Seconds to wait before retry number ``attempt`` (0-based); always finite, ``>= 0`` and
+    ``<= max_retry_delay``.
 
     ``retry-after-ms`` (milliseconds) or ``Retry-After`` (seconds or an HTTP date) when present
-    and sane, else ``retry_base_delay * 2**attempt`` with +-25 % jitter; capped by
-    ``max_retry_delay``.
+    and a finite, non-negative number; otherwise (absent, ``NaN``, ``inf``, negative, garbage)
+    ``retry_base_delay * 2**attempt`` with +-25 % jitter. Capped by ``max_retry_delay`` (a huge
+    header value waits the cap).
     """
-    if headers is not None:
-        ms = headers.get("retry-after-ms")
-        if ms:
-            try:
-                return min(max(float(ms) / 1000.0, 0.0), opts.max_retry_delay)
-            except ValueError:
-                pass
-        ra = headers.get("retry-after")
-        if ra:
-            try:
-                return min(max(float(ra), 0.0), opts.max_retry_delay)
-            except ValueError:
-                try:
-                    when = email.utils.parsedate_to_datetime(ra)
-                    return min(max(when.timestamp() - time.time(), 0.0), opts.max_retry_delay)
-                except (TypeError, ValueError):
-                    pass
-    base = opts.retry_base_delay * (2**attempt)
-    return float(min(base * random.uniform(0.75, 1.25), opts.max_retry_delay))
+    cap = opts.max_retry_delay
+    if not (isinstance(cap, int | float) and math.isfinite(cap)) or cap < 0:
+        cap = 60.0
+    wanted = _header_seconds(headers) if headers is not None else None
+    if wanted is None:
+        base = opts.retry_base_delay
+        if not math.isfinite(base) or base < 0:
+            base = 0.5
+        wanted = base * (2.0 ** min(attempt, 62)) * random.uniform(0.75, 1.25)
+    return float(min(max(wanted, 0.0), cap))
 
 
 # --------------------------------------------------------------------------------------------
@@ -383,7 +470,7 @@ def _request_headers(opts: HttpOptions, headers: Mapping[str, str]) -> dict[str,
 
 def _connect_error(exc: Exception, opts: HttpOptions) -> HttpStreamError:
     kind = type(exc).__name__
-    return HttpStreamError(redact(f"connection failed ({kind}): {exc}", opts.api_key), retryable=True)
+    return HttpStreamError(opts.redact(f"connection failed ({kind}): {exc}"), retryable=True)
 
 
 def _is_json(resp: httpx.Response) -> bool:
@@ -397,7 +484,7 @@ def _mid_stream_error(exc: Exception, opts: HttpOptions) -> HttpStreamError:
         msg = f"malformed event stream: {exc}"
     else:
         msg = f"connection dropped mid-stream ({type(exc).__name__}): {exc}"
-    return HttpStreamError(redact(msg, opts.api_key))
+    return HttpStreamError(opts.redact(msg))
 
 
 _STREAM_ERRORS = (httpx.TransportError, httpx.StreamError, SSEError, UnicodeDecodeError)
@@ -416,11 +503,17 @@ def stream_events(
 ) -> Iterator[SseEvent]:
     """POST ``body`` (JSON bytes or an object) to ``url`` and yield its server-sent events.
 
-    Retries before the first event as the module docstring says; never after.
+    Retries before the first event as the module docstring says; never after. With only a
+    user ``httpx.AsyncClient`` configured, the request goes through that client (on a private
+    event loop in a worker thread, :func:`~foundation_ai.backends.base._sync_iter`), never
+    through a client of our own.
 
     Raises:
         HttpStreamError: HTTP error status, connection failure, dropped stream, bad content type.
     """
+    if opts.sync_client is None and opts.async_client is not None:
+        yield from _sync_iter(lambda: astream_events(opts, url, body, headers))
+        return
     client = opts.get_sync_client()
     content = body if isinstance(body, bytes) else msgspec.json.encode(body)
     hdrs = _request_headers(opts, headers)
@@ -431,7 +524,7 @@ def stream_events(
                 if resp.status_code >= 400:
                     raw = resp.read()
                     err = HttpStreamError(
-                        error_text(resp.status_code, raw, secrets=(opts.api_key,)),
+                        error_text(resp.status_code, raw, secrets=opts.secrets()),
                         status_code=resp.status_code,
                         retryable=resp.status_code in RETRY_STATUSES,
                     )
@@ -470,7 +563,13 @@ def stream_events(
 async def astream_events(
     opts: HttpOptions, url: str, body: bytes | Mapping[str, Any], headers: Mapping[str, str]
 ) -> AsyncIterator[SseEvent]:
-    """Async :func:`stream_events`: same events, retries and errors."""
+    """Async :func:`stream_events`: same events, retries and errors. With only a user
+    ``httpx.Client`` configured, the request goes through that client, each blocking step in a
+    worker thread (``asyncio.to_thread``), never through a client of our own."""
+    if opts.async_client is None and opts.sync_client is not None:
+        async for ev in _in_thread(stream_events(opts, url, body, headers)):
+            yield ev
+        return
     client = opts.get_async_client()
     content = body if isinstance(body, bytes) else msgspec.json.encode(body)
     hdrs = _request_headers(opts, headers)
@@ -483,7 +582,7 @@ async def astream_events(
                 if resp.status_code >= 400:
                     raw = await resp.aread()
                     err = HttpStreamError(
-                        error_text(resp.status_code, raw, secrets=(opts.api_key,)),
+                        error_text(resp.status_code, raw, secrets=opts.secrets()),
                         status_code=resp.status_code,
                         retryable=resp.status_code in RETRY_STATUSES,
                     )
@@ -518,11 +617,36 @@ async def astream_events(
             raise _connect_error(exc, opts) from None
 
 
+_END = object()
+
+
+async def _in_thread(it: Iterator[SseEvent]) -> AsyncIterator[SseEvent]:
+    """Iterate the blocking iterator ``it`` with each ``next`` in a worker thread; closing this
+    iterator (or cancelling its task) closes ``it`` once the step in flight has returned."""
+    lock = threading.Lock()
+
+    def step() -> object:
+        with lock:
+            return next(it, _END)
+
+    def close() -> None:
+        with lock:
+            close_it = getattr(it, "close", None)
+            if close_it is not None:
+                close_it()
+
+    try:
+        while (item := await asyncio.to_thread(step)) is not _END:
+            yield item  # type: ignore[misc]
+    finally:
+        await asyncio.shield(asyncio.to_thread(close))
+
+
 def _check_event_stream(resp: httpx.Response, opts: HttpOptions) -> None:
     ctype = resp.headers.get("content-type", "")
     if ctype and "event-stream" not in ctype and not ctype.startswith("text/plain"):
         raise HttpStreamError(
-            redact(f"unexpected content type {ctype!r} (expected text/event-stream)", opts.api_key),
+            opts.redact(f"unexpected content type {ctype!r} (expected text/event-stream)"),
             status_code=resp.status_code,
         )
 

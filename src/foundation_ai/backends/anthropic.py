@@ -35,7 +35,6 @@ from ._http import (
     astream_events,
     error_items,
     join_url,
-    redact,
     stream_events,
 )
 from .base import BaseModel, ModelDescriptor, ModelStream
@@ -84,7 +83,7 @@ class AnthropicModel(BaseModel):
 
     def _failure(self, parser: AnthropicStreamParser, exc: ProviderError) -> list[ModelStream]:
         """Held-back outputs, then the contract's error tail (the key redacted from the text)."""
-        detail = redact(exc.detail, self.options.api_key)
+        detail = self.options.redact(exc.detail)
         return [*parser.flush(), *error_items(detail, self.model_id, ModelProviders.Anthropic, parser.usage)]
 
     def _headers(self) -> dict[str, str]:
@@ -255,9 +254,15 @@ def anthropic(
         timeout: seconds for connect / read / write (an ``httpx`` timeout).
         max_retries: retries of 429 / 5xx / 529 / connection failures before any output,
             honouring ``Retry-After``; auth and request errors are never retried.
-        headers: extra headers on every request (e.g. ``anthropic-beta``).
-        http_client: an ``httpx.Client`` and/or ``httpx.AsyncClient`` to use (a tuple for both);
-            never closed by the backend.
+        headers: extra headers on every request (e.g. ``anthropic-beta``); values of
+            credential-like headers (``*key*``, ``*token*``, ``*secret*``, ``Authorization``)
+            are masked in reprs and error texts.
+        http_client: an ``httpx.Client``, ``httpx.AsyncClient`` or a tuple of both, used as given
+            (proxies, test transports) and never closed by the backend. A single client serves
+            both paths: with only an ``httpx.Client``, ``astream``/``agenerate`` run its blocking
+            calls in worker threads; with only an ``httpx.AsyncClient``, ``stream``/``generate``
+            drive it on a private event loop in a worker thread (pass a tuple of both for native
+            I/O on each path). Without one the backend owns its clients.
         context_window: tokens the model accepts, when known (for ``is_context_overflow``).
         max_output_tokens: the model's output cap in tokens, when known.
         anthropic_version: the ``anthropic-version`` header.

@@ -33,7 +33,6 @@ known; the final chunk(s) carry ``SystemFingerprint``, ``Timing`` and, for refus
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal
@@ -78,7 +77,7 @@ from ._http import (
     error_text,
     stream_events,
 )
-from .base import BaseModel, ModelDescriptor, ModelStream, _sync_iter
+from .base import BaseModel, ModelDescriptor, ModelStream
 
 __all__ = ["OpenAIChatModel", "build_request", "openai_chat"]
 
@@ -101,6 +100,7 @@ def openai_chat(
     max_output_tokens: int | None = None,
     extra_body: Mapping[str, Any] | None = None,
     retry_base_delay: float = 0.5,
+    max_retry_delay: float = 60.0,
     streaming: bool = True,
     forced_tool_mode: Literal["auto", "native", "json_schema"] = "auto",
 ) -> OpenAIChatModel:
@@ -111,11 +111,19 @@ def openai_chat(
         base_url: another OpenAI-compatible server, with or without ``/v1``.
         timeout: seconds per connect/read/write. max_retries: retries on 429/5xx/connection
             errors before output (``Retry-After`` honoured).
-        headers: extra headers on every request (e.g. OpenRouter's ``HTTP-Referer``).
+        headers: extra headers on every request (e.g. OpenRouter's ``HTTP-Referer``, Azure's
+            ``api-key``); values of credential-like headers are masked in reprs and errors.
         http_client: an ``httpx.Client``, ``httpx.AsyncClient`` or a tuple of both, used as given
-            (proxies, test transports); without one the backend owns its clients.
+            (proxies, test transports) and never closed here. A single client serves both
+            paths: with only an ``httpx.Client``, ``astream``/``agenerate`` run its blocking
+            calls in worker threads; with only an ``httpx.AsyncClient``, ``stream``/``generate``
+            drive it on a private event loop in a worker thread (pass a tuple of both for native
+            I/O on each path). Without one the backend owns its clients.
         context_window / max_output_tokens: tokens, for the descriptor.
         extra_body: fields merged into every request body (e.g. ``{"top_k": 20}`` for vLLM).
+        retry_base_delay: seconds of the first backoff step (doubling, with jitter).
+        max_retry_delay: cap in seconds on any single wait between retries, ``Retry-After``
+            included.
         streaming: ``False`` sends ``stream: false`` and reads the whole ``chat.completion``
             answer (for servers whose streaming is broken); the items are the same shape.
         forced_tool_mode: how a forced call (``ToolChoice.Required`` / ``Function``) is asked
@@ -140,6 +148,7 @@ def openai_chat(
         headers=headers,
         http_client=http_client,
         retry_base_delay=retry_base_delay,
+        max_retry_delay=max_retry_delay,
     )
     return OpenAIChatModel(
         model,
@@ -254,12 +263,8 @@ class OpenAIChatModel(BaseModel):
     def stream(
         self, interaction: ModelInteraction, params: ModelParams | None = None
     ) -> Iterator[ModelStream]:
-        """Stream the answer with a native ``httpx.Client`` (see ``base.py`` for the item order)."""
-        if self.options.sync_client is None and self.options.async_client is not None:
-            return _sync_iter(lambda: self.astream(interaction, params))
-        return self._stream(interaction, params)
-
-    def _stream(self, interaction: ModelInteraction, params: ModelParams | None) -> Iterator[ModelStream]:
+        """Stream the answer (see ``base.py`` for the item order) through the sync HTTP path
+        (a user's ``httpx.AsyncClient`` alone is driven from a worker thread, see ``_http``)."""
         body = self._body(interaction, params)
         p = self._parser(interaction)
         yield Stream.Init()
@@ -273,18 +278,13 @@ class OpenAIChatModel(BaseModel):
                     break
             yield from p.finish()
         except (HttpStreamError, WireError) as exc:
-            yield from p.fail(exc.detail)
+            yield from p.fail(self.options.redact(exc.detail))
 
     async def astream(
         self, interaction: ModelInteraction, params: ModelParams | None = None
     ) -> AsyncIterator[ModelStream]:
-        """Stream the answer with a native ``httpx.AsyncClient``; closing the iterator cancels."""
-        if self.options.async_client is None and self.options.sync_client is not None:
-            it = self._stream(interaction, params)
-            end = object()
-            while (item := await asyncio.to_thread(next, it, end)) is not end:
-                yield item  # type: ignore[misc]
-            return
+        """Stream the answer through the async HTTP path (a user's ``httpx.Client`` alone runs
+        in worker threads, see ``_http``); closing the iterator cancels."""
         body = self._body(interaction, params)
         p = self._parser(interaction)
         yield Stream.Init()
@@ -300,7 +300,7 @@ class OpenAIChatModel(BaseModel):
             for item in p.finish():
                 yield item
         except (HttpStreamError, WireError) as exc:
-            for item in p.fail(exc.detail):
+            for item in p.fail(self.options.redact(exc.detail)):
                 yield item
 
 

@@ -32,7 +32,6 @@ from ._http import (
     astream_events,
     error_items,
     join_url,
-    redact,
     stream_events,
 )
 from ._responses_request import build_request
@@ -83,7 +82,7 @@ class OpenAIResponsesModel(BaseModel):
 
     def _failure(self, parser: ResponsesStreamParser, exc: ProviderError) -> list[ModelStream]:
         """Held-back outputs, then the contract's error tail (the key redacted from the text)."""
-        detail = redact(exc.detail, self.options.api_key)
+        detail = self.options.redact(exc.detail)
         return [
             *parser.flush(),
             *error_items(detail, self.model_id, ModelProviders.OpenAIResponses, parser.usage),
@@ -239,9 +238,15 @@ def openai_responses(
         timeout: seconds for connect / read / write (an ``httpx`` timeout).
         max_retries: retries of 429 / 5xx / connection failures before any output, honouring
             ``Retry-After``; auth and request errors are never retried.
-        headers: extra headers on every request (e.g. ``OpenAI-Organization``).
-        http_client: an ``httpx.Client`` and/or ``httpx.AsyncClient`` (a tuple for both); never
-            closed by the backend.
+        headers: extra headers on every request (e.g. ``OpenAI-Organization``, Azure's ``api-key``);
+            values of credential-like headers (``*key*``, ``*token*``, ``*secret*``,
+            ``Authorization``) are masked in reprs and error texts.
+        http_client: an ``httpx.Client``, ``httpx.AsyncClient`` or a tuple of both, used as given
+            (proxies, test transports) and never closed by the backend. A single client serves
+            both paths: with only an ``httpx.Client``, ``astream``/``agenerate`` run its blocking
+            calls in worker threads; with only an ``httpx.AsyncClient``, ``stream``/``generate``
+            drive it on a private event loop in a worker thread (pass a tuple of both for native
+            I/O on each path). Without one the backend owns its clients.
         context_window: tokens the model accepts, when known (for ``is_context_overflow``).
         max_output_tokens: the model's output cap in tokens, when known.
         streaming: ``False`` sends ``stream: false`` and maps the whole JSON response.
