@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -24,7 +27,15 @@ from foundation_ai.backends._http import (
     stream_events,
 )
 from foundation_ai.errors import ConfigurationError
-from foundation_ai.types import AssistantMessage, GenerationMetadata, ModelInteraction, StopReason
+from foundation_ai.types import (
+    AssistantMessage,
+    GenerationMetadata,
+    ModelInteraction,
+    ModelState,
+    StopReason,
+    Stream,
+    TextContent,
+)
 
 try:
     from tests._fixture_server import Canned, FixtureServer, sse
@@ -200,11 +211,16 @@ async def test_async_no_retry_after_first_event(srv: FixtureServer) -> None:
 # --------------------------------------------------------------------------------------------
 # regressions from the tester's report (defects 1-4)
 
-_BACKENDS = {
+_BACKENDS: dict[str, Callable[..., Any]] = {
     "openai_chat": lambda **kw: openai_chat("gpt-4o-mini", base_url="http://127.0.0.1:1/v1", **kw),
     "anthropic": lambda **kw: anthropic("claude-x", base_url="http://127.0.0.1:1", **kw),
     "openai_responses": lambda **kw: openai_responses("gpt-4o", base_url="http://127.0.0.1:1/v1", **kw),
 }
+
+
+def _assistant(m: object) -> AssistantMessage:
+    assert isinstance(m, AssistantMessage), m
+    return m
 
 
 def _echo_401(calls: list[httpx.Request]) -> httpx.MockTransport:
@@ -272,7 +288,7 @@ async def test_sync_client_from_async_closes_stream_early() -> None:
     o = HttpOptions(api_key=None, base_url="http://127.0.0.1:1", sync_client=client)
     agen = astream_events(o, "http://127.0.0.1:1/x", b"{}", {})
     first = await agen.__anext__()
-    await agen.aclose()
+    await agen.aclose()  # type: ignore[attr-defined]
     assert first.data == '{"a":1}'
 
 
@@ -363,9 +379,12 @@ def test_echoed_custom_header_secret_is_masked(backend: str, kind: str) -> None:
         else httpx.AsyncClient(transport=_echo_401(calls))
     )
     base = {"openai_chat": "/v1", "anthropic": "", "openai_responses": "/v1"}[backend]
-    factory = {"openai_chat": openai_chat, "anthropic": anthropic, "openai_responses": openai_responses}[
-        backend
-    ]
+    factories: dict[str, Callable[..., Any]] = {
+        "openai_chat": openai_chat,
+        "anthropic": anthropic,
+        "openai_responses": openai_responses,
+    }
+    factory = factories[backend]
     m = factory(
         "some-model",
         api_key=KEY,
@@ -375,8 +394,10 @@ def test_echoed_custom_header_secret_is_masked(backend: str, kind: str) -> None:
         max_retries=0,
     )
     assert "SECRET" not in repr(m) and "alice" not in repr(m)
+    attrs = repr(vars(m))  # no attribute holds the key or a header secret in clear
+    assert KEY not in attrs and _AZ not in attrs and _TOK not in attrs
     out = m.generate(ModelInteraction(messages=[Messages.user("hi")]))
-    detail = out[-1].error_detail  # type: ignore[union-attr]
+    detail = _assistant(out[-1]).error_detail
     assert detail is not None and detail.startswith("from-mock") and calls
     assert _AZ in calls[0].headers.values()  # the header was really sent (and echoed)
     for s in (KEY, _AZ, _TOK, _PW):
@@ -389,7 +410,7 @@ def test_echoed_custom_header_secret_is_masked(backend: str, kind: str) -> None:
 def test_connection_error_text_masks_url_password() -> None:
     """Defect 3: a connection failure to ``user:password@host`` never shows the password."""
     m = openai_chat("m", api_key=KEY, base_url=f"http://alice:{_PW}@127.0.0.1:1/v1", max_retries=0)
-    detail = m.generate(ModelInteraction(messages=[Messages.user("hi")]))[-1].error_detail  # type: ignore[union-attr]
+    detail = _assistant(m.generate(ModelInteraction(messages=[Messages.user("hi")]))[-1]).error_detail
     assert detail is not None and "connection failed" in detail and _PW not in detail
 
 
@@ -398,3 +419,136 @@ def test_openai_chat_max_retry_delay() -> None:
     m = openai_chat("m", base_url="http://127.0.0.1:1/v1", max_retry_delay=0.5)
     assert m.options.max_retry_delay == 0.5
     assert retry_delay(0, httpx.Headers({"retry-after": "30"}), m.options) == 0.5
+
+
+# --------------------------------------------------------------------------------------------
+# defect 5: a stream dropped mid-answer
+
+
+def _sse(d: object, name: str | None = None) -> bytes:
+    return ((f"event: {name}\n" if name else "") + f"data: {json.dumps(d)}\n\n").encode()
+
+
+_PARTIAL = {
+    "openai_chat": [
+        _sse(
+            {
+                "id": "c1",
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {"content": "Hello"}}],
+            }
+        ),
+        _sse(
+            {
+                "id": "c1",
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {"content": " wor"}}],
+            }
+        ),
+    ],
+    "anthropic": [
+        _sse(
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "m1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "c",
+                    "content": [],
+                    "usage": {"input_tokens": 5, "output_tokens": 1},
+                },
+            },
+            "message_start",
+        ),
+        _sse(
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            "content_block_start",
+        ),
+        _sse(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hello wor"}},
+            "content_block_delta",
+        ),
+    ],
+    "openai_responses": [
+        _sse(
+            {"type": "response.created", "response": {"id": "r1", "status": "in_progress", "output": []}},
+            "response.created",
+        ),
+        _sse(
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {"type": "message", "id": "msg1", "role": "assistant", "content": []},
+            },
+            "response.output_item.added",
+        ),
+        _sse(
+            {
+                "type": "response.output_text.delta",
+                "output_index": 0,
+                "content_index": 0,
+                "item_id": "msg1",
+                "delta": "Hello wor",
+            },
+            "response.output_text.delta",
+        ),
+    ],
+}
+
+
+class _DropAfter(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """Sends ``chunks`` then fails like a peer closing the connection."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.chunks
+        raise httpx.ReadError("peer closed connection")
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for c in self.chunks:
+            yield c
+        raise httpx.ReadError("peer closed connection")
+
+
+@pytest.mark.parametrize("path", ["sync", "async"])
+@pytest.mark.parametrize("backend", sorted(_BACKENDS))
+async def test_dropped_stream_keeps_partial_then_error_last(backend: str, path: str) -> None:
+    """Defect 5 (kept as the contract in backends/base.py rule 4 says): the partial text stays
+    (its id unchanged), the error message follows it immediately with a fresh id, the stream ends
+    with ``ModelState.Error`` and the assembled answer has the error LAST. The partial chunk keeps
+    the in-progress placeholder stop reason: the agent loop treats any ``StopReason.Error``
+    message as the failure itself, so relabelling the partial would drop its text."""
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, stream=_DropAfter(_PARTIAL[backend])
+        )
+
+    transport = httpx.MockTransport(handler)
+    client: httpx.Client | httpx.AsyncClient = (
+        httpx.Client(transport=transport) if path == "sync" else httpx.AsyncClient(transport=transport)
+    )
+    m = _BACKENDS[backend](api_key=KEY, http_client=client, max_retries=0)
+    inter = ModelInteraction(messages=[Messages.user("hi")])
+    if path == "sync":
+        items = await asyncio.to_thread(lambda: list(m.stream(inter)))
+        out = await asyncio.to_thread(m.generate, inter)
+    else:
+        items = [i async for i in m.astream(inter)]
+        out = await m.agenerate(inter)
+    nexts = [i.value for i in items if isinstance(i, Stream.Next)]
+    assert isinstance(items[-1], Stream.Pending) and isinstance(items[-1].value, ModelState.Error)
+    assert "connection dropped mid-stream" in items[-1].value.message
+    err = nexts[-1]
+    assert isinstance(err.stop_reason, StopReason.Error) and err.content == TextContent("")
+    assert err.error_detail is not None and "connection dropped mid-stream" in err.error_detail
+    partial = nexts[-2]
+    assert partial.content == TextContent("Hello wor") and partial.id != err.id
+    assert not isinstance(partial.stop_reason, StopReason.Error)
+    msgs = [_assistant(o) for o in out]
+    assert [type(o.content).__name__ for o in msgs] == ["TextContent", "TextContent"]
+    assert msgs[0].content == TextContent("Hello wor")
+    assert isinstance(msgs[-1].stop_reason, StopReason.Error)

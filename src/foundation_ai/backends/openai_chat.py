@@ -223,7 +223,10 @@ class OpenAIChatModel(BaseModel):
             self.emulate_forced_tools = host in _LOCAL_HOSTS
         else:
             self.emulate_forced_tools = forced_tool_mode == "json_schema"
-        self._headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
+
+    def _headers(self) -> dict[str, str]:
+        """The auth header, built per request so no attribute holds the key in clear."""
+        return {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
 
     def close(self) -> None:
         """Close the HTTP clients this backend created (a user-supplied client is left open)."""
@@ -270,7 +273,7 @@ class OpenAIChatModel(BaseModel):
         yield Stream.Init()
         p.timer.start()
         try:
-            for ev in stream_events(self.options, self.url, body, self._headers):
+            for ev in stream_events(self.options, self.url, body, self._headers()):
                 out = p.feed(ev)
                 if out:
                     yield from out
@@ -290,7 +293,7 @@ class OpenAIChatModel(BaseModel):
         yield Stream.Init()
         p.timer.start()
         try:
-            async for ev in astream_events(self.options, self.url, body, self._headers):
+            async for ev in astream_events(self.options, self.url, body, self._headers()):
                 out = p.feed(ev)
                 if out:
                     for item in out:
