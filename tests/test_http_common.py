@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import math
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -552,3 +554,44 @@ async def test_dropped_stream_keeps_partial_then_error_last(backend: str, path: 
     assert [type(o.content).__name__ for o in msgs] == ["TextContent", "TextContent"]
     assert msgs[0].content == TextContent("Hello wor")
     assert isinstance(msgs[-1].stop_reason, StopReason.Error)
+
+
+class _KeepAliveHandler(http.server.BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive: one JSON answer per POST, the connection left open."""
+
+    protocol_version = "HTTP/1.1"
+    seen: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        self.seen.append(self.headers.get("connection", ""))
+        body = b'{"ok": true}'
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_async_client_from_sync_calls_against_keep_alive_server() -> None:
+    """Defect 1 follow-up: a real ``httpx.AsyncClient`` (only) driven by repeated sync calls, each
+    on a fresh private loop, against a keep-alive server: no pooled connection is left bound to a
+    closed loop ("Event loop is closed" on the next call)."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _KeepAliveHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    _KeepAliveHandler.seen.clear()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/v1/x"
+        o = HttpOptions(api_key=None, base_url=url, async_client=httpx.AsyncClient(), max_retries=0)
+        for _ in range(3):
+            assert [(e.event, e.data) for e in stream_events(o, url, {"x": 1}, {})] == [
+                ("json", '{"ok": true}')
+            ]
+        assert _KeepAliveHandler.seen == ["close"] * 3
+        assert o._own_sync is None
+    finally:
+        srv.shutdown()
+        srv.server_close()

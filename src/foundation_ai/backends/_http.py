@@ -505,14 +505,19 @@ def stream_events(
 
     Retries before the first event as the module docstring says; never after. With only a
     user ``httpx.AsyncClient`` configured, the request goes through that client (on a private
-    event loop in a worker thread, :func:`~foundation_ai.backends.base._sync_iter`), never
-    through a client of our own.
+    event loop in a worker thread, :func:`~foundation_ai.backends.base._sync_iter`, with
+    ``Connection: close`` so no pooled connection outlives that loop), never through a client of
+    our own.
 
     Raises:
         HttpStreamError: HTTP error status, connection failure, dropped stream, bad content type.
     """
     if opts.sync_client is None and opts.async_client is not None:
-        yield from _sync_iter(lambda: astream_events(opts, url, body, headers))
+        # An AsyncClient's pooled connections belong to the event loop that opened them, and this
+        # private loop ends with the call: ask for the connection to be closed after the answer
+        # so none is left in the pool bound to a dead loop.
+        once = {**headers, "Connection": "close"}
+        yield from _sync_iter(lambda: astream_events(opts, url, body, once))
         return
     client = opts.get_sync_client()
     content = body if isinstance(body, bytes) else msgspec.json.encode(body)
