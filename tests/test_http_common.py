@@ -595,3 +595,48 @@ def test_async_client_from_sync_calls_against_keep_alive_server() -> None:
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+class _BlockingStream(httpx.SyncByteStream):
+    """One SSE event, then a read that blocks until ``release`` is set; records ``close``."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.closed = threading.Event()
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield b"data: 1\n\n"
+        self.release.wait()
+        yield b"data: 2\n\n"
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+async def test_cancel_async_over_sync_client_does_not_wait_for_blocked_read() -> None:
+    """Cancelling the async iteration over a sync-only client while its read is blocked returns
+    without waiting for that read; the stream is closed once the read ends."""
+    body = _BlockingStream()
+    client = httpx.Client(
+        transport=httpx.MockTransport(
+            lambda r: httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=body)
+        )
+    )
+    o = HttpOptions(api_key=None, base_url="http://127.0.0.1:1", sync_client=client, max_retries=0)
+    got: list[str] = []
+    first = asyncio.Event()
+
+    async def consume() -> None:
+        async for ev in astream_events(o, "http://127.0.0.1:1/x", b"{}", {}):
+            got.append(ev.data)
+            first.set()
+
+    task = asyncio.create_task(consume())
+    await first.wait()
+    await asyncio.sleep(0.05)  # let the next (blocking) read start in its thread
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert got == ["1"] and not body.release.is_set()  # we did not wait for the blocked read
+    body.release.set()
+    assert await asyncio.to_thread(body.closed.wait, 10.0)  # closed in the background

@@ -626,9 +626,11 @@ _END = object()
 
 
 async def _in_thread(it: Iterator[SseEvent]) -> AsyncIterator[SseEvent]:
-    """Iterate the blocking iterator ``it`` with each ``next`` in a worker thread; closing this
-    iterator (or cancelling its task) closes ``it`` once the step in flight has returned."""
+    """Iterate the blocking iterator ``it`` with each ``next`` in a worker thread. Closing this
+    iterator closes ``it`` (releasing the connection) before returning; cancelling it while a
+    step is in flight returns at once and closes ``it`` in the background when that step ends."""
     lock = threading.Lock()
+    in_flight = False
 
     def step() -> object:
         with lock:
@@ -641,10 +643,18 @@ async def _in_thread(it: Iterator[SseEvent]) -> AsyncIterator[SseEvent]:
                 close_it()
 
     try:
-        while (item := await asyncio.to_thread(step)) is not _END:
+        while True:
+            in_flight = True
+            item = await asyncio.to_thread(step)
+            in_flight = False
+            if item is _END:
+                return
             yield item  # type: ignore[misc]
     finally:
-        await asyncio.shield(asyncio.to_thread(close))
+        if in_flight:  # cancelled mid-read: do not wait for the blocked read
+            asyncio.get_running_loop().run_in_executor(None, close)
+        else:
+            await asyncio.to_thread(close)
 
 
 def _check_event_stream(resp: httpx.Response, opts: HttpOptions) -> None:
