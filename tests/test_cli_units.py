@@ -767,3 +767,16 @@ def test_ctrl_d_during_a_turn_ends_the_chat_after_the_turn() -> None:
     out = console.export_text()
     assert "slow" in out and "answer" in out
     assert "Ctrl-D: the chat ends when this turn is done" in out
+
+
+def test_base_url_password_never_shown_in_cli_errors() -> None:
+    """A password in --base-url (userinfo) is masked in both the usage and the unreachable errors."""
+    from foundation_ai._cli.model_choice import check_base_url, check_reachable
+    from foundation_ai.errors import ProviderError
+
+    with pytest.raises(ConfigurationError) as bad:
+        check_base_url("ftp://user:sk-SECRET@127.0.0.1:9/v1")
+    assert "sk-SECRET" not in str(bad.value) and "***@127.0.0.1" in str(bad.value)
+    with pytest.raises(ProviderError) as unreachable:
+        check_reachable("http://user:sk-SECRET@127.0.0.1:9/v1", timeout=1.0)
+    assert "sk-SECRET" not in str(unreachable.value) and "***@127.0.0.1" in str(unreachable.value)

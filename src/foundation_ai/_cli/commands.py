@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..backends._http import mask_url
 from ..errors import ConfigurationError
 from ..types import ModelParams, to_json
 from .builtin_tools import files_tools, shell_tools
@@ -171,7 +172,7 @@ def failure_message(error: Any, choice: ModelChoice) -> str:
     could not be reached."""
     message = " ".join(str(getattr(error, "message", error)).split()) or "the turn failed"
     if "connection failed" in message or "ConnectError" in message:
-        where = choice.base_url or f"the {choice.kind} API"
+        where = mask_url(choice.base_url) if choice.base_url else f"the {choice.kind} API"
         return f"cannot reach {where}: {message}"
     return message
 

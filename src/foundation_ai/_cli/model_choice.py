@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..backends._http import mask_url
 from ..errors import ConfigurationError, ProviderError
 
 __all__ = ["ModelChoice", "check_base_url", "check_reachable", "load_model", "parse_model_spec"]
@@ -76,10 +77,10 @@ def check_base_url(base_url: str) -> str:
         parts = urlsplit(text)
         port = parts.port
     except ValueError:
-        raise ConfigurationError(f"--base-url {base_url!r} has a bad port") from None
+        raise ConfigurationError(f"--base-url {mask_url(base_url)!r} has a bad port") from None
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise ConfigurationError(
-            f"--base-url {base_url!r} is not an http(s) URL (e.g. http://127.0.0.1:8080/v1)"
+            f"--base-url {mask_url(base_url)!r} is not an http(s) URL (e.g. http://127.0.0.1:8080/v1)"
         )
     del port  # read only to validate it
     return text
@@ -182,4 +183,4 @@ def check_reachable(base_url: str, timeout: float = 5.0) -> None:
             pass
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        raise ProviderError(f"cannot reach {base_url}: {reason}") from None
+        raise ProviderError(f"cannot reach {mask_url(base_url)}: {reason}") from None
