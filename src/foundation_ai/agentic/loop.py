@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..backends.base import merge_chunk
 from ..errors import FoundationAIError
 from ..types import (
     AgenticError,
@@ -43,7 +44,6 @@ from ..types import (
     Stream,
     StructuredErrorTrace,
     TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
     UsageReport,
@@ -119,23 +119,6 @@ class TurnState:
         self.generations = 0
         self.persisted = 0
         self.snapshot: Any = None
-
-
-def _merge(prev: AssistantMessage | None, new: AssistantMessage, delta: bool) -> AssistantMessage:
-    if prev is None:
-        return new
-    if not delta:
-        return new
-    a, b = prev.content, new.content
-    if isinstance(a, TextContent) and isinstance(b, TextContent):
-        merged: Any = TextContent(a.content + b.content, b.signature or a.signature)
-    elif isinstance(a, ThinkingContent) and isinstance(b, ThinkingContent):
-        merged = msgspec.structs.replace(
-            b, thinking=a.thinking + b.thinking, signature=b.signature or a.signature
-        )
-    else:
-        merged = b
-    return msgspec.structs.replace(new, content=merged)
 
 
 def _error_message(model: Any, detail: str) -> AssistantMessage:
@@ -341,7 +324,7 @@ async def run_turn_loop(
                                 usage = m.usage
                                 continue
                             prev = outputs.get(m.id)
-                            merged = _merge(prev, m, delta)
+                            merged = merge_chunk(prev, m, "delta" if delta else "snapshot")
                             outputs[m.id] = merged
                             usage = m.usage
                             if emit:

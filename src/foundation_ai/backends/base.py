@@ -44,7 +44,7 @@ from ..types import (
     ThinkingContent,
 )
 
-__all__ = ["BaseModel", "ChunkMode", "Model", "ModelDescriptor", "ModelStream", "assemble"]
+__all__ = ["BaseModel", "ChunkMode", "Model", "ModelDescriptor", "ModelStream", "assemble", "merge_chunk"]
 
 ChunkMode = Literal["snapshot", "delta"]
 """How text/thinking chunks relate: the whole text so far, or only the new piece."""
@@ -114,8 +114,15 @@ class Model(Protocol):
         ...
 
 
-def _merge(prev: AssistantMessage, new: AssistantMessage, mode: ChunkMode) -> AssistantMessage:
-    if mode == "snapshot":
+def merge_chunk(prev: AssistantMessage | None, new: AssistantMessage, mode: ChunkMode) -> AssistantMessage:
+    """Fold chunk ``new`` of one output into what ``prev`` (its earlier chunks, or ``None``) holds.
+
+    ``"snapshot"``: ``new`` is the whole output so far and replaces ``prev``. ``"delta"``: text
+    and thinking are concatenated; every other field (usage, stop reason, metadata, signature
+    when set) comes from ``new``. Source: the seed's chunk rule (section 1) and this module's
+    contract.
+    """
+    if prev is None or mode == "snapshot":
         return new
     a, b = prev.content, new.content
     if isinstance(a, TextContent) and isinstance(b, TextContent):
@@ -154,7 +161,7 @@ def assemble(items: Sequence[ModelStream] | Iterator[ModelStream], chunk_mode: C
                 continue
             prev = out[pos]
             assert isinstance(prev, AssistantMessage)
-            out[pos] = _merge(prev, m, chunk_mode)
+            out[pos] = merge_chunk(prev, m, chunk_mode)
     return out
 
 
