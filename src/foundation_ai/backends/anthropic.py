@@ -16,28 +16,25 @@ Usage::
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import msgspec
 
 from ..errors import ProviderError
-from ..pricing import model_prices
-from ..types import Messages, ModelInteraction, ModelParams, ModelProviders, Stream, TextContent
+from ..types import ModelInteraction, ModelParams, ModelProviders, Stream, TextContent
 from ._anthropic_request import ANTHROPIC_VERSION, build_request, check_output_format
 from ._anthropic_stream import AnthropicStreamParser, parse_message
+from ._common import SnapshotHttpModel, describe, price_key
 from ._http import (
     HttpOptions,
     SseEvent,
     Timer,
-    astream_events,
     error_items,
     join_url,
-    stream_events,
 )
-from .base import BaseModel, ModelDescriptor, ModelStream
+from .base import ModelDescriptor, ModelStream
 
 __all__ = ["DEFAULT_BASE_URL", "AnthropicModel", "anthropic"]
 
@@ -45,11 +42,9 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 """Anthropic's API host; the backend adds ``/v1/messages``."""
 
 _DECODE = msgspec.json.Decoder().decode
-_NEXT = Stream.Next
-_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 
 
-class AnthropicModel(BaseModel):
+class AnthropicModel(SnapshotHttpModel):
     """A model served by the Anthropic Messages API (or a server speaking it, such as
     llama.cpp's ``/v1/messages``). ``chunk_mode`` is ``"snapshot"``.
 
@@ -58,6 +53,7 @@ class AnthropicModel(BaseModel):
     """
 
     chunk_mode = "snapshot"
+    error_provider = ModelProviders.Anthropic
 
     def __init__(
         self,
@@ -75,16 +71,8 @@ class AnthropicModel(BaseModel):
         self.streaming = streaming
         self.url = join_url(options.base_url, "/messages", version_prefix="/v1")
 
-    def __repr__(self) -> str:
-        return f"AnthropicModel(model={self.descriptor.name!r}, options={self.options!r})"
-
     def _parser(self) -> AnthropicStreamParser:
         return AnthropicStreamParser(self.model_id, timer=Timer(), price_key=self.price_key)
-
-    def _failure(self, parser: AnthropicStreamParser, exc: ProviderError) -> list[ModelStream]:
-        """Held-back outputs, then the contract's error tail (the key redacted from the text)."""
-        detail = self.options.redact(exc.detail)
-        return [*parser.flush(), *error_items(detail, self.model_id, ModelProviders.Anthropic, parser.usage)]
 
     def _headers(self) -> dict[str, str]:
         h = {"anthropic-version": self.anthropic_version}
@@ -131,101 +119,6 @@ class AnthropicModel(BaseModel):
         if problem is not None:
             return error_items(problem, self.model_id, ModelProviders.Anthropic, parser.usage)
         return items
-
-    def stream(
-        self, interaction: ModelInteraction, params: ModelParams | None = None
-    ) -> Iterator[ModelStream]:
-        """Stream the answer synchronously (no worker thread: the sync httpx client is used)."""
-        p = params or ModelParams()
-        body = build_request(interaction, p, self.descriptor.name, stream=self.streaming)
-        parser = self._parser()
-        yield Stream.Init()
-        try:
-            for ev in stream_events(self.options, self.url, body, self._headers()):
-                out = self._feed(parser, ev)
-                if out:
-                    yield from out
-            tail = self._tail(parser, p)
-        except ProviderError as exc:
-            tail = self._failure(parser, exc)
-        yield from tail
-
-    async def astream(
-        self, interaction: ModelInteraction, params: ModelParams | None = None
-    ) -> AsyncIterator[ModelStream]:
-        """Stream the answer asynchronously; closing the iterator closes the HTTP response."""
-        p = params or ModelParams()
-        body = build_request(interaction, p, self.descriptor.name, stream=self.streaming)
-        parser = self._parser()
-        yield Stream.Init()
-        try:
-            async for ev in astream_events(self.options, self.url, body, self._headers()):
-                out = self._feed(parser, ev)
-                for item in out:
-                    yield item
-            tail = self._tail(parser, p)
-        except ProviderError as exc:
-            tail = self._failure(parser, exc)
-        for item in tail:
-            yield item
-
-    def generate(self, interaction: ModelInteraction, params: ModelParams | None = None) -> list[Messages]:
-        """The assembled answer: exactly :func:`~foundation_ai.backends.base.assemble` of
-        ``stream`` (one message per output, its last chunk), collected without re-yielding every
-        chunk."""
-        p = params or ModelParams()
-        body = build_request(interaction, p, self.descriptor.name, stream=self.streaming)
-        parser = self._parser()
-        got: dict[str, Messages] = {}
-        try:
-            for ev in stream_events(self.options, self.url, body, self._headers()):
-                _keep(got, self._feed(parser, ev))
-            tail = self._tail(parser, p)
-        except ProviderError as exc:
-            tail = self._failure(parser, exc)
-        _keep(got, tail)
-        return list(got.values())
-
-    async def agenerate(
-        self, interaction: ModelInteraction, params: ModelParams | None = None
-    ) -> list[Messages]:
-        """Async :meth:`generate`."""
-        p = params or ModelParams()
-        body = build_request(interaction, p, self.descriptor.name, stream=self.streaming)
-        parser = self._parser()
-        got: dict[str, Messages] = {}
-        try:
-            async for ev in astream_events(self.options, self.url, body, self._headers()):
-                _keep(got, self._feed(parser, ev))
-            tail = self._tail(parser, p)
-        except ProviderError as exc:
-            tail = self._failure(parser, exc)
-        _keep(got, tail)
-        return list(got.values())
-
-    def close(self) -> None:
-        """Close the HTTP clients this model created (never a client passed in)."""
-        self.options.close()
-
-
-def _price_key(base_url: str | None, provider_id: str) -> tuple[str | None, str | None] | None:
-    """How genai-prices finds this model's prices: by provider id for the provider's own host,
-    by API URL for another host, not at all for a loopback server (local models cost nothing
-    we can price)."""
-    if base_url is None:
-        return (provider_id, None)
-    host = urlsplit(base_url).hostname or ""
-    if host in _LOCAL_HOSTS:
-        return None
-    return (None, base_url)
-
-
-def _keep(got: dict[str, Messages], items: list[ModelStream]) -> None:
-    """Snapshot assembly: the last chunk of each output id wins, outputs in first-seen order."""
-    for item in items:
-        if type(item) is _NEXT:
-            msg = item.value
-            got[msg.id] = msg
 
 
 def anthropic(
@@ -285,18 +178,14 @@ def anthropic(
         retry_base_delay=retry_base_delay,
         max_retry_delay=max_retry_delay,
     )
-    price_key = _price_key(base_url, "anthropic")
-    prices = model_prices(model, provider_id=price_key[0], api_url=price_key[1]) if price_key else None
-    descriptor = ModelDescriptor(
-        name=model,
-        provider=ModelProviders.Anthropic,
+    key = price_key(base_url or DEFAULT_BASE_URL, "anthropic", official=base_url is None)
+    descriptor = describe(
+        model,
+        ModelProviders.Anthropic,
+        key,
         context_window=context_window,
         max_output_tokens=max_output_tokens,
-        input_price=prices.input if prices else None,
-        output_price=prices.output if prices else None,
-        cache_read_price=prices.cache_read if prices else None,
-        cache_write_price=prices.cache_write if prices else None,
     )
     return AnthropicModel(
-        descriptor, options, anthropic_version=anthropic_version, streaming=streaming, price_key=price_key
+        descriptor, options, anthropic_version=anthropic_version, streaming=streaming, price_key=key
     )

@@ -42,7 +42,7 @@ import httpx
 import msgspec
 
 from ..ids import new_call_id, new_scru128
-from ..pricing import cost_of, model_prices
+from ..pricing import cost_of
 from ..types import (
     AssistantMessage,
     GenerationMetadata,
@@ -66,6 +66,7 @@ from ..types import (
     UserMessage,
 )
 from ..types.interaction import CacheRetention
+from ._common import LOCAL_HOSTS, HttpBackend, describe, price_key
 from ._http import (
     HttpOptions,
     HttpStreamError,
@@ -77,13 +78,12 @@ from ._http import (
     error_text,
     stream_events,
 )
-from .base import BaseModel, ModelDescriptor, ModelStream
+from .base import ModelStream
 
 __all__ = ["OpenAIChatModel", "build_request", "openai_chat"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 IMAGE_PLACEHOLDER = "[The tool returned an image; it follows in the next user message.]"
-_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 _NAME_OK = re.compile(r"[^a-zA-Z0-9_-]")
 
 
@@ -169,7 +169,7 @@ def _endpoint(base_url: str) -> str:
     return base + "/chat/completions"
 
 
-class OpenAIChatModel(BaseModel):
+class OpenAIChatModel(HttpBackend):
     """The Chat Completions backend (see the module docstring). Build with :func:`openai_chat`.
 
     ``stream`` (sync, native ``httpx.Client``) and ``astream`` (native ``httpx.AsyncClient``)
@@ -197,43 +197,23 @@ class OpenAIChatModel(BaseModel):
         self.url = _endpoint(options.base_url)
         self.extra_body = dict(extra_body or {})
         host = urlsplit(options.base_url).hostname or ""
-        if official:
-            self._price_key: tuple[str | None, str | None] | None = ("openai", None)
-        elif host in _LOCAL_HOSTS:
-            self._price_key = None  # a local server costs nothing we can price
-        else:
-            self._price_key = (None, options.base_url)
-        prices = (
-            model_prices(model, provider_id=self._price_key[0], api_url=self._price_key[1])
-            if self._price_key
-            else None
-        )
-        self.descriptor = ModelDescriptor(
-            name=model,
-            provider=ModelProviders.OpenAI,
+        self._price_key = price_key(options.base_url, "openai", official=official)
+        self.descriptor = describe(
+            model,
+            ModelProviders.OpenAI,
+            self._price_key,
             context_window=context_window,
             max_output_tokens=max_output_tokens,
-            input_price=prices.input if prices else None,
-            output_price=prices.output if prices else None,
-            cache_read_price=prices.cache_read if prices else None,
-            cache_write_price=prices.cache_write if prices else None,
         )
         self._model_id = ModelId.Name(model)
         if forced_tool_mode == "auto":
-            self.emulate_forced_tools = host in _LOCAL_HOSTS
+            self.emulate_forced_tools = host in LOCAL_HOSTS
         else:
             self.emulate_forced_tools = forced_tool_mode == "json_schema"
 
     def _headers(self) -> dict[str, str]:
         """The auth header, built per request so no attribute holds the key in clear."""
         return {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
-
-    def close(self) -> None:
-        """Close the HTTP clients this backend created (a user-supplied client is left open)."""
-        self.options.close()
-
-    def __repr__(self) -> str:
-        return f"OpenAIChatModel(model={self.descriptor.name!r}, options={self.options!r})"
 
     @property
     def model_id(self) -> ModelId:

@@ -15,28 +15,24 @@ Usage::
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import msgspec
 
 from ..errors import ProviderError
-from ..pricing import model_prices
-from ..types import Messages, ModelInteraction, ModelParams, ModelProviders, Stream
+from ..types import ModelInteraction, ModelParams, ModelProviders, Stream
+from ._common import SnapshotHttpModel, describe, price_key
 from ._http import (
     HttpOptions,
     SseEvent,
     Timer,
-    astream_events,
-    error_items,
     join_url,
-    stream_events,
 )
 from ._responses_request import build_request
 from ._responses_stream import ResponsesStreamParser, parse_response
-from .base import BaseModel, ModelDescriptor, ModelStream
+from .base import ModelDescriptor, ModelStream
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIResponsesModel", "openai_responses"]
 
@@ -44,11 +40,9 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """OpenAI's API base; the backend adds ``/responses``."""
 
 _DECODE = msgspec.json.Decoder().decode
-_NEXT = Stream.Next
-_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 
 
-class OpenAIResponsesModel(BaseModel):
+class OpenAIResponsesModel(SnapshotHttpModel):
     """A model served by the OpenAI Responses API (or a server speaking it, such as llama.cpp's
     ``/v1/responses``). ``chunk_mode`` is ``"snapshot"``. Build it with :func:`openai_responses`.
 
@@ -57,6 +51,7 @@ class OpenAIResponsesModel(BaseModel):
     """
 
     chunk_mode = "snapshot"
+    error_provider = ModelProviders.OpenAIResponses
 
     def __init__(
         self,
@@ -74,19 +69,8 @@ class OpenAIResponsesModel(BaseModel):
         self.store = store
         self.url = join_url(options.base_url, "/responses", version_prefix="/v1")
 
-    def __repr__(self) -> str:
-        return f"OpenAIResponsesModel(model={self.descriptor.name!r}, options={self.options!r})"
-
     def _parser(self) -> ResponsesStreamParser:
         return ResponsesStreamParser(self.model_id, timer=Timer(), price_key=self.price_key)
-
-    def _failure(self, parser: ResponsesStreamParser, exc: ProviderError) -> list[ModelStream]:
-        """Held-back outputs, then the contract's error tail (the key redacted from the text)."""
-        detail = self.options.redact(exc.detail)
-        return [
-            *parser.flush(),
-            *error_items(detail, self.model_id, ModelProviders.OpenAIResponses, parser.usage),
-        ]
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
@@ -119,97 +103,8 @@ class OpenAIResponsesModel(BaseModel):
             return [it for it in items if isinstance(it, Stream.Next)]
         return parser.feed(doc)
 
-    def stream(
-        self, interaction: ModelInteraction, params: ModelParams | None = None
-    ) -> Iterator[ModelStream]:
-        """Stream the answer synchronously (no worker thread: the sync httpx client is used)."""
-        body = self.request_body(interaction, params)
-        parser = self._parser()
-        yield Stream.Init()
-        try:
-            for ev in stream_events(self.options, self.url, body, self._headers()):
-                out = self._feed(parser, ev)
-                if out:
-                    yield from out
-            tail = parser.finish()
-        except ProviderError as exc:
-            tail = self._failure(parser, exc)
-        yield from tail
-
-    async def astream(
-        self, interaction: ModelInteraction, params: ModelParams | None = None
-    ) -> AsyncIterator[ModelStream]:
-        """Stream the answer asynchronously; closing the iterator closes the HTTP response."""
-        body = self.request_body(interaction, params)
-        parser = self._parser()
-        yield Stream.Init()
-        try:
-            async for ev in astream_events(self.options, self.url, body, self._headers()):
-                for item in self._feed(parser, ev):
-                    yield item
-            tail = parser.finish()
-        except ProviderError as exc:
-            tail = self._failure(parser, exc)
-        for item in tail:
-            yield item
-
-    def generate(self, interaction: ModelInteraction, params: ModelParams | None = None) -> list[Messages]:
-        """The assembled answer: exactly :func:`~foundation_ai.backends.base.assemble` of
-        ``stream`` (one message per output, its last chunk), collected without re-yielding every
-        chunk."""
-        p = params or ModelParams()
-        body = self.request_body(interaction, p)
-        parser = self._parser()
-        got: dict[str, Messages] = {}
-        try:
-            for ev in stream_events(self.options, self.url, body, self._headers()):
-                _keep(got, self._feed(parser, ev))
-            tail = parser.finish()
-        except ProviderError as exc:
-            tail = self._failure(parser, exc)
-        _keep(got, tail)
-        return list(got.values())
-
-    async def agenerate(
-        self, interaction: ModelInteraction, params: ModelParams | None = None
-    ) -> list[Messages]:
-        """Async :meth:`generate`."""
-        p = params or ModelParams()
-        body = self.request_body(interaction, p)
-        parser = self._parser()
-        got: dict[str, Messages] = {}
-        try:
-            async for ev in astream_events(self.options, self.url, body, self._headers()):
-                _keep(got, self._feed(parser, ev))
-            tail = parser.finish()
-        except ProviderError as exc:
-            tail = self._failure(parser, exc)
-        _keep(got, tail)
-        return list(got.values())
-
-    def close(self) -> None:
-        """Close the HTTP clients this model created (never a client passed in)."""
-        self.options.close()
-
-
-def _price_key(base_url: str | None, provider_id: str) -> tuple[str | None, str | None] | None:
-    """How genai-prices finds this model's prices: by provider id for the provider's own host,
-    by API URL for another host, not at all for a loopback server (local models cost nothing
-    we can price)."""
-    if base_url is None:
-        return (provider_id, None)
-    host = urlsplit(base_url).hostname or ""
-    if host in _LOCAL_HOSTS:
-        return None
-    return (None, base_url)
-
-
-def _keep(got: dict[str, Messages], items: list[ModelStream]) -> None:
-    """Snapshot assembly: the last chunk of each output id wins, outputs in first-seen order."""
-    for item in items:
-        if type(item) is _NEXT:
-            msg = item.value
-            got[msg.id] = msg
+    def _tail(self, parser: ResponsesStreamParser, params: ModelParams) -> list[ModelStream]:
+        return parser.finish()
 
 
 def openai_responses(
@@ -270,16 +165,12 @@ def openai_responses(
         retry_base_delay=retry_base_delay,
         max_retry_delay=max_retry_delay,
     )
-    price_key = _price_key(base_url, "openai")
-    prices = model_prices(model, provider_id=price_key[0], api_url=price_key[1]) if price_key else None
-    descriptor = ModelDescriptor(
-        name=model,
-        provider=ModelProviders.OpenAIResponses,
+    key = price_key(base_url or DEFAULT_BASE_URL, "openai", official=base_url is None)
+    descriptor = describe(
+        model,
+        ModelProviders.OpenAIResponses,
+        key,
         context_window=context_window,
         max_output_tokens=max_output_tokens,
-        input_price=prices.input if prices else None,
-        output_price=prices.output if prices else None,
-        cache_read_price=prices.cache_read if prices else None,
-        cache_write_price=prices.cache_write if prices else None,
     )
-    return OpenAIResponsesModel(descriptor, options, streaming=streaming, store=store, price_key=price_key)
+    return OpenAIResponsesModel(descriptor, options, streaming=streaming, store=store, price_key=key)

@@ -1,0 +1,199 @@
+"""Plumbing shared by the HTTP backends (``openai_chat``, ``anthropic``, ``openai_responses``).
+
+- :func:`price_key` / :func:`describe`: how genai-prices finds a model's prices and the
+  :class:`~foundation_ai.backends.base.ModelDescriptor` carrying them.
+- :class:`HttpBackend`: ``close`` and a key-free ``repr`` over an :class:`~._http.HttpOptions`.
+- :class:`SnapshotHttpModel`: ``stream`` / ``astream`` / ``generate`` / ``agenerate`` for a
+  backend whose parser is fed one SSE event at a time (Anthropic Messages, OpenAI Responses),
+  following the Model contract of ``backends/base.py`` (rule 4: provider and network failures
+  end the stream with an error message, they are never raised).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, ClassVar, Protocol
+from urllib.parse import urlsplit
+
+from ..errors import ProviderError
+from ..pricing import model_prices
+from ..types import Messages, ModelInteraction, ModelParams, Stream, UsageReport
+from ._http import HttpOptions, SseEvent, astream_events, error_items, stream_events
+from .base import BaseModel, ModelDescriptor, ModelStream
+
+__all__ = ["LOCAL_HOSTS", "HttpBackend", "SnapshotHttpModel", "describe", "keep", "price_key"]
+
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
+"""Loopback host names: a server there is local (no prices; emulated forced tool calls)."""
+
+PriceKey = tuple[str | None, str | None]
+"""(genai-prices provider id, API URL): exactly one of the two is set."""
+
+_NEXT = Stream.Next
+
+
+def price_key(base_url: str, provider_id: str, *, official: bool) -> PriceKey | None:
+    """How genai-prices finds this model's prices: by provider id for the provider's own host
+    (``official``), by API URL for another host, not at all for a loopback server (local models
+    cost nothing we can price)."""
+    if official:
+        return (provider_id, None)
+    if (urlsplit(base_url).hostname or "") in LOCAL_HOSTS:
+        return None
+    return (None, base_url)
+
+
+def describe(
+    model: str,
+    provider: str,
+    key: PriceKey | None,
+    *,
+    context_window: int | None,
+    max_output_tokens: int | None,
+) -> ModelDescriptor:
+    """The descriptor of ``model``: token limits as given, prices (USD per million tokens) from
+    genai-prices looked up by ``key`` (none when ``key`` is None or the model is unknown)."""
+    prices = model_prices(model, provider_id=key[0], api_url=key[1]) if key else None
+    return ModelDescriptor(
+        name=model,
+        provider=provider,
+        context_window=context_window,
+        max_output_tokens=max_output_tokens,
+        input_price=prices.input if prices else None,
+        output_price=prices.output if prices else None,
+        cache_read_price=prices.cache_read if prices else None,
+        cache_write_price=prices.cache_write if prices else None,
+    )
+
+
+def keep(got: dict[str, Messages], items: list[ModelStream]) -> None:
+    """Snapshot assembly: the last chunk of each output id wins, outputs in first-seen order."""
+    for item in items:
+        if type(item) is _NEXT:
+            msg = item.value
+            got[msg.id] = msg
+
+
+class HttpBackend(BaseModel):
+    """A backend talking HTTP through ``options``: ``close`` and a ``repr`` without the key."""
+
+    options: HttpOptions
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.descriptor.name!r}, options={self.options!r})"
+
+    def close(self) -> None:
+        """Close the HTTP clients this backend created (a user-supplied client is left open)."""
+        self.options.close()
+
+
+class EventParser(Protocol):
+    """What :class:`SnapshotHttpModel` needs of a stream parser."""
+
+    usage: UsageReport
+
+    def flush(self) -> list[ModelStream]: ...
+
+
+class SnapshotHttpModel(HttpBackend):
+    """``stream`` / ``astream`` / ``generate`` / ``agenerate`` over SSE events for a snapshot
+    backend. A subclass sets ``url`` and ``error_provider`` and gives ``request_body``,
+    ``_headers``, ``_parser``, ``_feed`` (one event -> items, raising
+    :class:`~foundation_ai.errors.ProviderError` on bad data) and ``_tail`` (the items at the
+    end of the stream, raising ``ProviderError`` when it was cut short)."""
+
+    url: str
+    error_provider: ClassVar[str]
+    """The provider named in the error tail (``ModelProviders.*``)."""
+
+    def request_body(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _parser(self) -> Any:
+        raise NotImplementedError
+
+    def _feed(self, parser: Any, ev: SseEvent) -> list[ModelStream]:
+        raise NotImplementedError
+
+    def _tail(self, parser: Any, params: ModelParams) -> list[ModelStream]:
+        raise NotImplementedError
+
+    def _failure(self, parser: EventParser, exc: ProviderError) -> list[ModelStream]:
+        """Held-back outputs, then the contract's error tail (the key redacted from the text)."""
+        detail = self.options.redact(exc.detail)
+        return [*parser.flush(), *error_items(detail, self.model_id, self.error_provider, parser.usage)]
+
+    def stream(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> Iterator[ModelStream]:
+        """Stream the answer synchronously (no worker thread: the sync httpx client is used)."""
+        p = params or ModelParams()
+        body = self.request_body(interaction, p)
+        parser = self._parser()
+        yield Stream.Init()
+        try:
+            for ev in stream_events(self.options, self.url, body, self._headers()):
+                out = self._feed(parser, ev)
+                if out:
+                    yield from out
+            tail = self._tail(parser, p)
+        except ProviderError as exc:
+            tail = self._failure(parser, exc)
+        yield from tail
+
+    async def astream(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> AsyncIterator[ModelStream]:
+        """Stream the answer asynchronously; closing the iterator closes the HTTP response."""
+        p = params or ModelParams()
+        body = self.request_body(interaction, p)
+        parser = self._parser()
+        yield Stream.Init()
+        try:
+            async for ev in astream_events(self.options, self.url, body, self._headers()):
+                for item in self._feed(parser, ev):
+                    yield item
+            tail = self._tail(parser, p)
+        except ProviderError as exc:
+            tail = self._failure(parser, exc)
+        for item in tail:
+            yield item
+
+    def generate(self, interaction: ModelInteraction, params: ModelParams | None = None) -> list[Messages]:
+        """The assembled answer: exactly :func:`~foundation_ai.backends.base.assemble` of
+        ``stream`` (one message per output, its last chunk), collected without re-yielding every
+        chunk."""
+        p = params or ModelParams()
+        body = self.request_body(interaction, p)
+        parser = self._parser()
+        got: dict[str, Messages] = {}
+        try:
+            for ev in stream_events(self.options, self.url, body, self._headers()):
+                keep(got, self._feed(parser, ev))
+            tail = self._tail(parser, p)
+        except ProviderError as exc:
+            tail = self._failure(parser, exc)
+        keep(got, tail)
+        return list(got.values())
+
+    async def agenerate(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> list[Messages]:
+        """Async :meth:`generate`."""
+        p = params or ModelParams()
+        body = self.request_body(interaction, p)
+        parser = self._parser()
+        got: dict[str, Messages] = {}
+        try:
+            async for ev in astream_events(self.options, self.url, body, self._headers()):
+                keep(got, self._feed(parser, ev))
+            tail = self._tail(parser, p)
+        except ProviderError as exc:
+            tail = self._failure(parser, exc)
+        keep(got, tail)
+        return list(got.values())
