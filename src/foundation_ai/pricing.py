@@ -14,9 +14,11 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import msgspec
+
 from .types import CostStatus, UsageCosting, UsageReport
 
-__all__ = ["ModelPrices", "cost_of", "model_prices"]
+__all__ = ["ModelPrices", "cost_of", "model_prices", "priced"]
 
 _UNKNOWN = UsageCosting()
 
@@ -129,3 +131,13 @@ def cost_of(
         )
     except Exception:  # a price-table quirk must never break a generation
         return _UNKNOWN
+
+
+def priced(model: str, usage: UsageReport, price_key: tuple[str | None, str | None] | None) -> UsageReport:
+    """``usage`` with its ``cost`` set by :func:`cost_of`, looked up by ``price_key``
+    (genai-prices provider id, API URL); ``usage`` unchanged when ``price_key`` is None (a
+    local server, nothing we can price)."""
+    if price_key is None:
+        return usage
+    cost = cost_of(model, usage, provider_id=price_key[0], api_url=price_key[1])
+    return msgspec.structs.replace(usage, cost=cost)

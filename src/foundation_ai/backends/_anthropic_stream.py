@@ -31,9 +31,8 @@ import msgspec
 
 from ..errors import ProviderError
 from ..ids import new_call_id, new_scru128
-from ..pricing import cost_of
+from ..pricing import priced
 from ..types import (
-    AssistantMessage,
     GenerationMetadata,
     ModelId,
     ModelProviders,
@@ -45,6 +44,7 @@ from ..types import (
     ToolCall,
     UsageReport,
 )
+from ._common import SnapshotParser
 from ._http import Timer
 
 __all__ = ["AnthropicStreamError", "AnthropicStreamParser", "error_event_text", "map_stop_reason", "usage_of"]
@@ -137,31 +137,22 @@ class _Block:
         self.emitted = False
 
 
-class AnthropicStreamParser:
+class AnthropicStreamParser(SnapshotParser):
     """Turns Anthropic stream events into model stream items (see the module docstring).
 
-    ``feed(event)`` takes one decoded ``data`` object and returns the items to yield;
-    ``finish()`` is called when the stream ends and returns the last items (or raises
-    :class:`AnthropicStreamError` when the stream was cut short).
+    ``AnthropicStreamParser(model, *, provider=ModelProviders.Anthropic, timer=None,
+    price_key=None)`` (see :class:`~._common.SnapshotParser`). ``feed(event)`` takes one decoded
+    ``data`` object and returns the items to yield; ``finish()`` is called when the stream ends
+    and returns the last items (or raises :class:`AnthropicStreamError` when the stream was cut
+    short).
     """
 
-    def __init__(
-        self,
-        model: ModelId,
-        *,
-        provider: str = ModelProviders.Anthropic,
-        timer: Timer | None = None,
-        price_key: tuple[str | None, str | None] | None = None,
-    ) -> None:
-        self.model = model
-        self.price_key = price_key
-        self.provider = provider
-        self.timer = timer if timer is not None else Timer()
-        self.usage = _EMPTY_USAGE
+    default_provider = ModelProviders.Anthropic
+
+    def _init_state(self) -> None:
         self.blocks: dict[int, _Block] = {}
         self.pending: _Block | None = None
         self.last: tuple[str, Any] | None = None  # (message id, content) of the latest output
-        self.finished = False
         self.stopped = False
         self.texts: list[str] = []
         self.stop_reason: StopReason = StopReason.STOP
@@ -172,12 +163,7 @@ class AnthropicStreamParser:
         report = usage_of(u, self.usage)
         if report is self.usage:
             return
-        if self.price_key is not None:
-            cost = cost_of(
-                self.model.name(), report, provider_id=self.price_key[0], api_url=self.price_key[1]
-            )
-            report = msgspec.structs.replace(report, cost=cost)
-        self.usage = report
+        self.usage = priced(self.model.name(), report, self.price_key)
 
     # -- building chunks ---------------------------------------------------------------------
 
@@ -185,17 +171,7 @@ class AnthropicStreamParser:
         self, mid: str, content: Any, stop: Any = StopReason.STOP, meta: list[Any] | None = None
     ) -> Stream[Any, Any]:
         self.last = (mid, content)
-        return Stream.Next(
-            AssistantMessage(
-                id=mid,
-                model=self.model,
-                content=content,
-                usage=self.usage,
-                stop_reason=stop,
-                provider=self.provider,
-                metadata=meta,
-            )
-        )
+        return self._next(mid, content, stop, meta)
 
     def _tool_content(self, b: _Block) -> ToolCall:
         args, raw = tool_arguments("".join(b.parts), b.initial)

@@ -3,6 +3,7 @@
 - :func:`price_key` / :func:`describe`: how genai-prices finds a model's prices and the
   :class:`~foundation_ai.backends.base.ModelDescriptor` carrying them.
 - :class:`HttpBackend`: ``close`` and a key-free ``repr`` over an :class:`~._http.HttpOptions`.
+- :class:`SnapshotParser`: the common state and chunk building of the SSE-event parsers.
 - :class:`SnapshotHttpModel`: ``stream`` / ``astream`` / ``generate`` / ``agenerate`` for a
   backend whose parser is fed one SSE event at a time (Anthropic Messages, OpenAI Responses),
   following the Model contract of ``backends/base.py`` (rule 4: provider and network failures
@@ -12,16 +13,33 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from ..errors import ProviderError
 from ..pricing import model_prices
-from ..types import Messages, ModelInteraction, ModelParams, Stream, UsageReport
-from ._http import HttpOptions, SseEvent, astream_events, error_items, stream_events
+from ..types import (
+    AssistantMessage,
+    Messages,
+    ModelId,
+    ModelInteraction,
+    ModelParams,
+    StopReason,
+    Stream,
+    UsageReport,
+)
+from ._http import HttpOptions, SseEvent, Timer, astream_events, error_items, stream_events
 from .base import BaseModel, ModelDescriptor, ModelStream
 
-__all__ = ["LOCAL_HOSTS", "HttpBackend", "SnapshotHttpModel", "describe", "keep", "price_key"]
+__all__ = [
+    "LOCAL_HOSTS",
+    "HttpBackend",
+    "SnapshotHttpModel",
+    "SnapshotParser",
+    "describe",
+    "keep",
+    "price_key",
+]
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 """Loopback host names: a server there is local (no prices; emulated forced tool calls)."""
@@ -30,6 +48,7 @@ PriceKey = tuple[str | None, str | None]
 """(genai-prices provider id, API URL): exactly one of the two is set."""
 
 _NEXT = Stream.Next
+_EMPTY_USAGE = UsageReport()
 
 
 def price_key(base_url: str, provider_id: str, *, official: bool) -> PriceKey | None:
@@ -87,12 +106,59 @@ class HttpBackend(BaseModel):
         self.options.close()
 
 
-class EventParser(Protocol):
-    """What :class:`SnapshotHttpModel` needs of a stream parser."""
+class SnapshotParser:
+    """Base of the pure SSE-event parsers of the snapshot backends (Anthropic Messages, OpenAI
+    Responses): the model id, the provider named in every chunk (``default_provider`` unless
+    given), the time-to-first-token ``timer``, the cumulative ``usage`` (priced by
+    ``price_key``: genai-prices provider id, API URL) and the building of one chunk. A subclass
+    sets up its own state in ``_init_state`` and gives ``feed`` / ``finish`` / ``flush``."""
 
-    usage: UsageReport
+    default_provider: ClassVar[str]
 
-    def flush(self) -> list[ModelStream]: ...
+    def __init__(
+        self,
+        model: ModelId,
+        *,
+        provider: str | None = None,
+        timer: Timer | None = None,
+        price_key: PriceKey | None = None,
+    ) -> None:
+        self.model = model
+        self.price_key = price_key
+        self.provider = provider if provider is not None else self.default_provider
+        self.timer = timer if timer is not None else Timer()
+        self.usage = _EMPTY_USAGE
+        self.finished = False
+        self._init_state()
+
+    def _init_state(self) -> None:
+        """Set up the subclass's own parsing state (called last by ``__init__``)."""
+
+    def flush(self) -> list[ModelStream]:
+        """The outputs held back so far (e.g. a tool call not yet emitted), for the error tail."""
+        raise NotImplementedError
+
+    def _next(
+        self,
+        mid: str,
+        content: Any,
+        stop: Any = StopReason.STOP,
+        meta: list[Any] | None = None,
+        signature: str | None = None,
+    ) -> ModelStream:
+        """One chunk: output ``mid`` holding ``content`` with the usage so far."""
+        return Stream.Next(
+            AssistantMessage(
+                id=mid,
+                model=self.model,
+                content=content,
+                usage=self.usage,
+                stop_reason=stop,
+                provider=self.provider,
+                metadata=meta,
+                signature=signature,
+            )
+        )
 
 
 class SnapshotHttpModel(HttpBackend):
@@ -114,7 +180,7 @@ class SnapshotHttpModel(HttpBackend):
     def _headers(self) -> dict[str, str]:
         raise NotImplementedError
 
-    def _parser(self) -> Any:
+    def _parser(self) -> SnapshotParser:
         raise NotImplementedError
 
     def _feed(self, parser: Any, ev: SseEvent) -> list[ModelStream]:
@@ -123,7 +189,7 @@ class SnapshotHttpModel(HttpBackend):
     def _tail(self, parser: Any, params: ModelParams) -> list[ModelStream]:
         raise NotImplementedError
 
-    def _failure(self, parser: EventParser, exc: ProviderError) -> list[ModelStream]:
+    def _failure(self, parser: SnapshotParser, exc: ProviderError) -> list[ModelStream]:
         """Held-back outputs, then the contract's error tail (the key redacted from the text)."""
         detail = self.options.redact(exc.detail)
         return [*parser.flush(), *error_items(detail, self.model_id, self.error_provider, parser.usage)]

@@ -36,9 +36,8 @@ import msgspec
 
 from ..errors import ProviderError
 from ..ids import new_call_id, new_scru128
-from ..pricing import cost_of
+from ..pricing import priced
 from ..types import (
-    AssistantMessage,
     GenerationMetadata,
     ModelId,
     ModelProviders,
@@ -51,6 +50,7 @@ from ..types import (
     UsageReport,
 )
 from ._anthropic_stream import tool_arguments
+from ._common import SnapshotParser
 from ._http import Timer
 
 __all__ = ["ResponsesStreamError", "ResponsesStreamParser", "parse_response", "usage_of"]
@@ -130,39 +130,27 @@ class _Item:
         self.meta: list[Any] | None = None
 
 
-class ResponsesStreamParser:
-    """Turns Responses stream events into model stream items (see the module docstring)."""
+class ResponsesStreamParser(SnapshotParser):
+    """Turns Responses stream events into model stream items (see the module docstring).
 
-    def __init__(
-        self,
-        model: ModelId,
-        *,
-        provider: str = ModelProviders.OpenAIResponses,
-        timer: Timer | None = None,
-        price_key: tuple[str | None, str | None] | None = None,
-    ) -> None:
-        self.model = model
-        self.price_key = price_key
-        self.provider = provider
-        self.timer = timer if timer is not None else Timer()
-        self.usage = _EMPTY_USAGE
+    ``ResponsesStreamParser(model, *, provider=ModelProviders.OpenAIResponses, timer=None,
+    price_key=None)`` (see :class:`~._common.SnapshotParser`).
+    """
+
+    default_provider = ModelProviders.OpenAIResponses
+
+    def _init_state(self) -> None:
         self.items: dict[str, _Item] = {}
         self.by_index: dict[int, _Item] = {}
         self.pending: _Item | None = None
         self.last: tuple[str, Any, list[Any] | None, str | None] | None = None
-        self.finished = False
         self.called = False
 
     def set_usage(self, u: Any) -> None:
         """Set the usage from a Responses ``usage`` object, priced with genai-prices when
         ``price_key`` (provider id, API URL) is set."""
         report = usage_of(u)
-        if self.price_key is not None:
-            cost = cost_of(
-                self.model.name(), report, provider_id=self.price_key[0], api_url=self.price_key[1]
-            )
-            report = msgspec.structs.replace(report, cost=cost)
-        self.usage = report
+        self.usage = priced(self.model.name(), report, self.price_key)
 
     def _chunk(
         self,
@@ -173,18 +161,7 @@ class ResponsesStreamParser:
         signature: str | None = None,
     ) -> Any:
         self.last = (mid, content, meta, signature)
-        return Stream.Next(
-            AssistantMessage(
-                id=mid,
-                model=self.model,
-                content=content,
-                usage=self.usage,
-                stop_reason=stop,
-                provider=self.provider,
-                metadata=meta,
-                signature=signature,
-            )
-        )
+        return self._next(mid, content, stop, meta, signature)
 
     def _call(self, it: _Item) -> ToolCall:
         args, raw = tool_arguments("".join(it.parts))

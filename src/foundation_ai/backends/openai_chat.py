@@ -42,7 +42,7 @@ import httpx
 import msgspec
 
 from ..ids import new_call_id, new_scru128
-from ..pricing import cost_of
+from ..pricing import priced
 from ..types import (
     AssistantMessage,
     GenerationMetadata,
@@ -807,12 +807,7 @@ class ChatStreamParser:
         report = UsageReport(
             input=max(prompt - cached, 0.0), output=output, cache_read=cached, total_tokens=total
         )
-        if self.price_key is not None:
-            cost = cost_of(
-                self.model_id.name(), report, provider_id=self.price_key[0], api_url=self.price_key[1]
-            )
-            report = msgspec.structs.replace(report, cost=cost)
-        self.usage = report
+        self.usage = priced(self.model_id.name(), report, self.price_key)
 
     def _whole(self, data: str) -> list[ModelStream] | None:
         """A non-streamed ``chat.completion`` answer (a server that ignored ``stream``)."""
