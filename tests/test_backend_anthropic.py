@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -46,48 +45,33 @@ from foundation_ai.types import (
     ToolResultMessage,
     UsageReport,
 )
+from tests._backend_helpers import (
+    Canned,
+    Fixtures,
+    FixtureServer,
+    check_contract,
+    error_of,
+    nexts,
+    outputs,
+    reset,
+    serve,
+    tool,
+)
+from tests._llama_server import LlamaServerHandle
 
-try:
-    from tests._fixture_server import Canned, FixtureServer
-    from tests._llama_server import LlamaServerHandle
-except ImportError:  # tests/ is not a package: pytest puts tests/ itself on sys.path
-    from _fixture_server import Canned, FixtureServer  # type: ignore[no-redef]
-    from _llama_server import LlamaServerHandle  # type: ignore[no-redef]
-
-FIX = Path(__file__).parent / "fixtures" / "anthropic"
+FIX = Fixtures("anthropic")
 KEY = "sk-ant-test-SECRET-0123456789"
-
-
-def frames(name: str) -> list[bytes]:
-    """The fixture's SSE events, one HTTP chunk each."""
-    raw = (FIX / name).read_bytes()
-    return [p + b"\n\n" for p in raw.split(b"\n\n") if p.strip()]
-
-
-def sse_canned(name: str, **kw: Any) -> Canned:
-    return Canned(chunks=frames(name), **kw)
-
-
-def json_canned(name: str, status: int = 200, **kw: Any) -> Canned:
-    return Canned(status=status, body=(FIX / name).read_bytes(), content_type="application/json", **kw)
+frames, sse_canned, json_canned = FIX.frames, FIX.sse, FIX.json
 
 
 @pytest.fixture(scope="module")
 def srv() -> Iterator[FixtureServer]:
-    with FixtureServer() as s:
-        yield s
+    yield from serve()
 
 
 @pytest.fixture
 def fresh(srv: FixtureServer) -> FixtureServer:
-    srv.requests.clear()
-    srv._queue.clear()
-    return srv
-
-
-def tool(name: str, **props: str) -> Tool:
-    schema = {"type": "object", "properties": {k: {"type": v} for k, v in props.items()}}
-    return Tool.SingleCommand(ToolDefinition(name=name, description=f"{name} tool", arguments=Args(schema)))
+    return reset(srv)
 
 
 TOOLS = ToolDeclarations(
@@ -112,36 +96,6 @@ def run(srv: FixtureServer, *canned: Canned, inter: ModelInteraction | None = No
     srv._queue.clear()  # the server repeats its last response: start from an empty queue
     srv.queue(*canned)
     return list(model(srv, **kw).stream(inter or ask()))
-
-
-def outputs(items: list[Any]) -> list[AssistantMessage]:
-    return [m for m in assemble(items, "snapshot") if isinstance(m, AssistantMessage)]
-
-
-def nexts(items: list[Any]) -> list[AssistantMessage]:
-    return [i.value for i in items if isinstance(i, Stream.Next)]
-
-
-def check_contract(items: list[Any]) -> None:
-    """Init first; Finished or Error last; one id per output, ids never reused after a new one."""
-    assert isinstance(items[0], Stream.Init)
-    assert isinstance(items[-1], Stream.Pending)
-    assert isinstance(items[-1].value, ModelState.Finished | ModelState.Error)
-    seen: list[str] = []
-    for m in nexts(items):
-        if not seen or seen[-1] != m.id:
-            assert m.id not in seen, "an output id came back after another output started"
-            seen.append(m.id)
-    calls = [m for m in nexts(items) if isinstance(m.content, ToolCall)]
-    assert len({c.id for c in calls}) == len(calls), "a tool call was emitted more than once"
-
-
-def error_of(items: list[Any]) -> AssistantMessage:
-    last = nexts(items)[-1]
-    assert last.stop_reason == StopReason.ERROR
-    assert isinstance(items[-1].value, ModelState.Error)
-    assert items[-1].value.message == last.error_detail
-    return last
 
 
 def anthropic_msg(content: Any, provider: str = ModelProviders.Anthropic, **kw: Any) -> AssistantMessage:

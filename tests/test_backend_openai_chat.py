@@ -8,7 +8,6 @@ import itertools
 import json
 import random
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -46,52 +45,23 @@ from foundation_ai.types import (
     ToolDefinition,
     ToolResultMessage,
 )
+from tests._backend_helpers import Canned, Fixtures, FixtureServer, outputs, reset, serve, tool
+from tests._backend_helpers import check_ends as check_contract
+from tests._llama_server import LlamaServerHandle, LlamaServerUnavailable, start_llama_server
 
-try:
-    from tests._fixture_server import Canned, FixtureServer
-    from tests._llama_server import LlamaServerHandle, LlamaServerUnavailable, start_llama_server
-except ImportError:  # tests/ is not a package: pytest puts tests/ itself on sys.path
-    from _fixture_server import Canned, FixtureServer  # type: ignore[no-redef]
-    from _llama_server import (  # type: ignore[no-redef]
-        LlamaServerHandle,
-        LlamaServerUnavailable,
-        start_llama_server,
-    )
-
-FIX = Path(__file__).parent / "fixtures" / "openai_chat"
+FIX = Fixtures("openai_chat")
 KEY = "sk-test-SECRET-0123456789"
-
-
-def frames(name: str) -> list[bytes]:
-    """The fixture's SSE frames, one HTTP chunk each."""
-    raw = (FIX / name).read_bytes()
-    return [p + b"\n\n" for p in raw.split(b"\n\n") if p]
-
-
-def sse_canned(name: str, **kw: Any) -> Canned:
-    return Canned(chunks=frames(name), **kw)
-
-
-def json_canned(name: str, status: int = 200, **kw: Any) -> Canned:
-    return Canned(status=status, body=(FIX / name).read_bytes(), content_type="application/json", **kw)
+frames, sse_canned, json_canned = FIX.frames, FIX.sse, FIX.json
 
 
 @pytest.fixture(scope="module")
 def srv() -> Iterator[FixtureServer]:
-    with FixtureServer() as s:
-        yield s
+    yield from serve()
 
 
 @pytest.fixture
 def fresh(srv: FixtureServer) -> FixtureServer:
-    srv.requests.clear()
-    srv._queue.clear()
-    return srv
-
-
-def tool(name: str, **props: Any) -> Tool:
-    schema = {"type": "object", "properties": {k: {"type": v} for k, v in props.items()}}
-    return Tool.SingleCommand(ToolDefinition(name=name, description=f"{name} tool", arguments=Args(schema)))
+    return reset(srv)
 
 
 TOOLS = ToolDeclarations(
@@ -114,18 +84,8 @@ def run(srv: FixtureServer, canned: Canned, *, inter: ModelInteraction | None = 
     return list(m.stream(inter or ask()))
 
 
-def outputs(items: list[Any]) -> list[AssistantMessage]:
-    return [m for m in assemble(items, "snapshot") if isinstance(m, AssistantMessage)]
-
-
 def calls(items: list[Any]) -> list[ToolCall]:
     return [m.content for m in outputs(items) if isinstance(m.content, ToolCall)]
-
-
-def check_contract(items: list[Any]) -> None:
-    assert isinstance(items[0], Stream.Init)
-    assert isinstance(items[-1], Stream.Pending)
-    assert isinstance(items[-1].value, ModelState.Finished | ModelState.Error)
 
 
 # ------------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,7 +18,6 @@ from foundation_ai.backends import assemble, openai_responses
 from foundation_ai.backends._responses_request import build_request, input_items, is_reasoning_model
 from foundation_ai.errors import ConfigurationError
 from foundation_ai.types import (
-    Args,
     AssistantMessage,
     CacheRetention,
     CostStatus,
@@ -34,64 +32,47 @@ from foundation_ai.types import (
     ModelState,
     OutputFormat,
     StopReason,
-    Stream,
     TextContent,
     ThinkingContent,
     ThinkingLevel,
-    Tool,
     ToolCall,
     ToolChoice,
     ToolDeclarations,
-    ToolDefinition,
     ToolResultMessage,
     UsageReport,
 )
+from tests._backend_helpers import (
+    Canned,
+    Fixtures,
+    FixtureServer,
+    check_contract,
+    error_of,
+    nexts,
+    outputs,
+    reset,
+    serve,
+    tool,
+)
+from tests._llama_server import LlamaServerHandle
 
-try:
-    from tests._fixture_server import Canned, FixtureServer
-    from tests._llama_server import LlamaServerHandle
-except ImportError:  # tests/ is not a package: pytest puts tests/ itself on sys.path
-    from _fixture_server import Canned, FixtureServer  # type: ignore[no-redef]
-    from _llama_server import LlamaServerHandle  # type: ignore[no-redef]
-
-FIX = Path(__file__).parent / "fixtures" / "openai_responses"
+FIX = Fixtures("openai_responses")
 KEY = "sk-test-SECRET-0123456789"
 RESPONSES = ModelProviders.OpenAIResponses
-
-
-def frames(name: str) -> list[bytes]:
-    raw = (FIX / name).read_bytes()
-    return [p + b"\n\n" for p in raw.split(b"\n\n") if p.strip()]
+frames, sse_canned, json_canned = FIX.frames, FIX.sse, FIX.json
 
 
 def events(name: str) -> list[dict[str, Any]]:
     return [json.loads(f.split(b"data: ", 1)[1]) for f in frames(name)]
 
 
-def sse_canned(name: str, **kw: Any) -> Canned:
-    return Canned(chunks=frames(name), **kw)
-
-
-def json_canned(name: str, status: int = 200, **kw: Any) -> Canned:
-    return Canned(status=status, body=(FIX / name).read_bytes(), content_type="application/json", **kw)
-
-
 @pytest.fixture(scope="module")
 def srv() -> Iterator[FixtureServer]:
-    with FixtureServer() as s:
-        yield s
+    yield from serve()
 
 
 @pytest.fixture
 def fresh(srv: FixtureServer) -> FixtureServer:
-    srv.requests.clear()
-    srv._queue.clear()
-    return srv
-
-
-def tool(name: str, **props: str) -> Tool:
-    schema = {"type": "object", "properties": {k: {"type": v} for k, v in props.items()}}
-    return Tool.SingleCommand(ToolDefinition(name=name, description=f"{name} tool", arguments=Args(schema)))
+    return reset(srv)
 
 
 TOOLS = ToolDeclarations(
@@ -111,34 +92,6 @@ def run(srv: FixtureServer, *canned: Canned, inter: ModelInteraction | None = No
     srv._queue.clear()  # the server repeats its last response: start from an empty queue
     srv.queue(*canned)
     return list(model(srv, **kw).stream(inter or ask()))
-
-
-def outputs(items: list[Any]) -> list[AssistantMessage]:
-    return [m for m in assemble(items, "snapshot") if isinstance(m, AssistantMessage)]
-
-
-def nexts(items: list[Any]) -> list[AssistantMessage]:
-    return [i.value for i in items if isinstance(i, Stream.Next)]
-
-
-def check_contract(items: list[Any]) -> None:
-    assert isinstance(items[0], Stream.Init)
-    assert isinstance(items[-1], Stream.Pending)
-    assert isinstance(items[-1].value, ModelState.Finished | ModelState.Error)
-    seen: list[str] = []
-    for m in nexts(items):
-        if not seen or seen[-1] != m.id:
-            assert m.id not in seen, "an output id came back after another output started"
-            seen.append(m.id)
-    calls = [m for m in nexts(items) if isinstance(m.content, ToolCall)]
-    assert len({c.id for c in calls}) == len(calls), "a tool call was emitted more than once"
-
-
-def error_of(items: list[Any]) -> AssistantMessage:
-    last = nexts(items)[-1]
-    assert last.stop_reason == StopReason.ERROR
-    assert isinstance(items[-1].value, ModelState.Error) and items[-1].value.message == last.error_detail
-    return last
 
 
 def msg(content: Any, provider: str = RESPONSES, **kw: Any) -> AssistantMessage:
