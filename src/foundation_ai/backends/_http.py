@@ -468,6 +468,16 @@ def _request_headers(opts: HttpOptions, headers: Mapping[str, str]) -> dict[str,
     return h
 
 
+def _status_error(status: int, raw: bytes, opts: HttpOptions) -> HttpStreamError:
+    """The error for an HTTP error ``status`` whose body is ``raw`` (secrets masked in the
+    text); retryable for the statuses in ``RETRY_STATUSES``."""
+    return HttpStreamError(
+        error_text(status, raw, secrets=opts.secrets()),
+        status_code=status,
+        retryable=status in RETRY_STATUSES,
+    )
+
+
 def _connect_error(exc: Exception, opts: HttpOptions) -> HttpStreamError:
     kind = type(exc).__name__
     return HttpStreamError(opts.redact(f"connection failed ({kind}): {exc}"), retryable=True)
@@ -527,12 +537,7 @@ def stream_events(
         try:
             with client.stream("POST", url, content=content, headers=hdrs, timeout=opts.timeout) as resp:
                 if resp.status_code >= 400:
-                    raw = resp.read()
-                    err = HttpStreamError(
-                        error_text(resp.status_code, raw, secrets=opts.secrets()),
-                        status_code=resp.status_code,
-                        retryable=resp.status_code in RETRY_STATUSES,
-                    )
+                    err = _status_error(resp.status_code, resp.read(), opts)
                     if err.retryable and attempt < opts.max_retries:
                         time.sleep(retry_delay(attempt, resp.headers, opts))
                         attempt += 1
@@ -585,12 +590,7 @@ async def astream_events(
                 "POST", url, content=content, headers=hdrs, timeout=opts.timeout
             ) as resp:
                 if resp.status_code >= 400:
-                    raw = await resp.aread()
-                    err = HttpStreamError(
-                        error_text(resp.status_code, raw, secrets=opts.secrets()),
-                        status_code=resp.status_code,
-                        retryable=resp.status_code in RETRY_STATUSES,
-                    )
+                    err = _status_error(resp.status_code, await resp.aread(), opts)
                     if err.retryable and attempt < opts.max_retries:
                         await asyncio.sleep(retry_delay(attempt, resp.headers, opts))
                         attempt += 1
