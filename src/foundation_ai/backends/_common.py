@@ -12,7 +12,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
+from contextlib import aclosing, closing
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -194,72 +195,72 @@ class SnapshotHttpModel(HttpBackend):
         detail = self.options.redact(exc.detail)
         return [*parser.flush(), *error_items(detail, self.model_id, self.error_provider, parser.usage)]
 
+    def _batches(
+        self, interaction: ModelInteraction, params: ModelParams | None
+    ) -> Generator[list[ModelStream], None, None]:
+        """The stream in batches: ``[Init]``, the items of each SSE event, then the tail (the
+        end of the stream, or held-back outputs and the error tail on a ``ProviderError``)."""
+        p = params or ModelParams()
+        body = self.request_body(interaction, p)
+        parser = self._parser()
+        yield [Stream.Init()]
+        try:
+            for ev in stream_events(self.options, self.url, body, self._headers()):
+                yield self._feed(parser, ev)
+            tail = self._tail(parser, p)
+        except ProviderError as exc:
+            tail = self._failure(parser, exc)
+        yield tail
+
+    async def _abatches(
+        self, interaction: ModelInteraction, params: ModelParams | None
+    ) -> AsyncGenerator[list[ModelStream], None]:
+        """Async :meth:`_batches`."""
+        p = params or ModelParams()
+        body = self.request_body(interaction, p)
+        parser = self._parser()
+        yield [Stream.Init()]
+        try:
+            async for ev in astream_events(self.options, self.url, body, self._headers()):
+                yield self._feed(parser, ev)
+            tail = self._tail(parser, p)
+        except ProviderError as exc:
+            tail = self._failure(parser, exc)
+        yield tail
+
     def stream(
         self, interaction: ModelInteraction, params: ModelParams | None = None
     ) -> Iterator[ModelStream]:
         """Stream the answer synchronously (no worker thread: the sync httpx client is used)."""
-        p = params or ModelParams()
-        body = self.request_body(interaction, p)
-        parser = self._parser()
-        yield Stream.Init()
-        try:
-            for ev in stream_events(self.options, self.url, body, self._headers()):
-                out = self._feed(parser, ev)
-                if out:
-                    yield from out
-            tail = self._tail(parser, p)
-        except ProviderError as exc:
-            tail = self._failure(parser, exc)
-        yield from tail
+        with closing(self._batches(interaction, params)) as batches:
+            for batch in batches:
+                yield from batch
 
     async def astream(
         self, interaction: ModelInteraction, params: ModelParams | None = None
     ) -> AsyncIterator[ModelStream]:
         """Stream the answer asynchronously; closing the iterator closes the HTTP response."""
-        p = params or ModelParams()
-        body = self.request_body(interaction, p)
-        parser = self._parser()
-        yield Stream.Init()
-        try:
-            async for ev in astream_events(self.options, self.url, body, self._headers()):
-                for item in self._feed(parser, ev):
+        async with aclosing(self._abatches(interaction, params)) as batches:
+            async for batch in batches:
+                for item in batch:
                     yield item
-            tail = self._tail(parser, p)
-        except ProviderError as exc:
-            tail = self._failure(parser, exc)
-        for item in tail:
-            yield item
 
     def generate(self, interaction: ModelInteraction, params: ModelParams | None = None) -> list[Messages]:
         """The assembled answer: exactly :func:`~foundation_ai.backends.base.assemble` of
         ``stream`` (one message per output, its last chunk), collected without re-yielding every
         chunk."""
-        p = params or ModelParams()
-        body = self.request_body(interaction, p)
-        parser = self._parser()
         got: dict[str, Messages] = {}
-        try:
-            for ev in stream_events(self.options, self.url, body, self._headers()):
-                keep(got, self._feed(parser, ev))
-            tail = self._tail(parser, p)
-        except ProviderError as exc:
-            tail = self._failure(parser, exc)
-        keep(got, tail)
+        with closing(self._batches(interaction, params)) as batches:
+            for batch in batches:
+                keep(got, batch)
         return list(got.values())
 
     async def agenerate(
         self, interaction: ModelInteraction, params: ModelParams | None = None
     ) -> list[Messages]:
         """Async :meth:`generate`."""
-        p = params or ModelParams()
-        body = self.request_body(interaction, p)
-        parser = self._parser()
         got: dict[str, Messages] = {}
-        try:
-            async for ev in astream_events(self.options, self.url, body, self._headers()):
-                keep(got, self._feed(parser, ev))
-            tail = self._tail(parser, p)
-        except ProviderError as exc:
-            tail = self._failure(parser, exc)
-        keep(got, tail)
+        async with aclosing(self._abatches(interaction, params)) as batches:
+            async for batch in batches:
+                keep(got, batch)
         return list(got.values())
