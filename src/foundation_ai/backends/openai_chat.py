@@ -547,6 +547,24 @@ class _Chunk(msgspec.Struct, gc=False):
 _CHUNK = msgspec.json.Decoder(_Chunk)
 
 
+def _decode_chunk(data: str, what: str) -> _Chunk:
+    """``data`` decoded as a ``chat.completion(.chunk)``.
+
+    Raises:
+        WireError: malformed JSON (the text names ``what`` and quotes the first 200 characters),
+            or an in-band ``error`` object (its provider text).
+    """
+    try:
+        chunk = _CHUNK.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise WireError(f"malformed {what} ({exc}): {data[:200]!r}") from None
+    if chunk.error is not None:
+        raise WireError(
+            error_text(200, msgspec.json.encode({"error": chunk.error})).replace(" (HTTP 200)", "")
+        )
+    return chunk
+
+
 class _Call:
     __slots__ = ("args_obj", "id", "name", "parts")
 
@@ -694,14 +712,7 @@ class ChatStreamParser:
             return None
         if not data:
             return None
-        try:
-            chunk = _CHUNK.decode(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise WireError(f"malformed stream event ({exc}): {data[:200]!r}") from None
-        if chunk.error is not None:
-            raise WireError(
-                error_text(200, msgspec.json.encode({"error": chunk.error})).replace(" (HTTP 200)", "")
-            )
+        chunk = _decode_chunk(data, "stream event")
         out: list[ModelStream] | None = None
         if chunk.system_fingerprint:
             self.fingerprint = chunk.system_fingerprint
@@ -811,14 +822,7 @@ class ChatStreamParser:
 
     def _whole(self, data: str) -> list[ModelStream] | None:
         """A non-streamed ``chat.completion`` answer (a server that ignored ``stream``)."""
-        try:
-            chunk = _CHUNK.decode(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise WireError(f"malformed response ({exc}): {data[:200]!r}") from None
-        if chunk.error is not None:
-            raise WireError(
-                error_text(200, msgspec.json.encode({"error": chunk.error})).replace(" (HTTP 200)", "")
-            )
+        chunk = _decode_chunk(data, "response")
         for choice in chunk.choices or []:
             if choice.index == 0 and choice.message is not None and choice.message.tool_calls:
                 for i, tc in enumerate(choice.message.tool_calls):
