@@ -144,6 +144,7 @@ def test_key_from_env_and_missing_key(fresh: FixtureServer, monkeypatch: pytest.
     with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
         openai_responses("gpt-5-mini")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env-1234")
+    monkeypatch.setenv("OPENAI_BASE_URL", fresh.base_url)  # the env key goes to a paired host only
     fresh.queue(sse_canned("text.sse"))
     m = openai_responses("gpt-4.1", base_url=fresh.base_url + "/v1")
     assert m.generate(ask())[-1].text() == "Hi there!"

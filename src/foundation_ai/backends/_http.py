@@ -87,6 +87,7 @@ from ..types import (
 from .base import _sync_iter
 
 __all__ = [
+    "Endpoint",
     "HttpOptions",
     "HttpStreamError",
     "SseEvent",
@@ -98,6 +99,7 @@ __all__ = [
     "join_url",
     "redact",
     "resolve_api_key",
+    "resolve_endpoint",
     "retry_delay",
     "stream_events",
 ]
@@ -149,6 +151,72 @@ def resolve_api_key(api_key: str | None, env_var: str | None, *, required: bool)
     if key is None and required:
         raise ConfigurationError(f"no API key: pass api_key=... or set the {env_var} environment variable")
     return key
+
+
+class Endpoint(msgspec.Struct, frozen=True):
+    """Where a backend sends its requests and with which key (see :func:`resolve_endpoint`).
+
+    Attributes:
+        base_url: the API base URL.
+        api_key: the key to send, or ``None``.
+        official: ``base_url`` is the provider's own host over HTTPS.
+    """
+
+    base_url: str
+    api_key: str | None
+    official: bool
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``, lower-cased, the default port filled in; a URL whose
+    port does not parse gives port ``-1`` (it pairs with nothing)."""
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if port is None:
+        port = {"http": 80, "https": 443}.get(scheme)
+    return scheme, (parts.hostname or "").lower(), port
+
+
+def resolve_endpoint(
+    *,
+    api_key: str | None,
+    base_url: str | None,
+    key_env: str,
+    base_env: str,
+    default_base_url: str,
+    env: Mapping[str, str] | None = None,
+) -> Endpoint:
+    """The base URL and the key of a provider backend, by the key rule of ``docs/models.md``.
+
+    The base URL is ``base_url``, else the environment variable ``base_env``
+    (``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, as the official SDKs read them), else
+    ``default_base_url``. The key is ``api_key`` when given (the caller chose where it goes).
+    A key read from the environment variable ``key_env`` is sent only to the provider's own
+    host (the origin of ``default_base_url``, over HTTPS) or to the host the user paired with
+    it in the environment (the origin of ``base_env``); to any other host no key is sent, so an
+    ``OPENAI_API_KEY`` never reaches a third-party server by accident.
+
+    Raises:
+        ConfigurationError: the provider's own host and no key at all (the message names
+            ``key_env``, never a key).
+    """
+    env = os.environ if env is None else env
+    env_base = (env.get(base_env) or "").strip() or None
+    chosen = (base_url or "").strip() or env_base or default_base_url
+    here = _origin(chosen)
+    official = here == _origin(default_base_url) and here[0] == "https"
+    key = api_key or None
+    if key is None:
+        paired = env_base is not None and here == _origin(env_base)
+        if official or paired:
+            key = env.get(key_env) or None
+    if key is None and official:
+        raise ConfigurationError(f"no API key: pass api_key=... or set the {key_env} environment variable")
+    return Endpoint(base_url=chosen, api_key=key, official=official)
 
 
 def redact(text: str, *secrets: str | None) -> str:

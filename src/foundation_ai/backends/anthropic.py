@@ -33,6 +33,7 @@ from ._http import (
     Timer,
     error_items,
     join_url,
+    resolve_endpoint,
 )
 from .base import ModelDescriptor, ModelStream
 
@@ -141,9 +142,11 @@ def anthropic(
 
     Args:
         model: the model name sent to the API, e.g. ``"claude-sonnet-4-5"``.
-        api_key: the key; default ``ANTHROPIC_API_KEY`` from the environment. Required for the
-            default ``base_url``; optional for another server (e.g. llama.cpp on loopback).
-        base_url: the API host, with or without ``/v1`` (default ``https://api.anthropic.com``).
+        api_key: the key. Default: ``ANTHROPIC_API_KEY``, sent only to Anthropic's own host or to
+            the host named by ``ANTHROPIC_BASE_URL`` (the key rule of ``docs/models.md``).
+            Required for Anthropic's host; optional for another server (e.g. llama.cpp).
+        base_url: the API host, with or without ``/v1``; default ``ANTHROPIC_BASE_URL`` from the
+            environment, else ``https://api.anthropic.com``.
         timeout: seconds for connect / read / write (an ``httpx`` timeout).
         max_retries: retries of 429 / 5xx / 529 / connection failures before any output,
             honouring ``Retry-After``; auth and request errors are never retried.
@@ -166,11 +169,18 @@ def anthropic(
     Raises:
         ConfigurationError: no API key for the default Anthropic host.
     """
-    options = HttpOptions.create(
+    ep = resolve_endpoint(
         api_key=api_key,
-        env_var="ANTHROPIC_API_KEY",
-        key_required=base_url is None,
-        base_url=base_url or DEFAULT_BASE_URL,
+        base_url=base_url,
+        key_env="ANTHROPIC_API_KEY",
+        base_env="ANTHROPIC_BASE_URL",
+        default_base_url=DEFAULT_BASE_URL,
+    )
+    options = HttpOptions.create(
+        api_key=ep.api_key,
+        env_var=None,
+        key_required=False,
+        base_url=ep.base_url,
         timeout=timeout,
         max_retries=max_retries,
         headers=headers,
@@ -178,7 +188,7 @@ def anthropic(
         retry_base_delay=retry_base_delay,
         max_retry_delay=max_retry_delay,
     )
-    key = price_key(base_url or DEFAULT_BASE_URL, "anthropic", official=base_url is None)
+    key = price_key(ep.base_url, "anthropic", official=ep.official)
     descriptor = describe(
         model,
         ModelProviders.Anthropic,

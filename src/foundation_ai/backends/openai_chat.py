@@ -4,8 +4,9 @@
 ``openai_chat("smollm2", base_url="http://127.0.0.1:8080")`` talks to llama-server (likewise
 OpenRouter, Ollama, vLLM, LM Studio). A base URL with no path gets ``/v1`` appended; one with a
 path (``.../v1``, ``https://openrouter.ai/api/v1``) is used as given. Only OpenAI's own host
-requires a key and reads ``OPENAI_API_KEY``: another host gets a key only when passed
-explicitly, so an OpenAI key is never sent to a third party.
+requires a key. ``OPENAI_API_KEY`` is sent only to OpenAI's host or to the host the user paired
+with it in ``OPENAI_BASE_URL``; another host gets a key only when passed explicitly, so an
+OpenAI key is never sent to a third party (``docs/models.md``).
 
 Request mapping (wire-notes section 2): the system prompt plus ``soul`` is the first ``system``
 message; a ``Messages.User`` with role System is a ``system`` message, role Agent (or Tool, or a
@@ -76,6 +77,7 @@ from ._http import (
     astream_events,
     error_items,
     error_text,
+    resolve_endpoint,
     stream_events,
 )
 from .base import ModelStream
@@ -107,8 +109,10 @@ def openai_chat(
     """A Chat Completions backend for ``model`` (the name sent as ``"model"``).
 
     Args:
-        api_key: the key; default ``OPENAI_API_KEY`` when ``base_url`` is OpenAI's (or absent).
-        base_url: another OpenAI-compatible server, with or without ``/v1``.
+        api_key: the key. Default: ``OPENAI_API_KEY``, sent only to OpenAI's own host or to the
+            host named by ``OPENAI_BASE_URL`` (the key rule of ``docs/models.md``).
+        base_url: another OpenAI-compatible server, with or without ``/v1``; default
+            ``OPENAI_BASE_URL`` from the environment, else ``https://api.openai.com/v1``.
         timeout: seconds per connect/read/write. max_retries: retries on 429/5xx/connection
             errors before output (``Retry-After`` honoured).
         headers: extra headers on every request (e.g. OpenRouter's ``HTTP-Referer``, Azure's
@@ -137,12 +141,19 @@ def openai_chat(
     Raises:
         ConfigurationError: OpenAI's host and no key in the argument or ``OPENAI_API_KEY``.
     """
-    official = base_url is None or urlsplit(base_url).hostname == "api.openai.com"
-    opts = HttpOptions.create(
+    ep = resolve_endpoint(
         api_key=api_key,
-        env_var="OPENAI_API_KEY" if official else None,
-        key_required=official,
-        base_url=base_url or OPENAI_BASE_URL,
+        base_url=base_url,
+        key_env="OPENAI_API_KEY",
+        base_env="OPENAI_BASE_URL",
+        default_base_url=OPENAI_BASE_URL,
+    )
+    official = ep.official
+    opts = HttpOptions.create(
+        api_key=ep.api_key,
+        env_var=None,
+        key_required=False,
+        base_url=ep.base_url,
         timeout=timeout,
         max_retries=max_retries,
         headers=headers,

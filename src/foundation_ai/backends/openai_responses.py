@@ -29,6 +29,7 @@ from ._http import (
     SseEvent,
     Timer,
     join_url,
+    resolve_endpoint,
 )
 from ._responses_request import build_request
 from ._responses_stream import ResponsesStreamParser, parse_response
@@ -127,9 +128,11 @@ def openai_responses(
 
     Args:
         model: the model name sent to the API, e.g. ``"gpt-5-mini"``.
-        api_key: the key; default ``OPENAI_API_KEY`` from the environment. Required for the
-            default ``base_url``; optional for another server (e.g. llama.cpp on loopback).
-        base_url: the API base, with or without ``/v1`` (default ``https://api.openai.com/v1``).
+        api_key: the key. Default: ``OPENAI_API_KEY``, sent only to OpenAI's own host or to the
+            host named by ``OPENAI_BASE_URL`` (the key rule of ``docs/models.md``). Required for
+            OpenAI's host; optional for another server (e.g. llama.cpp on loopback).
+        base_url: the API base, with or without ``/v1``; default ``OPENAI_BASE_URL`` from the
+            environment, else ``https://api.openai.com/v1``.
         timeout: seconds for connect / read / write (an ``httpx`` timeout).
         max_retries: retries of 429 / 5xx / connection failures before any output, honouring
             ``Retry-After``; auth and request errors are never retried.
@@ -153,11 +156,18 @@ def openai_responses(
     Raises:
         ConfigurationError: no API key for the default OpenAI base URL.
     """
-    options = HttpOptions.create(
+    ep = resolve_endpoint(
         api_key=api_key,
-        env_var="OPENAI_API_KEY",
-        key_required=base_url is None,
-        base_url=base_url or DEFAULT_BASE_URL,
+        base_url=base_url,
+        key_env="OPENAI_API_KEY",
+        base_env="OPENAI_BASE_URL",
+        default_base_url=DEFAULT_BASE_URL,
+    )
+    options = HttpOptions.create(
+        api_key=ep.api_key,
+        env_var=None,
+        key_required=False,
+        base_url=ep.base_url,
         timeout=timeout,
         max_retries=max_retries,
         headers=headers,
@@ -165,7 +175,7 @@ def openai_responses(
         retry_base_delay=retry_base_delay,
         max_retry_delay=max_retry_delay,
     )
-    key = price_key(base_url or DEFAULT_BASE_URL, "openai", official=base_url is None)
+    key = price_key(ep.base_url, "openai", official=ep.official)
     descriptor = describe(
         model,
         ModelProviders.OpenAIResponses,
