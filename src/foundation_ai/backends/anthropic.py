@@ -28,6 +28,8 @@ from ._anthropic_request import ANTHROPIC_VERSION, build_request, check_output_f
 from ._anthropic_stream import AnthropicStreamParser, parse_message
 from ._common import SnapshotHttpModel, describe, price_key
 from ._http import (
+    DEFAULT_DEADLINE,
+    DEFAULT_FIRST_BYTE_TIMEOUT,
     HttpOptions,
     SseEvent,
     Timer,
@@ -137,6 +139,8 @@ def anthropic(
     streaming: bool = True,
     retry_base_delay: float = 0.5,
     max_retry_delay: float = 60.0,
+    deadline: float | None = DEFAULT_DEADLINE,
+    first_byte_timeout: float | None = DEFAULT_FIRST_BYTE_TIMEOUT,
 ) -> AnthropicModel:
     """An Anthropic Messages API model.
 
@@ -163,6 +167,10 @@ def anthropic(
         max_output_tokens: the model's output cap in tokens, when known.
         anthropic_version: the ``anthropic-version`` header.
         streaming: ``False`` sends ``stream: false`` and maps the whole JSON response.
+        deadline: seconds the whole request may take, retries and the streamed answer included
+            (default 900; ``None``: none). A server trickling bytes cannot hold a call longer.
+        first_byte_timeout: seconds each attempt may wait for the response to start (default
+            300; ``None``: none); an attempt that times out is retried while time is left.
         retry_base_delay: seconds of the first backoff step.
         max_retry_delay: cap in seconds on any single wait between retries.
 
@@ -187,6 +195,8 @@ def anthropic(
         http_client=http_client,
         retry_base_delay=retry_base_delay,
         max_retry_delay=max_retry_delay,
+        deadline=deadline,
+        first_byte_timeout=first_byte_timeout,
     )
     key = price_key(ep.base_url, "anthropic", official=ep.official)
     descriptor = describe(

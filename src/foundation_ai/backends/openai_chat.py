@@ -71,6 +71,8 @@ from ..types import (
 from ..types.interaction import CacheRetention
 from ._common import LOCAL_HOSTS, HttpBackend, describe, price_key
 from ._http import (
+    DEFAULT_DEADLINE,
+    DEFAULT_FIRST_BYTE_TIMEOUT,
     HttpOptions,
     HttpStreamError,
     SseEvent,
@@ -109,6 +111,8 @@ def openai_chat(
     streaming: bool = True,
     forced_tool_mode: Literal["auto", "native", "json_schema"] = "auto",
     tool_call_content: Literal[""] | None = None,
+    deadline: float | None = DEFAULT_DEADLINE,
+    first_byte_timeout: float | None = DEFAULT_FIRST_BYTE_TIMEOUT,
 ) -> OpenAIChatModel:
     """A Chat Completions backend for ``model`` (the name sent as ``"model"``).
 
@@ -141,6 +145,10 @@ def openai_chat(
             and the answer is parsed into one ``ToolCall`` with a generated id. ``"auto"``:
             ``json_schema`` for a loopback server (llama-server does not enforce
             ``tool_choice`` for models whose template lacks tool support), else ``native``.
+        deadline: seconds the whole request may take, retries and the streamed answer included
+            (default 900; ``None``: none). A server trickling bytes cannot hold a call longer.
+        first_byte_timeout: seconds each attempt may wait for the response to start (default
+            300; ``None``: none); an attempt that times out is retried while time is left.
         tool_call_content: the ``content`` of a replayed assistant message that holds only
             tool calls: ``None`` sends JSON ``null`` (the default, what OpenAI documents);
             ``""`` for servers that reject ``null`` there (``docs/sanitation.md``).
@@ -167,6 +175,8 @@ def openai_chat(
         http_client=http_client,
         retry_base_delay=retry_base_delay,
         max_retry_delay=max_retry_delay,
+        deadline=deadline,
+        first_byte_timeout=first_byte_timeout,
     )
     return OpenAIChatModel(
         model,

@@ -25,6 +25,8 @@ from ..errors import ProviderError
 from ..types import ModelInteraction, ModelParams, ModelProviders, Stream
 from ._common import SnapshotHttpModel, describe, price_key
 from ._http import (
+    DEFAULT_DEADLINE,
+    DEFAULT_FIRST_BYTE_TIMEOUT,
     HttpOptions,
     SseEvent,
     Timer,
@@ -123,6 +125,8 @@ def openai_responses(
     store: bool | None = None,
     retry_base_delay: float = 0.5,
     max_retry_delay: float = 60.0,
+    deadline: float | None = DEFAULT_DEADLINE,
+    first_byte_timeout: float | None = DEFAULT_FIRST_BYTE_TIMEOUT,
 ) -> OpenAIResponsesModel:
     """An OpenAI Responses API model.
 
@@ -150,6 +154,10 @@ def openai_responses(
         streaming: ``False`` sends ``stream: false`` and maps the whole JSON response.
         store: sent as ``store`` when given. ``False`` (stateless) replays reasoning through
             ``encrypted_content`` only and drops reasoning items that have none.
+        deadline: seconds the whole request may take, retries and the streamed answer included
+            (default 900; ``None``: none). A server trickling bytes cannot hold a call longer.
+        first_byte_timeout: seconds each attempt may wait for the response to start (default
+            300; ``None``: none); an attempt that times out is retried while time is left.
         retry_base_delay: seconds of the first backoff step.
         max_retry_delay: cap in seconds on any single wait between retries.
 
@@ -174,6 +182,8 @@ def openai_responses(
         http_client=http_client,
         retry_base_delay=retry_base_delay,
         max_retry_delay=max_retry_delay,
+        deadline=deadline,
+        first_byte_timeout=first_byte_timeout,
     )
     key = price_key(ep.base_url, "openai", official=ep.official)
     descriptor = describe(
