@@ -279,3 +279,12 @@ def test_bundled_model_answers_with_its_recommended_temperature() -> None:
     m = model("local")
     assert m.default_params.temperature == 0.2
     assert m.default_params != ModelParams()
+
+
+def test_options_go_to_the_backend_and_unknown_ones_raise(srv: FixtureServer) -> None:
+    from foundation_ai import model
+
+    m = model("openai:x", base_url=srv.base_url, deadline=5.0, context_window=4096)
+    assert m.options.deadline == 5.0 and m.descriptor.context_window == 4096
+    with pytest.raises(ConfigurationError, match="unknown option.*temprature.*valid:.*timeout"):
+        model("openai:x", base_url=srv.base_url, temprature=0.2)

@@ -19,6 +19,7 @@ the provider's own host, or to the host the user paired with it in the environme
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -164,9 +165,11 @@ def load_model_spec(
         if spec.kind == "gguf" and not os.path.isfile(spec.name):
             raise ConfigurationError(f"no such GGUF file: {spec.name}")
         try:
-            return (
-                backends.default_model() if spec.kind == "local" else backends.llamacpp(spec.name, **options)
-            )
+            if spec.kind == "local" and not options:
+                return backends.default_model()  # shared, loaded once per process
+            factory = importlib.import_module("foundation_ai.backends.llamacpp").llamacpp
+            _check_options(factory, options, spec)
+            return factory(spec.name if spec.kind == "gguf" else None, **options)
         except ImportError as exc:
             raise ConfigurationError(
                 f"local models need the 'local' extra (pip install 'foundation-ai[local]'): {exc}"
@@ -188,7 +191,19 @@ def load_model_spec(
         ) from None
     # the factory from its own module: ``backends.<name>`` may be the module of the same name
     factory = getattr(importlib.import_module(f"foundation_ai.backends.{prov.backend}"), prov.backend)
+    _check_options(factory, options, spec)
     return factory(spec.name, api_key=ep.api_key, base_url=ep.base_url, **options)
+
+
+def _check_options(factory: Any, options: Mapping[str, Any], spec: ModelSpec) -> None:
+    """Raise for an option ``factory`` does not take (never ignore a misspelt keyword)."""
+    params = inspect.signature(factory).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = sorted(set(options) - set(params))
+    if unknown:
+        valid = ", ".join(n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY)
+        raise ConfigurationError(f"unknown option(s) {', '.join(unknown)} for {spec.label}; valid: {valid}")
 
 
 def model(
