@@ -286,5 +286,5 @@ def test_options_go_to_the_backend_and_unknown_ones_raise(srv: FixtureServer) ->
 
     m = model("openai:x", base_url=srv.base_url, deadline=5.0, context_window=4096)
     assert m.options.deadline == 5.0 and m.descriptor.context_window == 4096
-    with pytest.raises(ConfigurationError, match="unknown option.*temprature.*valid:.*timeout"):
+    with pytest.raises(ConfigurationError, match=r"unknown option.*temprature.*valid:.*timeout"):
         model("openai:x", base_url=srv.base_url, temprature=0.2)
