@@ -344,7 +344,7 @@ def build_messages(
 
     The history first goes through the sanitation step of ``docs/sanitation.md``
     (:func:`~foundation_ai.backends._sanitize.sanitize_history` with the OpenAI Chat rules: ids
-    of at most 40 characters, malformed arguments as ``{}``, no thinking); then every
+    of at most 40 characters, malformed arguments as ``{}``); then every
     assistant message with ``tool_calls`` is followed directly by one ``tool`` message per
     call (:func:`pair_tool_messages`). ``tool_call_content`` is the ``content`` of an assistant
     message holding only tool calls: ``None`` (JSON ``null``, the default) or ``""`` for
@@ -362,7 +362,7 @@ def build_messages(
             out.extend(images)
             images.clear()
 
-    for m in sanitize_history(interaction.messages, OPENAI_CHAT, keep_thinking=False):
+    for m in sanitize_history(interaction.messages, OPENAI_CHAT):
         if isinstance(m, AssistantMessage):
             flush_images()
             c = m.content
