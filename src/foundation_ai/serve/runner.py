@@ -70,6 +70,11 @@ class ServerThread:
             time.sleep(0.02)
         return self
 
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the server to end; True while it still runs."""
+        self._thread.join(timeout)
+        return self._thread.is_alive()
+
     def stop(self) -> None:
         """Ask uvicorn to exit and wait for the thread."""
         self.server.should_exit = True
