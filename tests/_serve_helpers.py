@@ -36,6 +36,8 @@ def reply(inter: ModelInteraction) -> Any:
         return [say("Starting a long answer"), pause(60), say(" that never ends")]
     if "xss" in text:
         return say(XSS)
+    if "count" in text:
+        return [say("Counting:"), pause(0.6), say("one,"), pause(0.6), say("two, done.")]
     if "think" in text:
         return [think("Pondering the question."), say("Thought it through.")]
     if "recall" in text:

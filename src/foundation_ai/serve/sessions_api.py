@@ -98,7 +98,7 @@ async def start_turn(request: Request) -> Response:
 async def _follow(live: LiveTurn, start: int) -> AsyncIterator[bytes]:
     i = start
     async for ev in live.follow(start):
-        kind = type(ev).__name__.rsplit(".", 1)[-1].lower()
+        kind = str(type(ev).__struct_config__.tag)  # the TurnEvent's JSON "type": text, tool_call, ...
         yield b"event: " + kind.encode() + b"\nid: " + str(i).encode() + b"\ndata: " + to_json(ev) + b"\n\n"
         i += 1
     yield b"event: end\ndata: {}\n\n"
