@@ -54,8 +54,9 @@ class ServeState:
     manager: SessionManager
 
 
-class _SecurityHeaders:
-    """Adds security headers to every response (streaming ones included)."""
+class _Guard:
+    """Adds security headers to every response (streaming ones included) and answers an
+    unexpected exception with a bare JSON 500 (logged here; the connection stays usable)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -64,9 +65,12 @@ class _SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = False
 
         async def wrapped(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = list(message.get("headers", []))
                 headers += [
                     (b"x-content-type-options", b"nosniff"),
@@ -77,7 +81,14 @@ class _SecurityHeaders:
                 message["headers"] = headers
             await send(message)
 
-        await self.app(scope, receive, wrapped)
+        try:
+            await self.app(scope, receive, wrapped)
+        except Exception:
+            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            if started:  # a stream broke midway: nothing more can be said
+                return
+            body = JSONResponse(error_body("internal server error", "server_error"), status_code=500)
+            await body(scope, receive, wrapped)
 
 
 def _model_entry(agent: Any) -> dict[str, Any]:
@@ -120,11 +131,6 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return JSONResponse(error_body(msg, kind), status_code=exc.status_code)
 
 
-async def _crash(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return JSONResponse(error_body("internal server error", "server_error"), status_code=500)
-
-
 def create_app(config: ServeConfig) -> Starlette:
     """The ASGI app serving ``config``'s agents (run it with uvicorn).
 
@@ -148,9 +154,9 @@ def create_app(config: ServeConfig) -> Starlette:
             Route("/v1/responses", responses, methods=["POST"]),
             *session_routes(),
         ],
-        exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _crash},
+        exception_handlers={ApiError: _api_error, HTTPException: _http_error},
         lifespan=lifespan,
     )
     app.state.serve = ServeState(config=config, manager=manager)
-    app.add_middleware(_SecurityHeaders)
+    app.add_middleware(_Guard)
     return app
