@@ -185,3 +185,29 @@ def test_foundation_ai_backends_talk_to_the_server_on_the_bundled_model(bundled_
     srv, key = bundled_server
     assert _ask(openai_chat("smol", base_url=srv.url + "/v1", api_key=key), "Name a color.").strip()
     assert _ask(openai_responses("smol", base_url=srv.url + "/v1", api_key=key), "Name a color.").strip()
+
+
+def test_request_sampling_fields_reach_the_model_for_that_turn(tmp_path: Path) -> None:
+    agent = scripted_agent()
+    with serving(tmp_path, agents=[agent]) as (srv, keys):
+        c = openai.OpenAI(base_url=srv.url + "/v1", api_key=keys.create()[1], max_retries=0)
+        c.chat.completions.create(
+            model="bot",
+            messages=[{"role": "user", "content": "hi"}],
+            max_tokens=17,
+            temperature=0.25,
+            seed=3,
+            stop=["END"],
+        )
+        c.responses.create(model="bot", input="hi", max_output_tokens=9)
+        c.chat.completions.create(model="bot", messages=[{"role": "user", "content": "hi"}])
+        with pytest.raises(openai.BadRequestError) as info:
+            c.chat.completions.create(
+                model="bot", messages=[{"role": "user", "content": "hi"}], temperature=7
+            )
+        assert info.value.param == "temperature"
+    params = agent.model.params
+    assert params[0].max_tokens == 17 and params[0].temperature == 0.25 and params[0].seed == 3
+    assert params[0].stop_tokens == ["END"]
+    assert params[1].max_tokens == 9
+    assert params[2] is None, "the next turn is back to the agent's own parameters"

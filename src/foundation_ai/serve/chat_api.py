@@ -25,7 +25,7 @@ from ..agentic import TurnEvent
 from ..agentic.events import TurnOutcome, TurnSummary
 from ..ids import new_scru128
 from ..types import to_json
-from .convert import chat_messages
+from .convert import chat_messages, sampling
 from .errors import ApiError, error_body
 from .http import owner_of, read_json, sse_data, state_of
 from .runtime import LiveTurn, begin_turn
@@ -66,7 +66,7 @@ async def chat_completions(request: Request) -> Response:
     agent = st.manager.agent(body.get("model"))
     messages = chat_messages(body.get("messages"))
     sid = request.headers.get("x-session-id") or None
-    live = await begin_turn(st.manager, owner, agent, sid, messages, "messages")
+    live = await begin_turn(st.manager, owner, agent, sid, messages, "messages", sampling(body))
     cid = "chatcmpl-" + new_scru128()
     created = int(time.time())
     headers = {"X-Session-Id": live.session_id}

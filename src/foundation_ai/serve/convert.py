@@ -23,7 +23,7 @@ from ..types import (
 )
 from .errors import ApiError
 
-__all__ = ["chat_messages", "responses_input", "split_prompt"]
+__all__ = ["chat_messages", "responses_input", "sampling", "split_prompt"]
 
 _CLIENT = ModelId.Name("client-history")
 
@@ -181,3 +181,38 @@ def split_prompt(messages: list[Messages], param: str) -> tuple[list[Messages], 
         if isinstance(m, Messages.User) and isinstance(m.content, TextContent) and not m.content.content:
             raise _bad("a message has empty content", param)
     return messages[:cut], prompt
+
+
+def sampling(body: dict[str, Any]) -> dict[str, Any]:
+    """``ModelParams`` fields a request sets: ``max_tokens`` / ``max_completion_tokens`` /
+    ``max_output_tokens``, ``temperature`` (0-2), ``top_p`` (0-1), ``seed``, ``stop`` (a string
+    or up to 4). Fields the request leaves out keep the agent's values.
+
+    Raises:
+        ApiError: (400) a value of the wrong type or out of range.
+    """
+    out: dict[str, Any] = {}
+    for name in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+        v = body.get(name)
+        if v is not None:
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise _bad(f"{name} must be a positive integer", name)
+            out["max_tokens"] = v
+    for name, hi in (("temperature", 2.0), ("top_p", 1.0)):
+        v = body.get(name)
+        if v is not None:
+            if not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v <= hi:
+                raise _bad(f"{name} must be a number from 0 to {hi:g}", name)
+            out[name] = float(v)
+    seed = body.get("seed")
+    if seed is not None:
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise _bad("seed must be an integer", "seed")
+        out["seed"] = seed
+    stop = body.get("stop")
+    if stop is not None:
+        stops = [stop] if isinstance(stop, str) else stop
+        if not isinstance(stops, list) or len(stops) > 4 or not all(isinstance(x, str) and x for x in stops):
+            raise _bad("stop must be a string or a list of up to 4 strings", "stop")
+        out["stop_tokens"] = stops
+    return out

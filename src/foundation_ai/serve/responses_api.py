@@ -25,7 +25,7 @@ from ..agentic import TurnEvent
 from ..agentic.events import TurnOutcome, TurnSummary
 from ..ids import new_scru128
 from ..types import to_json
-from .convert import responses_input
+from .convert import responses_input, sampling
 from .errors import ApiError
 from .http import owner_of, read_json, sse, state_of
 from .runtime import LiveTurn, begin_turn
@@ -212,7 +212,7 @@ async def responses(request: Request) -> Response:
                 param="previous_response_id",
             )
     messages = responses_input(body.get("input"), body.get("instructions"))
-    live = await begin_turn(st.manager, owner, agent, sid, messages, "input")
+    live = await begin_turn(st.manager, owner, agent, sid, messages, "input", sampling(body))
     rid = "resp_" + new_scru128()
     st.manager.index.add_response(rid, live.session_id)
     b = _Builder(rid, agent.name, int(time.time()), prev if isinstance(prev, str) else None, live.session_id)

@@ -15,9 +15,11 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
+
 from ..agentic import AgentSession, SqliteSessionStore, TurnEvent
 from ..ids import new_scru128
-from ..types import Messages, SessionRecord, TextContent
+from ..types import Messages, ModelParams, SessionRecord, TextContent
 from .config import Agent, ServeConfig
 from .errors import ApiError
 from .index import SessionIndex
@@ -265,10 +267,12 @@ async def begin_turn(
     session_id: str | None,
     messages: list[Messages],
     param: str,
+    overrides: dict[str, Any] | None = None,
 ) -> LiveTurn:
     """Start a turn for an OpenAI-style request.
 
-    With ``session_id`` the session (owned by ``owner``, of the same agent) continues and the
+    ``overrides`` (``convert.sampling``) replace fields of the agent's ``ModelParams`` for this
+    turn. With ``session_id`` the session (owned by ``owner``, of the same agent) continues and the
     prompt is the request's messages after its last assistant output; without, a new session
     starts from the request's earlier messages and the prompt is the rest.
 
@@ -305,6 +309,12 @@ async def begin_turn(
     else:
         history, prompt = split_prompt(messages, param)
         session = await manager.new_session(owner, agent, history, title_of(prompt))
+    if manager.running(session.session_id):
+        raise ApiError(409, "this session is already running a turn (abort it or wait)", code="session_busy")
+    if overrides:  # this turn only: the request's sampling fields over the agent's parameters
+        session.params = msgspec.structs.replace(agent.params or ModelParams(), **overrides)
+    else:
+        session.params = agent.params
     try:
         return manager.start_turn(owner, session, prompt)
     except (TypeError, ValueError) as exc:
