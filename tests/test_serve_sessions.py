@@ -39,7 +39,9 @@ def test_start_a_turn_then_follow_its_events_and_read_the_records(tmp_path: Path
         events = _events(c, sid, h)
         kinds = [k for k, _ in events]
         assert kinds[-1] == "end"
-        assert {"text", "tool_call", "tool_result", "done"} <= set(kinds), "event names are the TurnEvent types"
+        assert {"text", "tool_call", "tool_result", "done"} <= set(kinds), (
+            "event names are the TurnEvent types"
+        )
         typed = [from_json(d, TurnEvent) for k, d in events if k != "end"]
         assert [type(e) for e in typed if not isinstance(e, TurnEvent.Text | TurnEvent.Progress)] == [
             TurnEvent.ToolCall,

@@ -105,6 +105,7 @@ class SessionManager:
         self.config = config
         self.agents = {a.name: a for a in config.agents}
         data = config.data_path()
+        self._own_store = config.store is None
         self.store = (
             config.store if config.store is not None else SqliteSessionStore(data / "serve-sessions.sqlite3")
         )
@@ -250,6 +251,8 @@ class SessionManager:
         if tasks:
             await asyncio.wait(tasks, timeout=10)
         self.index.close()
+        if self._own_store:
+            self.store.close()
 
 
 def title_of(prompts: list[Messages]) -> str:
