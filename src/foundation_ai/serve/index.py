@@ -33,6 +33,7 @@ class SessionIndex:
     def __init__(self, path: str) -> None:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # a commit survives a process crash (WAL)
         self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
 
