@@ -8,8 +8,8 @@ this process, running ``--clients`` concurrent streaming Chat Completions client
 Phase 1 runs the clients against the fake model server directly, phase 2 against the server.
 For every chunk, its lag is (arrival time since the request started) - (index x delay), i.e.
 how late it is against the model's own schedule. Added latency per chunk = the served lag
-minus the direct lag, at p50 and p99. Memory per open stream = (server RSS while all streams
-are open - server RSS after warm-up) / clients.
+minus the direct lag, at p50 and p99. Memory per open stream = (peak server RSS while the streams
+run - server RSS after warm-up) / clients.
 
 Goals: every stream completes with all its tokens; added p50 <= 10 ms and p99 <= 250 ms per
 chunk; memory per open stream <= 256 KiB.
@@ -170,7 +170,7 @@ async def phase(
         results = await asyncio.gather(*tasks, return_exceptions=True)
         wall = time.perf_counter() - t0
         if probe:
-            await probe
+            probe.cancel()
     counts = [r if isinstance(r, int) else -1 for r in results]
     errors = [r for r in results if not isinstance(r, int)]
     if errors:
@@ -271,9 +271,8 @@ def main() -> int:
             peak = {"rss": 0}
 
             async def probe() -> None:
-                # sample the server's RSS while the streams are open (their middle)
-                await asyncio.sleep(args.delay * args.tokens / 2 + 0.5)
-                for _ in range(20):
+                # sample the server's RSS every 100 ms while the streams run (cancelled at the end)
+                while True:
                     peak["rss"] = max(peak["rss"], rss_kib(serve.pid))
                     await asyncio.sleep(0.1)
 
