@@ -8,7 +8,7 @@ which strict decoders reject and which cannot be encoded as UTF-8. The rules her
 
 - :func:`decode_event` decodes event data with msgspec, and, only when msgspec refuses a lone
   surrogate escape, with the standard library's ``json`` (which keeps lone surrogates as code
-  points); anything else that is not JSON still raises ``ValueError``.
+  points); anything else that is not JSON still raises ``msgspec.DecodeError``.
 - :func:`join` appends a piece to the text so far, pairing a high surrogate left at the end of
   the text with a low surrogate starting the piece; any other lone surrogate becomes U+FFFD.
 - :func:`visible` is the text without a trailing high surrogate still waiting for its pair (what
@@ -34,15 +34,17 @@ def decode_event(data: str | bytes) -> Any:
     """The JSON value of one event's data.
 
     Raises:
-        ValueError: ``data`` is not JSON (``msgspec.DecodeError`` or ``json.JSONDecodeError``,
-            both ``ValueError``).
+        msgspec.DecodeError: ``data`` is not JSON.
     """
     try:
         return _DECODE(data)
     except msgspec.DecodeError as exc:
         if "surrogate" not in str(exc):
             raise
-        return json.loads(data)
+        try:
+            return json.loads(data)
+        except (ValueError, RecursionError):
+            raise exc from None
 
 
 def _pair(text: str) -> str:

@@ -34,6 +34,7 @@ from ._http import (
     error_items,
     join_url,
 )
+from ._wire_text import decode_event
 from .base import ModelDescriptor, ModelStream
 
 __all__ = ["DEFAULT_BASE_URL", "AnthropicModel", "anthropic"]
@@ -41,7 +42,7 @@ __all__ = ["DEFAULT_BASE_URL", "AnthropicModel", "anthropic"]
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 """Anthropic's API host; the backend adds ``/v1/messages``."""
 
-_DECODE = msgspec.json.Decoder().decode
+_DECODE = decode_event  # msgspec, tolerating half a surrogate pair per event (see _wire_text)
 
 
 class AnthropicModel(SnapshotHttpModel):

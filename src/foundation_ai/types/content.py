@@ -384,7 +384,11 @@ class _RefusalReason(GenerationMetadata, tag="refusal_reason", frozen=True):
     """``GenerationMetadata.RefusalReason(reason)``: why the model refused. JSON tag ``"refusal_reason"``."""
 
     reason: str
-    """The provider's refusal text or reason code."""
+    """The provider's refusal text or reason code (Anthropic: ``stop_details.explanation`` when
+    sent, else ``"refusal"``; OpenAI: the ``refusal`` text; ``"content_filter"`` for a filter)."""
+    category: str | None = None
+    """The provider's refusal category when it sends one (Anthropic ``stop_details.category``,
+    e.g. ``"cyber"``)."""
 
 
 _name_variants(
