@@ -356,15 +356,15 @@ class ResponsesStreamParser(SnapshotParser):
             raw_summary = item.get("summary")
             summary = [x for x in raw_summary if isinstance(x, dict)] if isinstance(raw_summary, list) else []
             if not it.text:
-                texts = [_str(x.get("text")) for x in summary]
-                if not texts:  # raw chain of thought (reasoning_text content parts)
+                said = [_str(x.get("text")) for x in summary]
+                if not said:  # raw chain of thought (reasoning_text content parts)
                     raw = item.get("content")
-                    texts = (
+                    said = (
                         [_str(x.get("text")) for x in raw if isinstance(x, dict)]
                         if isinstance(raw, list)
                         else []
                     )
-                it.text = join("", "\n\n".join(texts))
+                it.text = join("", "\n\n".join(said))
             # several summary parts: keep them as sent (the text joins them with blank lines)
             it.summary_json = _ENCODE(summary).decode() if len(summary) > 1 else None
         elif kind == "message":
