@@ -202,7 +202,9 @@ def test_anthropic_thinking_signature_and_redacted_data_survive_the_json_format(
 
 def test_anthropic_refusal_keeps_stop_details(fresh: FixtureServer) -> None:
     fresh.queue(ANTHROPIC.sse("refusal_stop_details.sse"))
-    items = list(anthropic("claude-opus-4-5", base_url=fresh.base_url, api_key="k", max_retries=0).stream(ask()))
+    items = list(
+        anthropic("claude-opus-4-5", base_url=fresh.base_url, api_key="k", max_retries=0).stream(ask())
+    )
     check_contract(items)
     last = outputs(items)[-1]
     assert last.stop_reason == StopReason.REFUSAL and last.stop_reason.is_refusal()
@@ -251,7 +253,10 @@ def _token_messages(draw: st.DrawFn) -> AssistantMessage:
         content: Any = TextContent(draw(st.text(max_size=20)), sig)
     elif kind == "thinking":
         content = ThinkingContent(
-            draw(st.text(max_size=20)), signature=sig, redacted=draw(st.booleans()), item_id=draw(st.none() | _token)
+            draw(st.text(max_size=20)),
+            signature=sig,
+            redacted=draw(st.booleans()),
+            item_id=draw(st.none() | _token),
         )
     else:
         content = ToolCall(id=draw(_token), name="f", arguments={}, signature=sig)

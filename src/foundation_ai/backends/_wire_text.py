@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["decode_event", "final", "join", "join_all", "visible"]
+__all__ = ["decode_event", "final", "has_surrogate_escape", "join", "join_all", "visible"]
 
 _DECODE = msgspec.json.Decoder().decode
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -39,12 +39,22 @@ def decode_event(data: str | bytes) -> Any:
     try:
         return _DECODE(data)
     except msgspec.DecodeError as exc:
-        if "surrogate" not in str(exc):
+        if not has_surrogate_escape(data):
             raise
         try:
             return json.loads(data)
         except (ValueError, RecursionError):
             raise exc from None
+
+
+_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def has_surrogate_escape(data: str | bytes) -> bool:
+    """True when ``data`` holds a ``\\uD800``-``\\uDFFF`` escape (msgspec rejects a lone one,
+    with messages such as "Input data was truncated")."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return _ESCAPE.search(text) is not None
 
 
 def _pair(text: str) -> str:

@@ -78,7 +78,7 @@ from ._http import (
     error_text,
     stream_events,
 )
-from ._wire_text import decode_event, final, join, join_all, visible
+from ._wire_text import decode_event, final, has_surrogate_escape, join, join_all, visible
 from .base import ModelStream
 
 __all__ = ["OpenAIChatModel", "build_request", "openai_chat"]
@@ -614,8 +614,8 @@ def _decode_chunk(data: str, what: str) -> _Chunk:
     try:
         try:
             chunk = _CHUNK.decode(data)
-        except msgspec.DecodeError as exc:
-            if "surrogate" not in str(exc):
+        except msgspec.DecodeError:
+            if not has_surrogate_escape(data):
                 raise
             chunk = msgspec.convert(decode_event(data), _Chunk)
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
