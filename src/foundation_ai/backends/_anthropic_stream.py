@@ -5,7 +5,9 @@ and returns the stream items they produce, following the Model contract of ``bac
 in snapshot mode. Sources: Anthropic "Streaming messages" docs (event order ``message_start``,
 ``content_block_start`` / ``_delta`` / ``_stop``, ``message_delta``, ``message_stop``, ``ping``,
 ``error``; delta types ``text_delta``, ``thinking_delta``, ``signature_delta``,
-``input_json_delta``) and wire-notes section 4.
+``input_json_delta``; https://docs.anthropic.com/en/docs/build-with-claude/streaming) and
+docs/providers.md. Event fields of the wrong type never raise anything but
+:class:`AnthropicStreamError`; text survives a surrogate pair split over two events.
 
 - Each content block is one output with its own message id (a fresh SCRU128).
 - Text and thinking chunks hold the whole text so far; a thinking chunk is sent again when its
@@ -18,7 +20,9 @@ in snapshot mode. Sources: Anthropic "Streaming messages" docs (event order ``me
   Arguments that do not parse as a JSON object (cut off by ``max_tokens``, C06) give
   ``arguments=None`` and the text in ``raw_arguments``.
 - ``message_delta`` carries the stop reason and cumulative usage: the last output is repeated
-  once more (same id) carrying them and the timing metadata.
+  once more (same id) carrying them and the timing metadata. A refusal (``stop_reason:
+  "refusal"``) ends with ``StopReason.REFUSAL`` and a ``RefusalReason`` holding
+  ``stop_details.explanation`` and ``category``.
 - An ``error`` event raises :class:`AnthropicStreamError` (the backend turns it into the
   contract's error tail); so does a stream that ends before ``message_delta``.
 """

@@ -2,30 +2,40 @@
 
 Pure, no I/O: :class:`ResponsesStreamParser` is fed decoded SSE ``data`` objects and returns the
 items they produce, following the Model contract of ``backends/base.py`` in snapshot mode.
-Sources: OpenAI Responses API streaming events reference and wire-notes section 3.
+Source: the OpenAI Responses API streaming events reference
+(https://platform.openai.com/docs/api-reference/responses-streaming); docs/providers.md.
 
 - Every output item (``message``, ``function_call``, ``reasoning``) is one output with its own
   message id; events find their item by ``item_id`` (else ``output_index``). The provider's
   item id of a message or function call is kept in ``Messages.Assistant.signature`` (a reasoning
   item's in ``ThinkingContent.item_id``) so that replay can pair them. A reasoning item with
   several summary parts keeps the JSON of its ``summary`` array in ``signature`` too, so that it
-  is replayed unchanged (C29); its thinking text is the parts joined by blank lines.
+  is replayed unchanged; its thinking text is the parts joined by blank lines (raw
+  ``reasoning_text`` content parts when there is no summary).
+- Outputs are emitted in the order their items were opened, each one finished before the next
+  starts, whatever order the server closes them in: chunks of an item opened after one still
+  open are held back until the earlier one is closed (``response.output_item.done``), so no
+  output id returns after a later output started, and the final stop reason and usage ride on
+  the last output.
 - ``response.output_text.delta``: text chunks holding the whole text so far.
-  ``response.refusal.delta``: the refusal text, surfaced as ``RefusalReason`` metadata on the
-  item's text output (C33's rule for OpenAI).
+  ``response.refusal.delta`` / a ``refusal`` content part: the refusal text, as
+  ``RefusalReason`` metadata on the item's text output; a response that only refused ends with
+  ``StopReason.REFUSAL``.
 - ``response.reasoning_summary_text.delta`` (and ``response.reasoning_text.delta``): thinking
-  chunks (summary parts joined by a blank line) carrying the item id in
-  ``ThinkingContent.item_id``; ``response.output_item.done`` for the reasoning item sends it
-  once more with ``signature = encrypted_content`` — also when the summary is empty and
-  ``encrypted_content`` null (C31): such an item is still an output, replayed unchanged.
+  chunks carrying the item id in ``ThinkingContent.item_id``; ``response.output_item.done`` for
+  the reasoning item sends it once more with ``signature = encrypted_content`` when that adds
+  something — also when the summary is empty and ``encrypted_content`` null: such an item is
+  still an output, replayed unchanged.
 - ``response.function_call_arguments.delta``: merged by item; the call (``id`` = ``call_id``,
-  not the item id) is emitted once, complete, when the next item starts or the response ends.
+  not the item id) is emitted once, complete, after its item closed, when the next output is
+  emitted or the response ends.
 - ``response.completed`` / ``response.incomplete``: usage (``input_tokens`` includes cached
   tokens, which become ``cache_read``; ``output_tokens`` includes reasoning tokens, which stay
   output tokens) and the stop reason (``ToolUse`` when a function call was made,
   ``max_output_tokens`` -> Length, ``content_filter`` -> ``Message`` + ``RefusalReason``);
   the last output is repeated carrying them.
-- ``response.failed`` and ``error`` raise :class:`ResponsesStreamError` with the provider's text.
+- ``response.failed`` and ``error`` raise :class:`ResponsesStreamError` with the provider's text;
+  so does an event whose fields have the wrong types (never another exception).
 """
 
 from __future__ import annotations

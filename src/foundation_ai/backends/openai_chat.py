@@ -12,8 +12,11 @@ message; a ``Messages.User`` with role System is a ``system`` message, role Agen
 custom role) a ``user`` message with ``name`` set to the role; the Assistant outputs of one turn
 become ONE assistant message (text in ``content``, every call in ``tool_calls``, ``content:
 null`` when tool-only, case C35), arguments re-sent as the JSON text of the original object;
-thinking is never replayed (Chat Completions has no field for it; signatures of other providers
-are invalid here, case C21); tool results are ``role: tool`` messages; an image in a user message
+thinking is not replayed as text (Chat Completions has no field for it; signatures of other
+providers are invalid here), but the continuation tokens a compatible server documents go back
+to that same server only (``Messages.Assistant.origin``): a Gemini ``thought_signature`` on its
+tool call, OpenRouter ``reasoning_details``, Gemini's message ``extra_content`` and, on a turn
+that called tools, ``reasoning_content`` (docs/providers.md); tool results are ``role: tool`` messages; an image in a user message
 is an ``image_url`` data URL; a tool result holding an image becomes a placeholder text in the
 tool message and a user message with the image after the run of tool messages (case C38).
 
@@ -23,12 +26,17 @@ Forced tool calls: against a loopback server (llama-server, Ollama, LM Studio on
 because llama-server ignores ``tool_choice`` for models whose chat template has no tool support;
 ``forced_tool_mode="native"`` turns this off (see :func:`openai_chat`).
 
-Stream mapping: snapshot chunks (the whole text so far) for text and ``reasoning_content``;
-tool calls assembled by ``index`` / ``id`` (cases C07, C09, C11, C12, C14, C17, C41, C43) and
-emitted once, complete, at the end of the stream with the final stop reason and usage; usage
-(with ``prompt_tokens_details.cached_tokens`` as cache reads) is cumulative on every chunk once
-known; the final chunk(s) carry ``SystemFingerprint``, ``Timing`` and, for refusals (C33) or
-``content_filter``, ``RefusalReason`` metadata. Errors follow the contract in ``base.py``.
+Stream mapping: snapshot chunks (the whole text so far) for text and reasoning (read under
+every spelling servers use, :data:`REASONING_FIELDS`); tool calls assembled by ``index`` / ``id``
+(cases C07, C09, C11, C12, C14, C17, C41, C43) and emitted once, complete, at the end of the
+stream with the final stop reason and usage; usage (with
+``prompt_tokens_details.cached_tokens`` as cache reads, reasoning tokens counted once, see
+:func:`billed_output`) is cumulative on every chunk once known; the final chunk(s) carry
+``SystemFingerprint``, ``Timing`` and, for refusals (``StopReason.REFUSAL``) or
+``content_filter``, ``RefusalReason`` metadata, and the message's continuation fields in
+``Messages.Assistant.signature``. Text survives a surrogate pair split over two events. Errors
+follow the contract in ``base.py``: nothing a server sends makes ``stream`` raise, and a stream
+of only ``data: [DONE]`` is an error.
 """
 
 from __future__ import annotations
