@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from foundation_ai.backends import anthropic, openai_chat, openai_responses
+from foundation_ai.backends.openai_chat import billed_output
 from foundation_ai.types import (
     AssistantMessage,
     GenerationMetadata,
@@ -182,6 +183,28 @@ def test_openrouter_reasoning_tokens_already_in_completion_are_not_added_again(f
     last = outputs(list(chat(fresh).stream(ask())))[-1]
     assert last.usage.output == 40
     assert last.usage.total_tokens == 90
+
+
+# usage objects shaped as each provider's docs show them: (prompt, completion, reasoning, total)
+USAGE_CONVENTIONS = [
+    ("OpenAI o-series", (75, 1186, 1024, 1261), 1186),  # reasoning is part of completion_tokens
+    ("DeepSeek reasoner", (6, 212, 198, 218), 212),
+    ("Groq", (304, 49, 23, 353), 49),
+    ("OpenRouter", (43, 36, 13, 79), 36),
+    ("xAI Grok", (307, 26, 227, 560), 253),  # completion_tokens leave the reasoning out
+    ("no reasoning reported", (10, 5, 0, 15), 5),
+    ("no total reported", (10, 5, 3, None), 5),
+]
+
+
+@pytest.mark.parametrize(
+    ("provider", "usage", "billed"), USAGE_CONVENTIONS, ids=[c[0] for c in USAGE_CONVENTIONS]
+)
+def test_reasoning_tokens_are_counted_exactly_once_per_provider_convention(
+    provider: str, usage: tuple[float, float, float, float | None], billed: float
+) -> None:
+    prompt, completion, reasoning, total = usage
+    assert billed_output(completion, reasoning, prompt, total) == billed
 
 
 # ------------------------------------------------------------------------------------------
