@@ -30,7 +30,9 @@ from foundation_ai.types import (
     GenerationMetadata,
     Messages,
     ModelInteraction,
+    ModelParams,
     ModelState,
+    OutputFormat,
     StopReason,
     Stream,
     TextContent,
@@ -462,6 +464,19 @@ def test_a_refusal_is_a_typed_outcome_with_its_text_and_time_to_first_token(
     (timing,) = [m for m in last.metadata or [] if isinstance(m, GenerationMetadata.Timing)]
     assert timing.time_to_first_token is not None
     assert isinstance(items[-1], Stream.Pending) and isinstance(items[-1].value, ModelState.Finished)
+
+
+@pytest.mark.parametrize(("backend", "fixtures", "name", "text"), REFUSALS)
+def test_a_refusal_with_structured_output_requested_is_still_a_refusal(
+    fresh: FixtureServer, backend: str, fixtures: Fixtures, name: str, text: str
+) -> None:
+    params = ModelParams(output_format=OutputFormat.JsonSchema(name="answer", schema={"type": "object"}))
+    reset(fresh)
+    fresh.queue(fixtures.sse(name))
+    items = list(BACKENDS[backend](fresh.base_url).stream(ask(), params))
+    last = outputs(items)[-1]
+    assert last.stop_reason == StopReason.REFUSAL and last.refusal() == text
+    assert isinstance(items[-1].value, ModelState.Finished)
 
 
 def test_content_filter_is_a_refusal_too(fresh: FixtureServer) -> None:

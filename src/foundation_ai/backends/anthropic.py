@@ -101,6 +101,7 @@ class AnthropicModel(SnapshotHttpModel):
             nexts: list[Any] = [it for it in items if isinstance(it, Stream.Next)]
             parser.finished = True
             parser.usage = nexts[-1].value.usage
+            parser.stop_reason = nexts[-1].value.stop_reason
             parser.texts = [
                 m.value.content.content for m in nexts if isinstance(m.value.content, TextContent)
             ]
@@ -116,6 +117,8 @@ class AnthropicModel(SnapshotHttpModel):
 
     def _tail(self, parser: AnthropicStreamParser, params: ModelParams) -> list[ModelStream]:
         items = parser.finish()
+        if parser.stop_reason.is_refusal():  # a refusal is the answer: no JSON to check
+            return items
         problem = check_output_format("".join(parser.texts), params.output_format)
         if problem is not None:
             return error_items(problem, self.model_id, ModelProviders.Anthropic, parser.usage)
