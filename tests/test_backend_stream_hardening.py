@@ -314,6 +314,40 @@ def test_wrong_typed_fields_end_in_the_contract_error_or_are_ignored(
             error_of(items)
 
 
+WRONG_TYPED_DOCUMENTS = {
+    "openai_chat": [{"choices": 5}, {"choices": [{"message": {"content": [1, {"text": 2}]}}], "usage": "x"}],
+    "anthropic": [
+        {"type": "message", "content": 5, "usage": [], "stop_reason": 3},
+        {
+            "type": "message",
+            "content": [{"type": "tool_use", "input": 5, "name": 3, "id": []}],
+            "stop_details": 1,
+        },
+    ],
+    "openai_responses": [
+        {"status": "completed", "output": 5, "usage": {"input_tokens": "x"}},
+        {
+            "status": "completed",
+            "output": [{"type": "message", "content": [{"type": "output_text", "text": 7}]}],
+        },
+    ],
+}
+
+
+@pytest.mark.parametrize("backend", sorted(WRONG_TYPED_DOCUMENTS))
+def test_wrong_typed_whole_answers_end_in_the_contract_error_or_are_ignored(
+    fresh: FixtureServer, backend: str
+) -> None:
+    for doc in WRONG_TYPED_DOCUMENTS[backend]:
+        canned = Canned(body=json.dumps(doc).encode(), content_type="application/json")
+        items = run(fresh, backend, canned)
+        check_ends(items)
+        for m in nexts(items):
+            assert from_json(to_json(m), Messages) == m
+        if isinstance(items[-1].value, ModelState.Error):
+            error_of(items)
+
+
 def test_a_stream_of_only_done_is_an_error_on_openai_chat(fresh: FixtureServer) -> None:
     items = run(fresh, "openai_chat", CHAT.sse("done_only.sse"))
     check_ends(items)

@@ -92,18 +92,22 @@ def usage_of(u: Any) -> UsageReport:
     """
     if not isinstance(u, dict):
         return _EMPTY_USAGE
-    inp = float(u.get("input_tokens") or 0)
-    out = float(u.get("output_tokens") or 0)
-    details = u.get("input_tokens_details") or {}
-    cached = float(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0.0
+    inp = _count(u.get("input_tokens"))
+    out = _count(u.get("output_tokens"))
+    cached = _count(_obj(u.get("input_tokens_details")).get("cached_tokens"))
     total = u.get("total_tokens")
     return UsageReport(
         input=max(inp - cached, 0.0),
         output=out,
         cache_read=cached,
         cache_write=0.0,
-        total_tokens=float(total) if total is not None else inp + out,
+        total_tokens=_count(total) if total is not None else inp + out,
     )
+
+
+def _count(value: Any) -> float:
+    """A token count: a JSON number, else 0 (a wrongly typed count reads as absent)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
 class _Item:
@@ -478,6 +482,20 @@ def parse_response(
         raise ResponsesStreamError(f"unexpected response: {str(doc)[:1000]}")
     if doc.get("status") == "failed" or (doc.get("error") and not doc.get("output")):
         raise ResponsesStreamError(_error_text(doc.get("error"), "the response failed"))
+    try:
+        return _parse_response(doc, model, provider=provider, timer=timer, price_key=price_key)
+    except _MALFORMED as exc:
+        raise ResponsesStreamError(f"malformed response ({type(exc).__name__}: {exc})") from None
+
+
+def _parse_response(
+    doc: dict[str, Any],
+    model: ModelId,
+    *,
+    provider: str,
+    timer: Timer | None,
+    price_key: tuple[str | None, str | None] | None,
+) -> list[Any]:
     parser = ResponsesStreamParser(model, provider=provider, timer=timer, price_key=price_key)
     parser.timer.first()  # the whole answer arrived at once: that is its time to first token
     parser.set_usage(doc.get("usage"))
