@@ -203,9 +203,13 @@ def openai_chat(
 def origin_of(base_url: str) -> str:
     """The server a base URL names, as kept in ``Messages.Assistant.origin``: its host, with
     the port when one is given (``"openrouter.ai"``, ``"127.0.0.1:8080"``); no credentials."""
-    parts = urlsplit(base_url)
-    host = (parts.hostname or "").lower()
-    return f"{host}:{parts.port}" if parts.port else host
+    try:
+        parts = urlsplit(base_url)
+        host = (parts.hostname or "").lower()
+        port = parts.port
+    except ValueError:  # a netloc urllib cannot split (e.g. a password holding "/"): the host part
+        return base_url.partition("://")[2].rpartition("@")[2].split("/")[0].lower()
+    return f"{host}:{port}" if port else host
 
 
 def _endpoint(base_url: str) -> str:
