@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncGenerator
 from typing import Any
 
 from ...types import AgentProgress, SessionRecord, Stream, ToolCall, ToolResultMessage
@@ -22,24 +21,28 @@ __all__ = ["execute_tools"]
 _ASK = "the call needs approval, and pausing a turn for approval is not supported yet; the call was not run"
 
 
-async def execute_tools(host: TurnHost, state: TurnState) -> AsyncGenerator[Any, None]:
+async def execute_tools(host: TurnHost, state: TurnState) -> Phase:
     """Ask the :data:`~foundation_ai.agentic.turn.hooks.ToolGate` about every call (a denied
     call gets an error result with the reason; any ``Ask`` ends the turn with
     ``approval_required``), run the allowed calls through the step runner, persist every result
     in call order. Steering or abort while gating or running stops the calls still running; each
     of them gets an "interrupted" result (emits ``ToolCallCancelled``). Emits
     ``FlushingRecords``, ``ExecutingTools(completed=total)`` and the results (streaming only).
-    Sets ``state.next``: ``drain_steering``, or ``finish`` after an ``Ask``."""
-    steering, calls, results = host.steering, state.calls, state.results
-    state.next = Phase.DRAIN_STEERING
+    Next: ``drain_steering``, or ``finish`` after an ``Ask``."""
+    steering, calls, results, out = host.steering, state.calls, state.results, state.out
+    asked = False
     interrupted = steering.wanted
     if not interrupted:
         steering.wait_here(asyncio.current_task())
         try:
-            executor = await _executor(host, state)
+            hooks = host.hooks
+            if hooks.gate is None and hooks.steps is IN_PROCESS:
+                executor: CallExecutor | None = host.registry
+            else:
+                executor = await _gated(host, state)
             if executor is None:
+                asked = True
                 results[:] = [error_result(c, _ASK) for c in calls]
-                state.next = Phase.FINISH
             else:
                 await run_calls(calls, executor, results)
         except asyncio.CancelledError as exc:
@@ -52,35 +55,32 @@ async def execute_tools(host: TurnHost, state: TurnState) -> AsyncGenerator[Any,
     if interrupted:
         why = "aborted" if steering.aborted else "steered"
         missing = [c for c, r in zip(calls, results, strict=True) if r is None]
-        for c in missing:
-            yield Stream.Pending(AgentProgress.ToolCallCancelled(id=c.id))
+        out += [Stream.Pending(AgentProgress.ToolCallCancelled(id=c.id)) for c in missing]
         filled = iter(interrupted_results(missing, why))
         done = [r if r is not None else next(filled) for r in results]
     persist(host, state, done)
     state.results = []
-    if state.next is Phase.FINISH:
+    if state.emit:
+        out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(done))))
+        out.append(Stream.Pending(AgentProgress.ExecutingTools(total=len(calls), completed=len(calls))))
+        out += [Stream.Next(SessionRecord.Conversation(message=r)) for r in done]
+    if asked:
         fail(
             state,
             "approval_required",
             "a tool call needs approval; pausing for approval is not supported yet",
         )
-    if state.emit:
-        yield Stream.Pending(AgentProgress.FlushingRecords(count=len(done)))
-        yield Stream.Pending(AgentProgress.ExecutingTools(total=len(calls), completed=len(calls)))
-        for r in done:
-            yield Stream.Next(SessionRecord.Conversation(message=r))
+        return Phase.FINISH
+    return Phase.DRAIN_STEERING
 
 
-async def _executor(host: TurnHost, state: TurnState) -> CallExecutor | None:
-    """The registry itself (no gate, in-process steps), a :class:`_Gated` one, or ``None`` when
-    the gate asked for an approval."""
-    gate, steps = host.hooks.gate, host.hooks.steps
-    if gate is None and steps is IN_PROCESS:
-        return host.registry
+async def _gated(host: TurnHost, state: TurnState) -> CallExecutor | None:
+    """A :class:`_Gated` executor, or ``None`` when the gate asked for an approval."""
+    gate = host.hooks.gate
     denied = await _ask_gate(host, state, gate) if gate is not None else {}
     if denied is None:
         return None
-    return _Gated(host.registry, denied, steps)
+    return _Gated(host.registry, denied, host.hooks.steps)
 
 
 async def _ask_gate(host: TurnHost, state: TurnState, gate: ToolGate) -> dict[int, str] | None:

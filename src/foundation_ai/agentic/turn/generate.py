@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .host import TurnHost
     from .state import TurnState
 
-__all__ = ["Generation", "GenerationRecord"]
+__all__ = ["Generation", "GenerationRecord", "generate"]
 
 
 class GenerationRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -46,18 +46,23 @@ class Generation:
     """One model call of a turn: ``key`` (``"generation:<n>"``), ``model``, ``interaction``;
     its result ``outputs`` (merged messages by id), ``error``, ``usage``, ``interrupted``."""
 
-    __slots__ = ("emit", "error", "host", "interaction", "interrupted", "key", "model", "outputs", "usage")
+    __slots__ = ("emit", "error", "host", "index", "interaction", "interrupted", "model", "outputs", "usage")
 
     def __init__(self, host: TurnHost, state: TurnState, model: Any, interaction: ModelInteraction) -> None:
         self.host = host
         self.emit = state.emit
-        self.key = f"generation:{state.generations}"
+        self.index = state.generations
         self.model = model
         self.interaction = interaction
         self.outputs: dict[str, AssistantMessage] = {}
         self.error: AssistantMessage | None = None
         self.usage = UsageReport()
         self.interrupted = False
+
+    @property
+    def key(self) -> str:
+        """``"generation:<n>"``: ``n`` counts the turn's model calls from 1 (retries included)."""
+        return f"generation:{self.index}"
 
     def snapshot(self) -> GenerationRecord:
         """The result as a :class:`GenerationRecord` (after the stream ended)."""
@@ -156,3 +161,11 @@ class Generation:
                 await agen.aclose()
             except Exception:
                 pass
+
+
+def generate(host: TurnHost, state: TurnState) -> AsyncGenerator[Any, None]:
+    """Phase ``generate``: stream ``state.generation`` through the session's step runner
+    (``StepRunner.generation``; in-process by default). Next: ``decide``."""
+    gen = state.generation
+    assert gen is not None
+    return host.hooks.steps.generation(gen)
