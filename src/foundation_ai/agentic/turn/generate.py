@@ -101,7 +101,11 @@ class Generation:
         reported = 0  # Generating is emitted once at 0, then only when the count grows
         if emit:
             yield Stream.Pending(AgentProgress.Generating(model=name, tokens_so_far=0))
+        # The task consuming the turn, which an interrupt cancels: it can only change across a
+        # yield (a consumer may pull each item from another task), so it is looked up once when
+        # nothing is yielded.
         current_task = asyncio.current_task
+        task = None if emit else current_task()
         agen = model.astream(self.interaction, self.host.params)
         anext_ = agen.__anext__
         try:
@@ -109,7 +113,7 @@ class Generation:
                 if steering.wanted:
                     self.interrupted = True
                     break
-                steering.wait_here(current_task())
+                steering.waiting = current_task() if emit else task
                 try:
                     item = await anext_()
                 except StopAsyncIteration:
@@ -123,7 +127,7 @@ class Generation:
                     self.error = self._failed(f"{type(exc).__name__}: {exc}")
                     break
                 finally:
-                    steering.wait_here(None)
+                    steering.waiting = None
                 if isinstance(item, Stream.Next):
                     batch: tuple[Any, ...] = (item.value,)
                 elif isinstance(item, Stream.Spread):
@@ -156,7 +160,7 @@ class Generation:
                         if prev is None and isinstance(m.content, ToolCall):
                             yield Stream.Pending(AgentProgress.ToolCallRequested(name=m.content.name))
         finally:
-            steering.wait_here(None)
+            steering.waiting = None
             try:
                 await agen.aclose()
             except Exception:
