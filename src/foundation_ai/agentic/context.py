@@ -1,9 +1,9 @@
 """The context window of a session: what part of the conversation a request carries.
 
-History goes to the model oldest-first (wire-notes section 7). On a context overflow the loop
+History goes to the model oldest-first (``docs/turn-loop.md``). On a context overflow the loop
 drops the **oldest whole exchanges**: an exchange starts at a user-side message before which
 every tool call has its result, so a tool call is never separated from its result or from the
-thinking and text of its generation (cases C28, C40).
+thinking and text of its generation (providers reject a tool result without its call).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Steering a running turn from another thread or task (seed 000, section 12: ``Steering``).
+"""Steering a running turn from another thread or task (``docs/turn-loop.md``).
 
 - ``steer(msg)``: interrupt generation or tool execution at the next safe point and continue the
   turn with ``msg`` added to the conversation (a ``str`` becomes ``Messages.agent(text)``). With
@@ -78,7 +78,7 @@ class Steering:
 
     def steer(self, message: str | Messages) -> None:
         """Interrupt at the next safe point and continue with ``message``; a ``str`` becomes
-        ``Messages.agent(text)`` (seed 000 section 1: steering is ``Messages::agent``). With no
+        ``Messages.agent(text)`` (steering comes from the agent's side). With no
         turn running it behaves like :meth:`follow_up`: the message is queued and sent right
         after the next turn's prompt.
 
