@@ -51,17 +51,22 @@ def test_the_import_check_sees_relative_imports() -> None:
     assert "foundation_ai.agentic.turn.run_turn" in imported_modules(session)
 
 
-def test_the_loop_imports_in_a_fresh_interpreter_before_the_session() -> None:
+def test_each_loop_module_imports_first_in_a_fresh_interpreter() -> None:
+    names = [f"foundation_ai.agentic.{'' if p.parent == AGENTIC else 'turn.'}{p.stem}" for p in LOOP_MODULES]
     code = (
         "import importlib, sys\n"
-        "m = importlib.import_module('foundation_ai.agentic.turn.machine')\n"
-        "s = importlib.import_module('foundation_ai.agentic.session')\n"
-        "assert s.run_turn is m.run_turn\n"
-        "print('ok')\n"
+        "for name in sys.argv[1:]:\n"
+        "    for m in [m for m in sys.modules if m.startswith('foundation_ai')]:\n"
+        "        del sys.modules[m]\n"
+        "    importlib.import_module(name)\n"
+        "from foundation_ai.agentic.session import run_turn\n"
+        "from foundation_ai.agentic.turn.machine import run_turn as same\n"
+        "assert run_turn is same\n"
+        "print('ok', len(sys.argv) - 1)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
+    assert done.stdout.strip() == f"ok {len(names)}"
 
 
 def test_every_phase_function_is_under_80_lines() -> None:

@@ -34,13 +34,13 @@ class TurnState:
     the session's messages where this turn starts) and ``head_end`` (where its prompt ends);
     ``model_index`` (the model picked by ``admit``); ``generation`` (the running or last
     :class:`~foundation_ai.agentic.turn.generate.Generation`); ``calls`` (the tool calls of the
-    last response) and ``results`` (their results, filled as they finish); ``next`` (the phase
-    ``execute_tools`` hands over to).
+    last response) and ``results`` (their results, filled as they finish).
 
     Plumbing: ``emit`` (False for non-streaming callers: snapshot and progress items are
     skipped), ``out`` (stream items a phase emitted, yielded by the driver after it),
     ``live`` (outputs of the running generation, not yet persisted: kept if the turn is
-    abandoned), ``finished``.
+    abandoned), ``finished``. ``prompts`` and ``choices`` are the turn's input (the prompt
+    messages; the ``tool_choice`` of the first generations, in order).
     """
 
     __slots__ = (
@@ -56,7 +56,6 @@ class TurnState:
         "keep_from",
         "live",
         "model_index",
-        "next",
         "out",
         "outcome",
         "outer",
@@ -95,7 +94,6 @@ class TurnState:
         self.live: dict[str, AssistantMessage] = {}
         self.calls: list[ToolCall] = []
         self.results: list[ToolResultMessage | None] = []
-        self.next: Any = None
         self.finished = False
 
 
