@@ -107,6 +107,27 @@ def test_phase_hooks_wrap_every_phase_in_order() -> None:
     assert rec.seen == expected
 
 
+def test_several_phase_hooks_nest_like_spans() -> None:
+    log: list[str] = []
+
+    class Named(PhaseHooks):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def before_phase(self, phase: Phase, state: TurnState) -> None:
+            if phase is Phase.FINISH:
+                log.append(f"{self.name}>")
+
+        def after_phase(self, phase: Phase, state: TurnState, error: BaseException | None) -> None:
+            if phase is Phase.FINISH:
+                log.append(f"<{self.name}")
+
+    b = AgentSession.builder(ScriptedModel([say("hi")])).with_store(InMemorySessionStore())
+    agent = b.with_phase_hooks(Named("trace")).with_phase_hooks(Named("memory"), Named("audit")).build()
+    agent.run_turn("hello")
+    assert log == ["trace>", "memory>", "audit>", "<audit", "<memory", "<trace"]
+
+
 def test_phase_hooks_see_the_live_turn_state() -> None:
     counts: list[tuple[Phase, int, int]] = []
 

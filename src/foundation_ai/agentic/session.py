@@ -51,6 +51,7 @@ from .steering import Steering, checked_message
 from .stores import SessionStore, SqliteSessionStore, conversation_of
 from .tools import ToolRegistry
 from .turn import (
+    ChainedPhaseHooks,
     CircuitBreaker,
     ContextAssembler,
     PhaseHooks,
@@ -313,11 +314,18 @@ class AgentSessionBuilder:
         self._chat_template = template
         return self
 
-    def with_phase_hooks(self, hooks: PhaseHooks) -> AgentSessionBuilder:
+    def with_phase_hooks(self, *hooks: PhaseHooks) -> AgentSessionBuilder:
         """Call ``hooks.before_phase(phase, state)`` / ``hooks.after_phase(phase, state, error)``
-        around every phase of every turn (e.g. a tracing span per phase); see
-        ``docs/turn-loop.md``."""
-        self._hooks = dataclasses.replace(self._hooks, phases=hooks)
+        around every phase of every turn (e.g. a tracing span per phase). Calling it again adds
+        hooks: ``before_phase`` runs in the order they were added, ``after_phase`` in reverse.
+        See ``docs/turn-loop.md``."""
+        current = self._hooks.phases
+        if isinstance(current, ChainedPhaseHooks):
+            hooks = (*current.hooks, *hooks)
+        elif current is not None:
+            hooks = (current, *hooks)
+        phases = hooks[0] if len(hooks) == 1 else ChainedPhaseHooks(*hooks) if hooks else None
+        self._hooks = dataclasses.replace(self._hooks, phases=phases)
         return self
 
     def with_context_assembler(self, assembler: ContextAssembler) -> AgentSessionBuilder:

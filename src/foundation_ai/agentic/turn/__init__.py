@@ -41,6 +41,7 @@ from .generate import Generation, GenerationRecord
 from .hooks import (
     Allow,
     Ask,
+    ChainedPhaseHooks,
     ContextAssembler,
     ContextRequest,
     Deny,
@@ -61,6 +62,7 @@ from .state import TurnState
 __all__ = [
     "Allow",
     "Ask",
+    "ChainedPhaseHooks",
     "CircuitBreaker",
     "ContextAssembler",
     "ContextRequest",

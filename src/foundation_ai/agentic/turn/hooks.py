@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Allow",
     "Ask",
+    "ChainedPhaseHooks",
     "ContextAssembler",
     "ContextRequest",
     "Deny",
@@ -72,6 +73,24 @@ class PhaseHooks:
 
     def after_phase(self, phase: Phase, state: TurnState, error: BaseException | None) -> None:
         """Called after ``phase`` ran (``error``: what escaped it, else ``None``)."""
+
+
+class ChainedPhaseHooks(PhaseHooks):
+    """Several :class:`PhaseHooks` as one: ``before_phase`` in order, ``after_phase`` in reverse
+    order (like nested spans). What ``with_phase_hooks`` builds when called more than once."""
+
+    __slots__ = ("hooks",)
+
+    def __init__(self, *hooks: PhaseHooks) -> None:
+        self.hooks = tuple(hooks)
+
+    def before_phase(self, phase: Phase, state: TurnState) -> None:
+        for h in self.hooks:
+            h.before_phase(phase, state)
+
+    def after_phase(self, phase: Phase, state: TurnState, error: BaseException | None) -> None:
+        for h in reversed(self.hooks):
+            h.after_phase(phase, state, error)
 
 
 @dataclass(frozen=True, slots=True)
