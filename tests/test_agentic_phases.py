@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import foundation_ai.agentic as agentic
 from foundation_ai import AgentSession
 from foundation_ai.agentic import InMemorySessionStore, ScriptedModel, TurnOutcome, say
@@ -16,7 +18,8 @@ from foundation_ai.agentic.turn import Phase, TurnState
 from foundation_ai.agentic.turn.begin import open_turn, persist_prompt
 from foundation_ai.agentic.turn.drain import admit, drain_steering
 from foundation_ai.agentic.turn.finish import finish, release
-from foundation_ai.types import AgentProgress, SessionRecord, Stream
+from foundation_ai.agentic.turn.persist import persist_records
+from foundation_ai.types import AgentProgress, Messages, SessionRecord, Stream
 
 AGENTIC = Path(agentic.__file__).parent
 LOOP_MODULES = [AGENTIC / "loop.py", *sorted((AGENTIC / "turn").glob("*.py"))]
@@ -164,3 +167,14 @@ def test_finish_puts_the_failed_action_after_the_summary() -> None:
     assert isinstance(
         agent.store.load(agent.session_id)[-1], SessionRecord.Summary
     )  # FailedAction: never stored
+
+
+def test_persist_records_stores_memory_records_but_not_conversation() -> None:
+    agent = session()
+    state = TurnState(["x"], None)
+    note = SessionRecord.WorkingMemory(version=1)
+    persist_records(agent, state, [note])
+    assert state.records == [note] and agent.store.load(agent.session_id) == [note]
+    with pytest.raises(ValueError, match="Conversation"):
+        persist_records(agent, state, [SessionRecord.Conversation(message=Messages.user("hi"))])
+    assert agent.store.load(agent.session_id) == [note] and agent.messages == []

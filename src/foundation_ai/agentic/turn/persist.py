@@ -8,7 +8,7 @@ from ...types import Messages, SessionRecord
 from .host import TurnHost
 from .state import TurnState
 
-__all__ = ["persist", "persist_summary"]
+__all__ = ["persist", "persist_records", "persist_summary"]
 
 
 def persist(host: TurnHost, state: TurnState, msgs: Sequence[Messages]) -> None:
@@ -30,3 +30,20 @@ def persist_summary(host: TurnHost, state: TurnState) -> SessionRecord:
     state.snapshot = summary.usage
     host.store.append(host.session_id, [summary])
     return summary
+
+
+def persist_records(host: TurnHost, state: TurnState, records: Sequence[SessionRecord]) -> None:
+    """Store other records of the turn (e.g. ``WorkingMemory``, ``Observation``,
+    ``Reflection``) and add them to ``state.records``. ``Conversation`` records go through
+    :func:`persist` (it keeps the conversation in step); ``Summary`` through
+    :func:`persist_summary`.
+
+    Raises:
+        ValueError: a ``Conversation`` or ``Summary`` record (nothing is stored).
+    """
+    for r in records:
+        if isinstance(r, SessionRecord.Conversation | SessionRecord.Summary):
+            raise ValueError(f"persist_records takes no {type(r).__name__} (use persist / persist_summary)")
+    if records:
+        state.records.extend(records)
+        host.store.append(host.session_id, list(records))
