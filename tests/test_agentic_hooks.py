@@ -219,6 +219,15 @@ def test_async_context_assembler_is_awaited_once_per_generation() -> None:
     assert model.interactions[1].messages == agent.messages[:3]
 
 
+def test_context_assembler_returning_messages_is_a_type_error() -> None:
+    model = ScriptedModel([say("never")])
+    agent = session(model, context_assembler=lambda req: req.interaction.messages)
+    with pytest.raises(TypeError, match="ModelInteraction"):
+        agent.run_turn("hello")
+    assert model.interactions == []  # nothing was sent
+    assert [m.text() for m in agent.messages] == ["hello"]
+
+
 # -- tool gate ---------------------------------------------------------------------------------
 
 

@@ -34,7 +34,11 @@ async def assemble_context(host: TurnHost, state: TurnState) -> Phase:
     """Build the request (:func:`default_interaction`, then the session's
     :data:`~foundation_ai.agentic.turn.hooks.ContextAssembler` when one is set) and the
     :class:`Generation` step that will send it (``state.generation``). Emits nothing.
-    Next: ``generate``."""
+    Next: ``generate``.
+
+    Raises:
+        TypeError: the context assembler returned something else than a ``ModelInteraction``.
+    """
     interaction = default_interaction(host, state)
     state.step += 1
     model = host.models[state.model_index]
@@ -43,6 +47,8 @@ async def assemble_context(host: TurnHost, state: TurnState) -> Phase:
         request = ContextRequest(host.session_id, interaction, host.messages, model, state)
         made = assembler(request)
         interaction = await made if inspect.isawaitable(made) else made
+        if not isinstance(interaction, ModelInteraction):
+            raise TypeError(f"a context assembler must return a ModelInteraction, got {interaction!r:.80}")
     gen = Generation(host, state, model, interaction)
     state.generation = gen
     state.live = gen.outputs
