@@ -2,18 +2,23 @@
 
 A turn is a small state machine. Each phase is a function with one job that reads and updates
 one :class:`TurnState`, appends the stream items it emits to ``state.out`` (the driver yields
-them after the phase) and returns the next phase; ``generate`` and ``execute_tools`` stream
-their items as they happen. Only :mod:`.persist` writes to the store.
+them after the phase) and returns the next phase; ``generate`` streams its items as the model
+produces them. Only :mod:`.persist` writes to the store.
 
 ::
 
-    open ─> prompt ─> drain_steering ─> admit ─> assemble_context ─> generate ─> decide
-                          ^   │            │                                       │
-                          │   └─(abort)────┴─(limit, budget, breakers)─> finish <──┤
-                          │                                                        │
-                          ├──── retry: vacuous, steered, overflow trim, fallback ──┤
-                          ├──── follow_ups <──────── answer without tool calls ────┤
-                          └──── execute_tools <──────────────── tool calls ────────┘
+    open -> prompt -> drain_steering -> admit -> assemble_context -> generate -> decide
+                           ^                                                      |
+                           |   retry: vacuous answer, steered, trimmed, fallback  |
+                           +------------------------------------------------------+
+                           |   tool calls:  execute_tools  <----------------------+
+                           +--------------  (after the results)                   |
+                           |   an answer:   follow_ups  <-------------------------+
+                           +--------------  (follow-ups were queued)
+
+    finish, after: an abort (drain_steering); the iteration limit, the budget, every model rate
+    limited (admit); an error it cannot recover from (decide); an answer with no follow-up queued,
+    or max_outer rounds (follow_ups); a gate's Ask (execute_tools).
 
 =================  ==================  =====================================================
 phase              module              job
