@@ -79,7 +79,7 @@ class TurnState:
         self.snapshot: Any = None
         self.prompts: list[Any] = prompts or []
         self.choices: list[Any] = (
-            list(tool_choice) if isinstance(tool_choice, list | tuple) else [tool_choice]
+            list(tool_choice) if isinstance(tool_choice, (list, tuple)) else [tool_choice]
         )
         self.emit = emit
         self.out: list[Any] = []
