@@ -139,6 +139,16 @@ def test_request_limits_give_clear_json_errors(tmp_path: Path) -> None:
         h = {"Authorization": f"Bearer {keys.create()[1]}"}
         big = {"model": "bot", "messages": [{"role": "user", "content": "x" * 5_000}]}
         assert _error(c.post("/v1/chat/completions", headers=h, json=big), 413)["code"] == "body_too_large"
+
+        def chunked() -> Iterator[bytes]:  # no Content-Length: the server counts as it reads
+            yield b'{"model": "bot", "messages": [{"role": "user", "content": "'
+            for _ in range(10):
+                yield b"y" * 500
+            yield b'"}]}'
+
+        r = c.post("/v1/chat/completions", headers=h, content=chunked())
+        assert "content-length" not in r.request.headers
+        assert _error(r, 413)["code"] == "body_too_large"
         many = {"model": "bot", "messages": [{"role": "user", "content": "hi"}] * 4}
         assert (
             _error(c.post("/v1/chat/completions", headers=h, json=many), 400)["code"] == "too_many_messages"
