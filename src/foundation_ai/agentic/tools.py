@@ -40,6 +40,7 @@ from typing import Any, Protocol, TypeVar, get_type_hints, overload, runtime_che
 import msgspec
 
 from ..errors import ArgumentValidationError, ConfigurationError, ToolArgumentError
+from ..schema.walk import map_subschemas
 from ..types import (
     Args,
     ExecutionHint,
@@ -56,6 +57,7 @@ from ..types import (
 from .threads import run_in_daemon_thread
 
 __all__ = [
+    "MAX_ARGUMENT_NESTING",
     "AgentTool",
     "BaseTool",
     "FunctionTool",
@@ -67,6 +69,12 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+MAX_ARGUMENT_NESTING = 100
+"""The deepest nesting of arrays and objects a tool call's arguments may have (the arguments
+object itself is level 1). Deeper arguments become an error tool result before validation, and a
+stored record holding them stays within the JSON format's limit (``docs/json-format.md``,
+"Limits")."""
 
 _NAME_OK = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _SECTION = re.compile(
@@ -126,32 +134,38 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 
 
 def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    """Replace local ``$ref``s by their definitions (providers handle inline schemas best).
+    """Replace local ``$ref``s by their definitions (providers handle inline schemas best) and
+    drop the ``title`` keywords msgspec adds. Only keyword positions are touched
+    (:func:`~foundation_ai.schema.walk.map_subschemas`): a property or field named ``title``,
+    ``$ref``, ``type`` … keeps its name and schema.
 
     A recursive type keeps its ``$defs`` and refs.
     """
     defs: dict[str, Any] = schema.get("$defs", {})
 
     def walk(node: Any, seen: tuple[str, ...]) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                name = ref[len("#/$defs/") :]
-                if name in seen or name not in defs:
-                    raise RecursionError(name)
-                inner = walk(defs[name], (*seen, name))
-                extra = {k: walk(v, seen) for k, v in node.items() if k not in ("$ref", "$defs", "title")}
-                return {**inner, **extra}
-            return {k: walk(v, seen) for k, v in node.items() if k not in ("$defs", "title")}
-        if isinstance(node, list):
-            return [walk(v, seen) for v in node]
-        return node
+        if not isinstance(node, dict):
+            return node  # a boolean schema
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref[len("#/$defs/") :]
+            if name in seen or name not in defs:
+                raise _Recursive(name)
+            inner = walk(defs[name], (*seen, name))
+            rest = {k: v for k, v in node.items() if k not in ("$ref", "$defs", "title")}
+            return {**inner, **map_subschemas(rest, lambda s: walk(s, seen))}
+        kept = {k: v for k, v in node.items() if k not in ("$defs", "title")}
+        return map_subschemas(kept, lambda s: walk(s, seen))
 
     try:
         out: dict[str, Any] = walk(schema, ())
         return out
-    except RecursionError:
+    except _Recursive:
         return schema
+
+
+class _Recursive(Exception):
+    """A ``$ref`` cycle: the schema keeps its ``$defs``."""
 
 
 def _params_struct(fn: Callable[..., Any], name: str) -> tuple[type[msgspec.Struct], list[str]]:
@@ -585,6 +599,12 @@ class ToolRegistry:
                 f"the arguments were not a complete JSON object (truncated or malformed): {shown!r}; "
                 "the tool was not run, send the call again with valid JSON arguments",
             )
+        if call.arguments is not None and nested_deeper_than(call.arguments, MAX_ARGUMENT_NESTING):
+            return error_result(
+                call,
+                f"the arguments nest arrays/objects deeper than {MAX_ARGUMENT_NESTING} levels; "
+                "the tool was not run, send the call again with flatter arguments",
+            )
         try:
             definition, args = t.declaration.resolve(call.arguments)
         except ArgumentValidationError as exc:
@@ -626,6 +646,23 @@ class ToolRegistry:
         if isinstance(prepared, ToolResultMessage):
             return prepared
         return await self.execute(call, prepared)
+
+
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """True when ``value`` (decoded JSON: dicts, lists, scalars) nests dicts/lists deeper than
+    ``limit`` levels (``{}`` is level 1). Iterative: never recurses, stops at the first proof."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = (
+            node.values() if isinstance(node, dict) else node if isinstance(node, list | tuple) else None
+        )
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
+    return False
 
 
 async def _maybe_await(value: Any) -> Any:
