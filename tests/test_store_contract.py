@@ -150,11 +150,11 @@ def test_an_empty_batch_creates_no_session(store: Any) -> None:
 def test_data_survives_reopening(kind: StoreKind, tmp_path: Path) -> None:
     s = kind.open(tmp_path)
     hi = user("hi")
-    s.append("s", [hi], SessionHeader(model="openai:gpt-4o-mini", tools=["add"]))
+    s.append("s", [hi], SessionHeader(model="openai:gpt-4o-mini", tools=("add",)))
     s = kind.reopen(s, tmp_path)
     assert s.load("s") == [hi]
     meta = s.session_meta("s")
-    assert meta is not None and meta.model == "openai:gpt-4o-mini" and meta.tools == ["add"]
+    assert meta is not None and meta.model == "openai:gpt-4o-mini" and meta.tools == ("add",)
     s.close()
 
 
@@ -174,7 +174,7 @@ def test_metadata_row_follows_each_append(store: Any) -> None:
     assert (first.model, first.system_prompt, first.tools) == (
         header.model,
         header.system_prompt,
-        header.tools,
+        tuple(header.tools),  # a list is accepted; rows hold tuples
     )
     assert first.created <= first.updated
     store.append("s", [answer("a"), user("later question"), SUMMARY])
@@ -185,7 +185,7 @@ def test_metadata_row_follows_each_append(store: Any) -> None:
     assert second.model == header.model  # no header: the stored one stays
     assert second.created == first.created
     assert second.updated >= first.updated
-    store.append("s", [], SessionHeader(model="openai:gpt-4.1", tools=[]))
+    store.append("s", [], SessionHeader(model="openai:gpt-4.1", tools=()))
     third = store.session_meta("s")
     assert third is not None
     assert (third.model, third.system_prompt, third.tools, third.message_count) == (

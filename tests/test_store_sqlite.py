@@ -167,7 +167,7 @@ def test_an_old_file_without_metadata_columns_is_migrated_on_open(tmp_path: Path
         "first question",
         100.0,
         None,
-        [],
+        (),
     )
     assert b is not None and (b.message_count, b.title) == (1, "b question")
     assert len(store.load("a")) == 3

@@ -50,10 +50,10 @@ class SessionHeader(msgspec.Struct, frozen=True, kw_only=True):
 
     model: str | None = None
     system_prompt: str | None = None
-    tools: list[str] = []
+    tools: tuple[str, ...] = ()
 
 
-class SessionMeta(msgspec.Struct, frozen=True, kw_only=True):
+class SessionMeta(msgspec.Struct, frozen=True):
     """One session's metadata row, as ``list_sessions`` and ``session_meta`` return it.
 
     Attributes:
@@ -63,8 +63,10 @@ class SessionMeta(msgspec.Struct, frozen=True, kw_only=True):
         message_count: ``Conversation`` records stored (a message each; a ``Retracted`` record
             does not lower it).
         title: the first line of the first user text (at most 80 characters), or ``None``.
-        model, system_prompt, tools: the latest :class:`SessionHeader` stored (``None`` / ``[]``
+        model, system_prompt, tools: the latest :class:`SessionHeader` stored (``None`` / ``()``
             when the writer gave none, e.g. sessions written before metadata existed).
+
+    Fields are also positional, in this order.
     """
 
     session_id: str
@@ -74,7 +76,7 @@ class SessionMeta(msgspec.Struct, frozen=True, kw_only=True):
     title: str | None = None
     model: str | None = None
     system_prompt: str | None = None
-    tools: list[str] = []
+    tools: tuple[str, ...] = ()
 
 
 @runtime_checkable

@@ -48,7 +48,7 @@ class InMemorySessionStore:
                 changes["title"] = title
             if header is not None:
                 changes.update(
-                    model=header.model, system_prompt=header.system_prompt, tools=list(header.tools)
+                    model=header.model, system_prompt=header.system_prompt, tools=tuple(header.tools)
                 )
             self._meta[session_id] = msgspec.structs.replace(old, **changes)
             self._writes += 1

@@ -72,15 +72,14 @@ _META_COLUMNS = {
     "tools": "TEXT",
 }
 _SELECT_META = (
-    "SELECT session_id, created, COALESCE(updated, created), message_count, title, model, "
-    "system_prompt, tools FROM sessions"
+    "SELECT session_id, created, updated, message_count, title, model, system_prompt, tools FROM sessions"
 )
 _UPSERT_META = (
     "INSERT INTO sessions(session_id, created, updated, message_count, title) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT(session_id) DO UPDATE SET updated = excluded.updated, "
     "message_count = message_count + excluded.message_count, title = COALESCE(title, excluded.title)"
 )
-_tools_decoder = msgspec.json.Decoder(list[str])
+_tools_decoder = msgspec.json.Decoder(tuple[str, ...])
 
 
 def default_store_path() -> Path:
@@ -193,7 +192,7 @@ class SqliteSessionStore:
         missing = [name for name in _META_COLUMNS if name not in have]
         for name in missing:
             c.execute(f"ALTER TABLE sessions ADD COLUMN {name} {_META_COLUMNS[name]}")
-        c.execute("CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions(updated)")
+        c.execute("CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions(updated)")  # list_sessions order
         if not missing:
             return
         # an older file: sessions known only by their records, then counts and titles
@@ -293,7 +292,12 @@ class SqliteSessionStore:
                 if header is not None:
                     c.execute(
                         "UPDATE sessions SET model=?, system_prompt=?, tools=? WHERE session_id=?",
-                        (header.model, header.system_prompt, msgspec.json.encode(header.tools), session_id),
+                        (
+                            header.model,
+                            header.system_prompt,
+                            msgspec.json.encode(list(header.tools)),
+                            session_id,
+                        ),
                     )
                 c.execute("COMMIT")
             except BaseException as exc:
@@ -385,10 +389,10 @@ class SqliteSessionStore:
         """
         rows = self._read(
             "list sessions",
-            _SELECT_META + " ORDER BY COALESCE(updated, created) DESC, rowid DESC LIMIT ? OFFSET ?",
+            _SELECT_META + " ORDER BY updated DESC, rowid DESC LIMIT ? OFFSET ?",
             (-1 if limit is None else max(limit, 0), max(offset, 0)),
         )
-        return [_meta(r) for r in rows]
+        return _metas(rows)
 
     async def alist_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionMeta]:
         """:meth:`list_sessions` on the store's worker thread."""
@@ -402,7 +406,7 @@ class SqliteSessionStore:
             SessionClosedError: the store was closed.
         """
         rows = self._read("read a session", _SELECT_META + " WHERE session_id=?", (session_id,))
-        return _meta(rows[0]) if rows else None
+        return _metas(rows)[0] if rows else None
 
     async def asession_meta(self, session_id: str) -> SessionMeta | None:
         """:meth:`session_meta` on the store's worker thread."""
@@ -418,21 +422,21 @@ class SqliteSessionStore:
                     self._worker.shutdown(wait=False)
 
 
-def _meta(row: Sequence[Any]) -> SessionMeta:
-    sid, created, updated, count, title, model, system, tools = row
-    names: list[str] = []
-    if tools:
-        try:
-            names = _tools_decoder.decode(tools)
-        except msgspec.DecodeError:
-            names = []
-    return SessionMeta(
-        session_id=sid,
-        created=float(created),
-        updated=float(updated),
-        message_count=int(count or 0),
-        title=title,
-        model=model,
-        system_prompt=system,
-        tools=names,
-    )
+def _metas(rows: list[Any]) -> list[SessionMeta]:
+    """Metadata rows as ``SessionMeta`` (the tool lists decoded once per distinct value)."""
+    tools: dict[Any, tuple[str, ...]] = {None: (), "": ()}
+    out = []
+    for sid, created, updated, count, title, model, system, names in rows:
+        found = tools.get(names)
+        if found is None:
+            try:
+                found = _tools_decoder.decode(names)
+            except (msgspec.DecodeError, TypeError):
+                found = ()
+            tools[names] = found
+        out.append(
+            SessionMeta(
+                sid, created, created if updated is None else updated, count, title, model, system, found
+            )
+        )
+    return out
