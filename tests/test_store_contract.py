@@ -191,7 +191,7 @@ def test_metadata_row_follows_each_append(store: Any) -> None:
     assert (third.model, third.system_prompt, third.tools, third.message_count) == (
         "openai:gpt-4.1",
         None,
-        [],
+        (),
         3,
     )
     assert store.session_meta("unknown") is None
