@@ -31,6 +31,7 @@ validation failure, an exception or a timeout becomes a ``Messages.ToolResult`` 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import re
@@ -64,6 +65,7 @@ __all__ = [
     "MultiCommandTool",
     "ToolRegistry",
     "as_agent_tool",
+    "calling_tool_loop",
     "error_result",
     "tool",
 ]
@@ -528,6 +530,18 @@ def as_agent_tool(obj: Any) -> AgentTool:
 # --------------------------------------------------------------------------------------------
 # registry
 
+_TOOL_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "foundation_ai_tool_loop", default=None
+)
+
+
+def calling_tool_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop of the turn whose tool call is running the calling code (in the tool's own
+    task, or its worker thread for a sync tool), else ``None``. Steering uses it: a tool that
+    calls ``steer()`` on its own session must not interrupt (and so lose) its own call; the steer
+    is taken once the tool stage ends."""
+    return _TOOL_LOOP.get()
+
 
 class ToolRegistry:
     """The tools of a session, by function name.
@@ -621,6 +635,7 @@ class ToolRegistry:
         """Run a prepared call with its timeout; exceptions and timeouts become error results."""
         t, definition, value = prepared
         timeout = t.timeout if t.timeout is not None else self.default_timeout
+        token = _TOOL_LOOP.set(asyncio.get_running_loop())  # copied into the tool's task/thread
         try:
             if timeout is None:
                 result = t.run(definition, value)
@@ -638,6 +653,8 @@ class ToolRegistry:
             raise
         except Exception as exc:
             return error_result(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
+        finally:
+            _TOOL_LOOP.reset(token)
         return Messages.ToolResult(tool_call_id=call.id, name=call.name, content=to_content(result))
 
     async def run(self, call: ToolCall) -> ToolResultMessage:
