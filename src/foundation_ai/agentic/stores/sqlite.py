@@ -334,20 +334,20 @@ class SqliteSessionStore:
         )
         try:  # fast path: every row at once
             out: list[SessionRecord] = from_json(
-                b"[" + b",".join(bytes(body) for _, body in rows) + b"]", list[SessionRecord]
+                b"[" + b",".join([body for _, body in rows]) + b"]", list[SessionRecord]
             )
             if len(out) == len(rows):
                 self.corrupt_records.pop(session_id, None)
                 return out
-        except FoundationAIError:
+        except (FoundationAIError, TypeError):  # a bad row (or a TEXT body): decode one by one
             pass
         out = []
         bad: list[int] = []
         detail = ""
         for seq, body in rows:
             try:
-                out.append(from_json(bytes(body), SessionRecord))
-            except FoundationAIError as exc:
+                out.append(from_json(body if isinstance(body, bytes | str) else bytes(body), SessionRecord))
+            except (FoundationAIError, TypeError) as exc:
                 bad.append(int(seq))
                 detail = detail or str(exc)
         if bad:
