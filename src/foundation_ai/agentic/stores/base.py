@@ -14,6 +14,7 @@ I/O off the event loop (a store may provide its own ``aappend`` … methods).
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -31,6 +32,7 @@ __all__ = [
     "asession_meta",
     "conversation_of",
     "meta_delta",
+    "takes_header",
     "title_of",
 ]
 
@@ -126,6 +128,28 @@ def meta_delta(records: Sequence[SessionRecord]) -> tuple[int, str | None]:
     return count, title_of(records)
 
 
+def takes_header(store: Any) -> bool:
+    """True when ``store.append`` accepts a ``header`` (stores written before metadata existed
+    take ``(session_id, records)`` only; they are still usable, without metadata)."""
+    kind = type(store)
+    known = _TAKES_HEADER.get(kind)
+    if known is None:
+        try:
+            params = inspect.signature(store.append).parameters
+            known = (
+                "header" in params
+                or any(p.kind is p.VAR_POSITIONAL for p in params.values())
+                or len(params) >= 3
+            )
+        except (TypeError, ValueError):
+            known = False
+        _TAKES_HEADER[kind] = known
+    return known
+
+
+_TAKES_HEADER: dict[type, bool] = {}
+
+
 async def _call(store: Any, name: str, *args: Any) -> Any:
     own = getattr(store, "a" + name, None)
     if own is not None:
@@ -141,7 +165,7 @@ async def aappend(
 ) -> None:
     """``store.append`` without blocking the event loop (the store's own ``aappend`` when it has
     one, else a worker thread). Raises what ``append`` raises."""
-    if header is None:
+    if header is None or not takes_header(store):
         await _call(store, "append", session_id, records)
     else:
         await _call(store, "append", session_id, records, header)
