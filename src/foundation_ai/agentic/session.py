@@ -647,10 +647,12 @@ class AgentSession:
 
     def history(self) -> list[SessionRecord]:
         """The session's persisted records, from the store (records that no longer decode are
-        skipped; see ``SqliteSessionStore.load``).
+        skipped; see ``SqliteSessionStore.load``). Records a failed write left in
+        ``pending_records`` are not there yet (:meth:`flush` writes them).
 
         Raises:
             SessionClosedError: the session was closed.
+            StoreError: the store could not be read.
         """
         self._check_open()
         return self.store.load(self.session_id)
