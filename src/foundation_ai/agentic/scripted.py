@@ -232,11 +232,12 @@ class ScriptedModel:
         keep = self.record
         if keep == 0:
             return
-        self.interactions.append(interaction)
+        kept = self.interactions
+        kept.append(interaction)
         self.params.append(params)
-        if keep is not None and len(self.interactions) > keep:
-            del self.interactions[: len(self.interactions) - keep]
-            del self.params[: len(self.params) - keep]
+        if keep is not None and len(kept) > keep:
+            del kept[0]  # one over at most: ``record`` is fixed
+            del self.params[0]
 
     def _next_reply(self, interaction: ModelInteraction) -> Reply:
         if self._pos >= len(self.script):

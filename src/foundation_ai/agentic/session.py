@@ -589,6 +589,7 @@ class AgentSession:
         """What the store last recorded about this session (model string, system prompt, tools)."""
         self.meta: SessionMeta | None = None
         """The stored metadata this session was resumed from (``None`` when built)."""
+        self._header: tuple[tuple[Any, ...], SessionHeader] | None = None
         self._busy = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -604,7 +605,14 @@ class AgentSession:
         """What this session records about itself in the store now: the primary model's model
         string, the system prompt and the tool names (written with the next records when it
         changed)."""
-        return header_for(self.models[0], self.system_prompt, self.registry.names())
+        key = (self.models[0], self.system_prompt, len(self.registry))
+        cached = self._header
+        if cached is None or cached[0] != key:
+            cached = self._header = (
+                key,
+                header_for(self.models[0], self.system_prompt, self.registry.names()),
+            )
+        return cached[1]
 
     def flush(self) -> None:
         """Write the records a failed store write left in memory (see ``pending_records``);

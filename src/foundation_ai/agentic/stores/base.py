@@ -91,7 +91,9 @@ class SessionStore(Protocol):
     in the order appended (``[]`` for an unknown id); ``sessions`` lists ids, oldest first;
     ``list_sessions`` lists metadata rows, most recently updated first, without decoding any
     record; ``session_meta`` is one row or ``None``. The contract is tested for every store in
-    ``tests/test_store_contract.py``.
+    ``tests/test_store_contract.py``. A store whose methods never wait for I/O may set a class
+    attribute ``nonblocking = True``: the turn loop then calls ``append`` on the event loop
+    instead of through ``aappend``.
     """
 
     def append(

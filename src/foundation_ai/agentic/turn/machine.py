@@ -72,7 +72,9 @@ async def run_turn(
         try:
             try:
                 open_(host, state)
-                down = not await _stored(host, state)  # records an earlier turn could not write
+                down = bool(host.pending_records) and not await _stored(
+                    host, state
+                )  # records an earlier turn could not write
                 if out:
                     for item in out:
                         yield item
@@ -80,7 +82,7 @@ async def run_turn(
                 if down:
                     raise _StoreDown
                 prompt(host, state)
-                down = not await _stored(host, state)
+                down = bool(host.pending_records) and not await _stored(host, state)
                 if out:
                     for item in out:
                         yield item
@@ -89,7 +91,7 @@ async def run_turn(
                     raise _StoreDown
                 while True:
                     nxt = drain(host, state)
-                    down = not await _stored(host, state)
+                    down = bool(host.pending_records) and not await _stored(host, state)
                     if out:
                         for item in out:
                             yield item
@@ -109,7 +111,7 @@ async def run_turn(
                         await stream.aclose()  # its cleanup runs now, not when it is collected
                         raise
                     nxt = decide_(host, state)
-                    down = not await _stored(host, state)
+                    down = bool(host.pending_records) and not await _stored(host, state)
                     if out:
                         for item in out:
                             yield item
@@ -121,7 +123,7 @@ async def run_turn(
                     if nxt is Phase.FINISH:
                         break
                     nxt = await tools(host, state) if nxt is Phase.EXECUTE_TOOLS else follow(host, state)
-                    down = not await _stored(host, state)
+                    down = bool(host.pending_records) and not await _stored(host, state)
                     if out:
                         for item in out:
                             yield item

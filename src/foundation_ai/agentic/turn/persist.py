@@ -75,11 +75,16 @@ def persist_records(host: TurnHost, state: TurnState, records: Sequence[SessionR
 
 def _batch(host: TurnHost) -> tuple[list[SessionRecord], object]:
     header = host.session_header()
-    return list(host.pending_records), (None if header == host.stored_header else header)
+    return list(host.pending_records), (
+        None if header is host.stored_header or header == host.stored_header else header
+    )
 
 
 def _written(host: TurnHost, count: int, header: object) -> None:
-    del host.pending_records[:count]
+    if count == len(host.pending_records):
+        host.pending_records.clear()
+    else:
+        del host.pending_records[:count]
     if header is not None:
         host.stored_header = header  # type: ignore[assignment]
 
@@ -94,7 +99,11 @@ async def flush(host: TurnHost) -> None:
     if not host.pending_records:
         return  # the header travels with records: a session is only stored once it has some
     batch, header = _batch(host)
-    await aappend(host.store, host.session_id, batch, header)  # type: ignore[arg-type]
+    store = host.store
+    if getattr(store, "nonblocking", False):  # e.g. the in-memory store: no thread hop
+        store.append(host.session_id, batch, header)  # type: ignore[arg-type]
+    else:
+        await aappend(store, host.session_id, batch, header)  # type: ignore[arg-type]
     _written(host, len(batch), header)
 
 
