@@ -274,3 +274,14 @@ def test_200_sessions_progress_while_one_session_waits_for_a_locked_store(tmp_pa
     stored = conversation_of(locked_store.load(sid))
     assert [m.text() for m in stored] == ["blocked by the lock", "late"]
     locked_store.close()
+
+
+def test_closing_a_session_writes_the_records_a_failed_write_left_pending() -> None:
+    store = FlakyStore()
+    agent = AgentSession.builder(ScriptedModel([say("hello")])).with_store(store).build()
+    store.down = True
+    assert agent.run_turn("hi").outcome is TurnOutcome.Failed
+    store.down = False
+    memory = list(agent.messages)
+    agent.close()
+    assert conversation_of(store.load(agent.session_id)) == memory

@@ -843,10 +843,21 @@ class AgentSession:
         return value
 
     def close(self) -> None:
-        """Release the private event loop and the store (idempotent). Afterwards every turn,
-        steering and history call raises :class:`SessionClosedError`."""
+        """Release the private event loop and the store (idempotent), after a last attempt to
+        write records a failed store write left pending (a failure is logged). Afterwards every
+        turn, steering and history call raises :class:`SessionClosedError`."""
         if self._closed:
             return
+        if self.pending_records:
+            try:
+                self.flush()
+            except Exception:
+                log.warning(
+                    "session %s: %d record(s) could not be stored before closing",
+                    self.session_id,
+                    len(self.pending_records),
+                    exc_info=True,
+                )
         self._closed = True
         if self._loop is not None:
             _close_loop(self._loop)
