@@ -98,6 +98,7 @@ def test_sqlite_wal_one_transaction_per_batch_and_reopen(tmp_path: Path) -> None
 
 
 def test_default_store_is_sqlite_in_user_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FOUNDATION_AI_HOME", raising=False)  # the suite's override (tests/conftest.py)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     p = default_store_path()

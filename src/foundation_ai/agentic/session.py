@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import threading
 import weakref
 from collections.abc import Sequence
@@ -44,12 +45,14 @@ from ..types import (
     UsageReport,
 )
 from .context import dangling_calls, interrupted_results, window
-from .errors import SessionClosedError
+from .errors import SessionClosedError, SessionExistsError
 from .events import TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
+from .session_meta import header_for
 from .steering import Steering, checked_message
-from .stores import SessionStore, SqliteSessionStore, conversation_of
-from .tools import ToolRegistry
+from .stores import SessionHeader, SessionMeta, SessionStore, SqliteSessionStore, conversation_of
+from .stores.base import takes_header
+from .tools import ToolRegistry, as_agent_tool
 from .turn import (
     ChainedPhaseHooks,
     CircuitBreaker,
@@ -61,8 +64,11 @@ from .turn import (
     TurnState,
     run_turn,
 )
+from .turn.persist import flush as flush_pending
 
 __all__ = ["AgentSession", "AgentSessionBuilder", "Answer", "Turn"]
+
+log = logging.getLogger(__name__)
 
 
 class Turn:
@@ -217,21 +223,89 @@ def _prompt_messages(prompt: object) -> list[Messages]:
     )
 
 
+_SETTLE_SECONDS = 5.0
+"""How long a blocking call waits, once done, for clean-up tasks it left on the private loop
+(async generators a backend left open closing in a worker thread, e.g. with a sync-only
+``httpx.Client``); the rest is cancelled when the session or the interpreter closes the loop."""
+
+
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
-    if not loop.is_closed() and not loop.is_running():
+    """Close a session's private loop: let its leftover tasks finish (bounded), cancel the rest,
+    finalize open async generators; never "Task was destroyed but it is pending!"."""
+    if loop.is_closed() or loop.is_running():
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:  # called from async code (another loop runs in this thread): just close it
+        loop.close()
+        return
+    try:
+        loop.run_until_complete(_settle())
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in pending:
+            t.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    except Exception:  # closing must not fail (it may run at interpreter exit)
+        pass
+    finally:
         loop.close()
 
 
 async def _settle() -> None:
+    """Let async generators left open finish closing (their ``aclose`` tasks, at most
+    ``_SETTLE_SECONDS``); other tasks are left alone."""
     for _ in range(3):
         await asyncio.sleep(0)
+    closing = [t for t in asyncio.all_tasks() if not t.done() and _is_generator_close(t)]
+    if closing:
+        await asyncio.wait(closing, timeout=_SETTLE_SECONDS)
+
+
+def _is_generator_close(task: asyncio.Task[Any]) -> bool:
+    """True for the task the event loop runs to close an async generator that was dropped."""
+    return type(task.get_coro()).__name__ in ("async_generator_athrow", "async_generator_asend")
+
+
+def _meta_of(store: Any, session_id: str) -> SessionMeta | None:
+    """The store's metadata row of the session (``None`` for a store without metadata)."""
+    read = getattr(store, "session_meta", None)
+    if read is None:
+        return None
+    meta: SessionMeta | None = read(session_id)
+    return meta
+
+
+def _stored(store: Any, session_id: str) -> bool:
+    """True when the store holds a session with this id."""
+    if getattr(store, "session_meta", None) is not None:
+        return _meta_of(store, session_id) is not None
+    return bool(store.load(session_id))
+
+
+def _tools_named(catalog: list[Any], names: Sequence[str]) -> list[Any]:
+    """The catalog's tools with these function names, in that order."""
+    if not names:
+        return []
+    by_name = {as_agent_tool(t).declaration.name(): t for t in catalog}
+    found = [by_name[n] for n in names if n in by_name]
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        log.warning(
+            "resumed session: recorded tools not in the tool catalog, left out: %s", ", ".join(missing)
+        )
+    return found
 
 
 class AgentSessionBuilder:
     """Configures an :class:`AgentSession`; every ``with_*`` returns the builder."""
 
-    def __init__(self, model_or_router: Any) -> None:
+    def __init__(self, model_or_router: Any = None) -> None:
         self._model = model_or_router
+        self._catalog: list[Any] = []
         self._model_id: Any = None
         self._system: str | None = None
         self._soul: str | None = None
@@ -272,6 +346,17 @@ class AgentSessionBuilder:
                 self._tools.extend(t)
             else:
                 self._tools.append(t)
+        return self
+
+    def with_tool_catalog(self, *tools: Any) -> AgentSessionBuilder:
+        """Tools :meth:`resume` may enable: when no tools were given with :meth:`with_tools`,
+        a resumed session gets those of the catalog whose names it recorded (in recorded order;
+        a recorded name missing from the catalog is logged and skipped)."""
+        for t in tools:
+            if isinstance(t, list | tuple):
+                self._catalog.extend(t)
+            else:
+                self._catalog.append(t)
         return self
 
     def with_params(self, params: ModelParams) -> AgentSessionBuilder:
@@ -361,26 +446,45 @@ class AgentSessionBuilder:
         """A new session (fresh id unless given).
 
         Raises:
-            ConfigurationError: a model or tool is unusable.
+            SessionExistsError: ``session_id`` names a session the store already holds (continue
+                it with :meth:`resume`).
+            ConfigurationError: no model was given, or a model or tool is unusable.
+            StoreError: the store could not be read.
         """
         store = self._store if self._store is not None else SqliteSessionStore()
+        if session_id is not None and _stored(store, session_id):
+            raise SessionExistsError(session_id)
+        return self._make(store, session_id or new_scru128(), self._model, self._system, self._tools)
+
+    def _make(
+        self, store: SessionStore, session_id: str, model: Any, system: str | None, tools: list[Any]
+    ) -> AgentSession:
         from ..router import ProviderRouter
 
-        router = self._model if isinstance(self._model, ProviderRouter) else None
-        models = [_resolve_model(self._model, self._model_id)] + [
+        if model is None:
+            raise ConfigurationError(
+                "no model: pass one to AgentSession.builder(...) (resume(id) can use the one the session recorded)"
+            )
+        router = model if isinstance(model, ProviderRouter) else None
+        models = [_resolve_model(model, self._model_id)] + [
             _resolve_model(m, None if router is None else m, router) for m in self._fallbacks
         ]
+        if isinstance(model, str) and getattr(models[0], "model_string", None) is None:
+            try:
+                models[0].model_string = model  # recorded as given ("local", "gguf:PATH", ...)
+            except AttributeError:
+                pass
         return AgentSession(
             models=models,
-            system_prompt=self._system,
+            system_prompt=system,
             soul=self._soul,
-            registry=ToolRegistry(self._tools, default_timeout=self._tool_timeout),
+            registry=ToolRegistry(tools, default_timeout=self._tool_timeout),
             params=self._params,
             max_inner=self._inner,
             max_outer=self._outer,
             budget=self._budget,
             store=store,
-            session_id=session_id or new_scru128(),
+            session_id=session_id,
             tool_choice=self._tool_choice,
             chat_template=self._chat_template,
             breaker=CircuitBreaker(self._cooldown),
@@ -389,21 +493,46 @@ class AgentSessionBuilder:
 
     def resume(self, session_id: str) -> AgentSession:
         """Rebuild a stored session: its conversation exactly as persisted (retracted outputs
-        left out; tool calls left without a result by a crash get an "interrupted" result).
+        left out; tool calls left without a result by a crash get an "interrupted" result), and
+        what it recorded about itself where this builder was not told: the model (a model
+        string, loaded with ``foundation_ai.model``; ``docs/models.md``), the system prompt, and
+        the tools of :meth:`with_tool_catalog` whose names it recorded. ``session.meta`` is the
+        stored :class:`~foundation_ai.agentic.stores.SessionMeta` (``None`` for a store without
+        metadata).
 
         Raises:
             FoundationAIError: the store has no such session.
+            ConfigurationError: no model was given and the session recorded none (or one that
+                cannot be loaded here).
+            StoreError: the store could not be read or written.
         """
-        session = self.build(session_id)
-        records = session.store.load(session_id)
+        store = self._store if self._store is not None else SqliteSessionStore()
+        records = store.load(session_id)
         if not records:
             raise FoundationAIError(f"no stored session {session_id!r}")
+        meta = _meta_of(store, session_id)
+        model = self._model
+        if model is None:
+            if meta is None or not meta.model:
+                raise ConfigurationError(
+                    f"session {session_id!r} recorded no model: pass one to AgentSession.builder(...)"
+                )
+            model = meta.model
+        system = self._system if self._system is not None else (meta.system_prompt if meta else None)
+        tools = self._tools or _tools_named(self._catalog, meta.tools if meta else ())
+        session = self._make(store, session_id, model, system, tools)
+        session.meta = meta
+        if meta is not None:
+            session.stored_header = SessionHeader(
+                model=meta.model, system_prompt=meta.system_prompt, tools=tuple(meta.tools)
+            )
         session.messages = conversation_of(records)
         open_calls = dangling_calls(session.messages)
         if open_calls:
             fix = interrupted_results(open_calls, "the process stopped")
             session.messages.extend(fix)
-            session.store.append(session_id, [SessionRecord.Conversation(message=m) for m in fix])
+            session.pending_records.extend(SessionRecord.Conversation(message=m) for m in fix)
+            session.flush()
         return session
 
     async def aresume(self, session_id: str) -> AgentSession:
@@ -456,15 +585,64 @@ class AgentSession:
         self.context_cut: tuple[int, int] | None = None
         """Within the running turn, after an overflow with no older exchange left: send
         ``messages[context_start:head_end] + messages[cut:]`` (the prompt, then the latest rounds)."""
+        self.pending_records: list[SessionRecord] = []
+        """Records kept in memory but not yet in the store (a write failed): the next turn, or
+        :meth:`flush`, writes them first."""
+        self.stored_header: SessionHeader | None = None
+        """What the store last recorded about this session (model string, system prompt, tools)."""
+        self.meta: SessionMeta | None = None
+        """The stored metadata this session was resumed from (``None`` when built)."""
+        self._header: tuple[tuple[Any, ...], SessionHeader] | None = None
         self._busy = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
     @staticmethod
-    def builder(model_or_router: Any) -> AgentSessionBuilder:
+    def builder(model_or_router: Any = None) -> AgentSessionBuilder:
         """Start configuring a session on a ``Model``, a ``ProviderRouter`` or a model string
-        (``"openai:gpt-4o-mini"``, ``"local"``: ``foundation_ai.model``, ``docs/models.md``)."""
+        (``"openai:gpt-4o-mini"``, ``"local"``: ``foundation_ai.model``, ``docs/models.md``).
+        Without one, only ``resume`` works (with the model the session recorded)."""
         return AgentSessionBuilder(model_or_router)
+
+    def session_header(self) -> SessionHeader:
+        """What this session records about itself in the store now: the primary model's model
+        string, the system prompt and the tool names (written with the next records when it
+        changed)."""
+        key = (self.models[0], self.system_prompt, len(self.registry))
+        cached = self._header
+        if cached is None or cached[0] != key:
+            cached = self._header = (
+                key,
+                header_for(self.models[0], self.system_prompt, self.registry.names()),
+            )
+        return cached[1]
+
+    def flush(self) -> None:
+        """Write the records a failed store write left in memory (see ``pending_records``);
+        nothing to write: returns at once.
+
+        Raises:
+            StoreError: the store still cannot be written (the records stay pending).
+            SessionClosedError: the session was closed.
+        """
+        self._check_open()
+        if not self.pending_records:
+            return
+        batch = list(self.pending_records)
+        now = self.session_header()
+        header = None if now == self.stored_header else now
+        if header is not None and takes_header(self.store):
+            self.store.append(self.session_id, batch, header)
+        else:
+            self.store.append(self.session_id, batch)
+        del self.pending_records[: len(batch)]
+        if header is not None:
+            self.stored_header = header
+
+    async def aflush(self) -> None:
+        """Async :meth:`flush` (the store is written off the event loop)."""
+        self._check_open()
+        await flush_pending(self)
 
     def context(self) -> list[Messages]:
         """The messages the next request carries, oldest first (see ``context_start``,
@@ -480,10 +658,12 @@ class AgentSession:
 
     def history(self) -> list[SessionRecord]:
         """The session's persisted records, from the store (records that no longer decode are
-        skipped; see ``SqliteSessionStore.load``).
+        skipped; see ``SqliteSessionStore.load``). Records a failed write left in
+        ``pending_records`` are not there yet (:meth:`flush` writes them).
 
         Raises:
             SessionClosedError: the session was closed.
+            StoreError: the store could not be read.
         """
         self._check_open()
         return self.store.load(self.session_id)
@@ -663,13 +843,24 @@ class AgentSession:
         return value
 
     def close(self) -> None:
-        """Release the private event loop and the store (idempotent). Afterwards every turn,
-        steering and history call raises :class:`SessionClosedError`."""
+        """Release the private event loop and the store (idempotent), after a last attempt to
+        write records a failed store write left pending (a failure is logged). Afterwards every
+        turn, steering and history call raises :class:`SessionClosedError`."""
         if self._closed:
             return
+        if self.pending_records:
+            try:
+                self.flush()
+            except Exception:
+                log.warning(
+                    "session %s: %d record(s) could not be stored before closing",
+                    self.session_id,
+                    len(self.pending_records),
+                    exc_info=True,
+                )
         self._closed = True
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.close()
+        if self._loop is not None:
+            _close_loop(self._loop)
         self.store.close()
 
     async def aclose(self) -> None:

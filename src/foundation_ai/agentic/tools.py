@@ -31,6 +31,7 @@ validation failure, an exception or a timeout becomes a ``Messages.ToolResult`` 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import re
@@ -40,6 +41,7 @@ from typing import Any, Protocol, TypeVar, get_type_hints, overload, runtime_che
 import msgspec
 
 from ..errors import ArgumentValidationError, ConfigurationError, ToolArgumentError
+from ..schema.walk import map_subschemas
 from ..types import (
     Args,
     ExecutionHint,
@@ -56,17 +58,25 @@ from ..types import (
 from .threads import run_in_daemon_thread
 
 __all__ = [
+    "MAX_ARGUMENT_NESTING",
     "AgentTool",
     "BaseTool",
     "FunctionTool",
     "MultiCommandTool",
     "ToolRegistry",
     "as_agent_tool",
+    "calling_tool_loop",
     "error_result",
     "tool",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+MAX_ARGUMENT_NESTING = 100
+"""The deepest nesting of arrays and objects a tool call's arguments may have (the arguments
+object itself is level 1). Deeper arguments become an error tool result before validation, and a
+stored record holding them stays within the JSON format's limit (``docs/json-format.md``,
+"Limits")."""
 
 _NAME_OK = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _SECTION = re.compile(
@@ -126,32 +136,38 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 
 
 def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    """Replace local ``$ref``s by their definitions (providers handle inline schemas best).
+    """Replace local ``$ref``s by their definitions (providers handle inline schemas best) and
+    drop the ``title`` keywords msgspec adds. Only keyword positions are touched
+    (:func:`~foundation_ai.schema.walk.map_subschemas`): a property or field named ``title``,
+    ``$ref``, ``type`` … keeps its name and schema.
 
     A recursive type keeps its ``$defs`` and refs.
     """
     defs: dict[str, Any] = schema.get("$defs", {})
 
     def walk(node: Any, seen: tuple[str, ...]) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                name = ref[len("#/$defs/") :]
-                if name in seen or name not in defs:
-                    raise RecursionError(name)
-                inner = walk(defs[name], (*seen, name))
-                extra = {k: walk(v, seen) for k, v in node.items() if k not in ("$ref", "$defs", "title")}
-                return {**inner, **extra}
-            return {k: walk(v, seen) for k, v in node.items() if k not in ("$defs", "title")}
-        if isinstance(node, list):
-            return [walk(v, seen) for v in node]
-        return node
+        if not isinstance(node, dict):
+            return node  # a boolean schema
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref[len("#/$defs/") :]
+            if name in seen or name not in defs:
+                raise _Recursive(name)
+            inner = walk(defs[name], (*seen, name))
+            rest = {k: v for k, v in node.items() if k not in ("$ref", "$defs", "title")}
+            return {**inner, **map_subschemas(rest, lambda s: walk(s, seen))}
+        kept = {k: v for k, v in node.items() if k not in ("$defs", "title")}
+        return map_subschemas(kept, lambda s: walk(s, seen))
 
     try:
         out: dict[str, Any] = walk(schema, ())
         return out
-    except RecursionError:
+    except _Recursive:
         return schema
+
+
+class _Recursive(Exception):
+    """A ``$ref`` cycle: the schema keeps its ``$defs``."""
 
 
 def _params_struct(fn: Callable[..., Any], name: str) -> tuple[type[msgspec.Struct], list[str]]:
@@ -514,6 +530,18 @@ def as_agent_tool(obj: Any) -> AgentTool:
 # --------------------------------------------------------------------------------------------
 # registry
 
+_TOOL_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "foundation_ai_tool_loop", default=None
+)
+
+
+def calling_tool_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop of the turn whose tool call is running the calling code (in the tool's own
+    task, or its worker thread for a sync tool), else ``None``. Steering uses it: a tool that
+    calls ``steer()`` on its own session must not interrupt (and so lose) its own call; the steer
+    is taken once the tool stage ends."""
+    return _TOOL_LOOP.get()
+
 
 class ToolRegistry:
     """The tools of a session, by function name.
@@ -585,6 +613,12 @@ class ToolRegistry:
                 f"the arguments were not a complete JSON object (truncated or malformed): {shown!r}; "
                 "the tool was not run, send the call again with valid JSON arguments",
             )
+        if call.arguments is not None and nested_deeper_than(call.arguments, MAX_ARGUMENT_NESTING):
+            return error_result(
+                call,
+                f"the arguments nest arrays/objects deeper than {MAX_ARGUMENT_NESTING} levels; "
+                "the tool was not run, send the call again with flatter arguments",
+            )
         try:
             definition, args = t.declaration.resolve(call.arguments)
         except ArgumentValidationError as exc:
@@ -601,6 +635,7 @@ class ToolRegistry:
         """Run a prepared call with its timeout; exceptions and timeouts become error results."""
         t, definition, value = prepared
         timeout = t.timeout if t.timeout is not None else self.default_timeout
+        token = _TOOL_LOOP.set(asyncio.get_running_loop())  # copied into the tool's task/thread
         try:
             if timeout is None:
                 result = t.run(definition, value)
@@ -618,6 +653,8 @@ class ToolRegistry:
             raise
         except Exception as exc:
             return error_result(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
+        finally:
+            _TOOL_LOOP.reset(token)
         return Messages.ToolResult(tool_call_id=call.id, name=call.name, content=to_content(result))
 
     async def run(self, call: ToolCall) -> ToolResultMessage:
@@ -626,6 +663,23 @@ class ToolRegistry:
         if isinstance(prepared, ToolResultMessage):
             return prepared
         return await self.execute(call, prepared)
+
+
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """True when ``value`` (decoded JSON: dicts, lists, scalars) nests dicts/lists deeper than
+    ``limit`` levels (``{}`` is level 1). Iterative: never recurses, stops at the first proof."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = (
+            node.values() if isinstance(node, dict) else node if isinstance(node, list | tuple) else None
+        )
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
+    return False
 
 
 async def _maybe_await(value: Any) -> Any:
