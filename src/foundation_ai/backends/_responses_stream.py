@@ -62,6 +62,7 @@ from ..types import (
 from ._anthropic_stream import _MALFORMED, _key, _obj, _str, tool_arguments
 from ._common import SnapshotParser
 from ._http import Timer
+from ._reasoning_tokens import billed_output
 from ._wire_text import final, join, join_all, visible
 
 __all__ = ["ResponsesStreamError", "ResponsesStreamParser", "parse_response", "usage_of"]
@@ -88,20 +89,25 @@ def usage_of(u: Any) -> UsageReport:
     """A :class:`UsageReport` (tokens) from a Responses ``usage`` object.
 
     ``input_tokens`` minus ``input_tokens_details.cached_tokens`` -> input; the cached tokens ->
-    cache_read; ``output_tokens`` (reasoning tokens included) -> output; ``total_tokens``.
+    cache_read; ``output_tokens`` (OpenAI: reasoning tokens included) -> output, plus
+    ``output_tokens_details.reasoning_tokens`` only for a server whose ``total_tokens`` shows
+    they were left out (:func:`~._reasoning_tokens.billed_output`, docs/providers.md);
+    ``total_tokens``.
     """
     if not isinstance(u, dict):
         return _EMPTY_USAGE
     inp = _count(u.get("input_tokens"))
-    out = _count(u.get("output_tokens"))
+    sent = _count(u.get("output_tokens"))
+    reasoning = _count(_obj(u.get("output_tokens_details")).get("reasoning_tokens"))
     cached = _count(_obj(u.get("input_tokens_details")).get("cached_tokens"))
-    total = u.get("total_tokens")
+    total = _count(u.get("total_tokens")) if u.get("total_tokens") is not None else None
+    out = billed_output(sent, reasoning, inp, total)  # reasoning counted once, whatever the server
     return UsageReport(
         input=max(inp - cached, 0.0),
         output=out,
         cache_read=cached,
         cache_write=0.0,
-        total_tokens=_count(total) if total is not None else inp + out,
+        total_tokens=total if total is not None and out == sent else inp + out,
     )
 
 

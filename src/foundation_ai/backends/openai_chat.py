@@ -92,11 +92,12 @@ from ._http import (
     resolve_endpoint,
     stream_events,
 )
+from ._reasoning_tokens import billed_output
 from ._sanitize import OPENAI_CHAT, sanitize_history
 from ._wire_text import decode_event, final, has_surrogate_escape, join, join_all, visible
 from .base import ModelStream
 
-__all__ = ["OpenAIChatModel", "build_request", "openai_chat"]
+__all__ = ["OpenAIChatModel", "billed_output", "build_request", "openai_chat"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 IMAGE_PLACEHOLDER = "[The tool returned an image; it follows in the next user message.]"
@@ -925,30 +926,6 @@ _FINISH = {
     "tool_calls": StopReason.TOOL_USE,
     "function_call": StopReason.TOOL_USE,
 }
-
-
-def billed_output(completion: float, reasoning: float, prompt: float, total: float | None) -> float:
-    """Output tokens as billed, reasoning tokens counted exactly once.
-
-    OpenAI, DeepSeek, Groq and OpenRouter include reasoning tokens in ``completion_tokens``
-    (``completion_tokens_details.reasoning_tokens`` is a part of it; ``total_tokens`` = prompt +
-    completion). xAI leaves them out of ``completion_tokens`` and counts them in
-    ``total_tokens`` (= prompt + completion + reasoning) and in the bill. So: when
-    ``total_tokens`` equals prompt + completion + reasoning (and not prompt + completion), the
-    reasoning tokens are added; else ``completion_tokens`` is the output. Units: tokens.
-    Sources: https://platform.openai.com/docs/guides/reasoning (usage),
-    https://docs.x.ai/docs/guides/reasoning ("reasoning_tokens ... billed as output"),
-    https://api-docs.deepseek.com/api/create-chat-completion (usage),
-    https://openrouter.ai/docs/use-cases/usage-accounting; see docs/providers.md.
-    """
-    if (
-        reasoning > 0
-        and total is not None
-        and total == prompt + completion + reasoning
-        and total != prompt + completion
-    ):
-        return completion + reasoning
-    return completion
 
 
 def _num(value: Any) -> float:
