@@ -50,6 +50,10 @@ from ..types import (
 )
 from ._common import SnapshotParser
 from ._http import Timer
+from ._wire_text import MALFORMED as _MALFORMED
+from ._wire_text import as_key as _key
+from ._wire_text import as_object as _obj
+from ._wire_text import as_str as _str
 from ._wire_text import final, join, join_all, visible
 
 __all__ = ["AnthropicStreamError", "AnthropicStreamParser", "error_event_text", "map_stop_reason", "usage_of"]
@@ -61,25 +65,6 @@ _EMPTY_USAGE = UsageReport()
 class AnthropicStreamError(ProviderError):
     """An ``error`` event in the stream, a malformed event, or a stream that ended early;
     ``detail`` is the text."""
-
-
-_MALFORMED = (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError)
-"""What reading a wrongly typed event can raise: turned into :class:`AnthropicStreamError`."""
-
-
-def _str(value: Any) -> str:
-    """``value`` when it is a string, else ``""`` (a wrongly typed field reads as absent)."""
-    return value if isinstance(value, str) else ""
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else ``{}``."""
-    return value if isinstance(value, dict) else {}
-
-
-def _key(value: Any) -> Any:
-    """A block ``index`` usable as a dict key (a list or object reads as its JSON text)."""
-    return value if isinstance(value, str | int | float | bool) or value is None else repr(value)
 
 
 def error_event_text(doc: Any) -> str:

@@ -59,10 +59,14 @@ from ..types import (
     ToolCall,
     UsageReport,
 )
-from ._anthropic_stream import _MALFORMED, _key, _obj, _str, tool_arguments
+from ._anthropic_stream import tool_arguments
 from ._common import SnapshotParser
 from ._http import Timer
 from ._reasoning_tokens import billed_output
+from ._wire_text import MALFORMED as _MALFORMED
+from ._wire_text import as_key as _key
+from ._wire_text import as_object as _obj
+from ._wire_text import as_str as _str
 from ._wire_text import final, join, join_all, visible
 
 __all__ = ["ResponsesStreamError", "ResponsesStreamParser", "parse_response", "usage_of"]
