@@ -52,6 +52,7 @@ from ._common import SnapshotParser
 from ._http import Timer
 from ._wire_text import MALFORMED as _MALFORMED
 from ._wire_text import as_key as _key
+from ._wire_text import as_name as _name
 from ._wire_text import as_object as _obj
 from ._wire_text import as_str as _str
 from ._wire_text import final, join, join_all, visible
@@ -270,7 +271,7 @@ class AnthropicStreamParser(SnapshotParser):
             return [self._chunk(b.mid, ThinkingContent(visible(b.text), signature=b.signature))]
         if dt == "signature_delta":
             b = self._block(ev, "thinking")
-            b.signature = (b.signature or "") + _str(d.get("signature"))
+            b.signature = (b.signature or "") + _name(d.get("signature"))
             b.emitted = True
             return [self._chunk(b.mid, ThinkingContent(visible(b.text), signature=b.signature))]
         return []  # citations_delta and future delta types
@@ -289,7 +290,7 @@ class AnthropicStreamParser(SnapshotParser):
                 out.append(self._chunk(b.mid, TextContent(visible(b.text))))
         elif kind == "thinking":
             b.text = join("", _str(cb.get("thinking")))
-            b.signature = _str(cb.get("signature")) or None
+            b.signature = _name(cb.get("signature")) or None
             if b.text:
                 b.emitted = True
                 self.timer.first()
@@ -297,12 +298,14 @@ class AnthropicStreamParser(SnapshotParser):
         elif kind == "redacted_thinking":
             b.emitted = True
             self.timer.first()
-            out.append(self._chunk(b.mid, ThinkingContent("", signature=_str(cb.get("data")), redacted=True)))
+            out.append(
+                self._chunk(b.mid, ThinkingContent("", signature=_name(cb.get("data")), redacted=True))
+            )
         elif kind == "tool_use":
-            b.call_id = _str(cb.get("id"))
-            b.name = _str(cb.get("name"))
+            b.call_id = _name(cb.get("id"))
+            b.name = _name(cb.get("name"))
             b.initial = cb.get("input")  # optional: absent in some streams (C01)
-            b.signature = _str(cb.get("signature")) or None
+            b.signature = _name(cb.get("signature")) or None
         return out
 
     def _stop(self, ev: dict[str, Any]) -> list[Stream[Any, Any]]:

@@ -65,6 +65,7 @@ from ._http import Timer
 from ._reasoning_tokens import billed_output
 from ._wire_text import MALFORMED as _MALFORMED
 from ._wire_text import as_key as _key
+from ._wire_text import as_name as _name
 from ._wire_text import as_object as _obj
 from ._wire_text import as_str as _str
 from ._wire_text import final, join, join_all, visible
@@ -272,7 +273,7 @@ class ResponsesStreamParser(SnapshotParser):
 
     def _open(self, item: dict[str, Any], index: Any) -> _Item:
         kind = _str(item.get("type"))
-        wire_id = _str(item.get("id")) or None
+        wire_id = _name(item.get("id")) or None
         if wire_id is not None and wire_id in self.items:
             return self.items[wire_id]  # added twice: the same item
         iid = wire_id or new_scru128()
@@ -283,12 +284,12 @@ class ResponsesStreamParser(SnapshotParser):
             self.by_index[_key(index)] = it
         if kind == "function_call":
             self.called = True
-            it.call_id = _str(item.get("call_id"))
-            it.name = _str(item.get("name"))
+            it.call_id = _name(item.get("call_id"))
+            it.name = _name(item.get("name"))
             if _str(item.get("arguments")):
                 it.parts.append(item["arguments"])
         elif kind == "reasoning":
-            it.signature = _str(item.get("encrypted_content")) or None
+            it.signature = _name(item.get("encrypted_content")) or None
         return it
 
     # -- events ------------------------------------------------------------------------------
@@ -369,14 +370,14 @@ class ResponsesStreamParser(SnapshotParser):
         kind = _str(item.get("type")) or it.kind
         if kind == "function_call":
             if _str(item.get("call_id")):
-                it.call_id = item["call_id"]
+                it.call_id = _name(item["call_id"])
             if _str(item.get("name")):
-                it.name = item["name"]
+                it.name = _name(item["name"])
             if isinstance(item.get("arguments"), str):
                 it.parts = [item["arguments"]]
         elif kind == "reasoning":
             if "encrypted_content" in item:
-                it.signature = _str(item.get("encrypted_content")) or None
+                it.signature = _name(item.get("encrypted_content")) or None
             raw_summary = item.get("summary")
             summary = [x for x in raw_summary if isinstance(x, dict)] if isinstance(raw_summary, list) else []
             if not it.text:

@@ -30,6 +30,7 @@ import msgspec
 __all__ = [
     "MALFORMED",
     "as_key",
+    "as_name",
     "as_object",
     "as_str",
     "decode_event",
@@ -126,6 +127,15 @@ their provider error (the contract's error message), never letting them out of `
 def as_str(value: Any) -> str:
     """``value`` when it is a string, else ``""`` (a wrongly typed field reads as absent)."""
     return value if isinstance(value, str) else ""
+
+
+def as_name(value: Any) -> str:
+    """An identifier-like field (an id, a name, a signature, a stop value): ``value`` when it is
+    a string, with any lone surrogate replaced by U+FFFD (so the stored message can always be
+    encoded), else ``""``."""
+    if not isinstance(value, str):
+        return ""
+    return final(join("", value)) if _SURROGATE.search(value) else value
 
 
 def as_object(value: Any) -> dict[str, Any]:
