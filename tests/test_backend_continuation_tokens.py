@@ -207,6 +207,16 @@ def test_reasoning_tokens_are_counted_exactly_once_per_provider_convention(
     assert billed_output(completion, reasoning, prompt, total) == billed
 
 
+def test_responses_reasoning_tokens_left_out_of_output_tokens_are_added_once() -> None:
+    from foundation_ai.backends._responses_stream import usage_of
+
+    details = {"output_tokens_details": {"reasoning_tokens": 20}}
+    left_out = usage_of({"input_tokens": 10, "output_tokens": 5, "total_tokens": 35, **details})
+    included = usage_of({"input_tokens": 10, "output_tokens": 25, "total_tokens": 35, **details})
+    assert left_out.output == included.output == 25
+    assert left_out.total_tokens == included.total_tokens == 35
+
+
 # ------------------------------------------------------------------------------------------
 # Anthropic and Responses tokens (already kept: checked end to end with the JSON format)
 
