@@ -16,6 +16,12 @@
 Every blocking call has an async twin (``arun_turn``, ``aask``, ``arun_turn_stream``). Blocking
 calls run on the session's private event loop in the calling thread; called from inside a
 running event loop, ``run_turn``/``ask`` run in a worker thread instead.
+
+Failures: ``run_turn``, ``ask`` and their async twins raise :class:`~foundation_ai.errors.TurnFailedError`
+(carrying the ``Turn``, the error kind and the provider's text) when a turn ends without an
+answer: an HTTP error, a refused connection, a bad key, budget or iteration limits. A streamed
+turn reports the same as values: ``TurnStream.events()`` ends with ``TurnEvent.Failed``. An
+aborted turn is not an error.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ConfigurationError, FoundationAIError
+from ..errors import ConfigurationError, FoundationAIError, TurnFailedError
 from ..ids import new_scru128
 from ..types import (
     AgenticError,
@@ -120,6 +126,20 @@ class Turn:
     def usage(self) -> UsageReport:
         """Cumulative usage of the turn (tokens; cost in USD)."""
         return self._usage
+
+    def raise_for_outcome(self) -> None:
+        """Raise when the turn ended without an answer; return when it completed or was aborted.
+
+        Raises:
+            TurnFailedError: the outcome is ``Failed``, ``BudgetExhausted`` or
+                ``IterationLimit`` (``kind`` and ``detail`` from :attr:`error`).
+        """
+        if self.outcome in (TurnOutcome.Completed, TurnOutcome.Aborted):
+            return
+        err = self.error
+        kind = err.kind if err is not None else self.outcome.value
+        detail = err.message if err is not None else f"the turn ended as {self.outcome.value}"
+        raise TurnFailedError(self, kind, detail, retryable=bool(err is not None and err.retryable))
 
     def __repr__(self) -> str:
         return (
@@ -524,9 +544,14 @@ class AgentSession:
     async def arun_turn(
         self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
     ) -> Turn:
-        """Run a turn to its end; see :class:`Turn`.
+        """Run a turn to its end; see :class:`Turn`. Returns when the turn completed or was
+        aborted; raises when it ended without an answer (the turn is kept: records persisted,
+        ``error.turn`` holds it).
 
         Raises:
+            TurnFailedError: the turn failed (``kind`` ``"provider"`` for an HTTP error, a
+                refused connection or a bad key; ``"rate_limited"``, ``"context_overflow"``),
+                or hit ``"budget_exhausted"`` / ``"iteration_limit"``.
             TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them.
             ValueError: an empty prompt.
             SessionClosedError: the session was closed.
@@ -539,18 +564,26 @@ class AgentSession:
         finally:
             await agen.aclose()
         turn: Turn = finish()
+        turn.raise_for_outcome()
         return turn
 
     def run_turn(self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None) -> Turn:
-        """Blocking :meth:`arun_turn`."""
+        """Blocking :meth:`arun_turn` (raises :class:`~foundation_ai.errors.TurnFailedError` the
+        same way)."""
         return self._run_sync(lambda: self.arun_turn(prompt, tool_choice=tool_choice))  # type: ignore[no-any-return]
 
     async def aask(self, prompt: str | Messages, *, tool_choice: Any = None) -> Answer:
-        """Run a turn and return its answer text."""
+        """Run a turn and return its answer text.
+
+        Raises:
+            TurnFailedError: the turn ended without an answer (see :meth:`arun_turn`); never
+                an empty answer in place of an error.
+        """
         return Answer(await self.arun_turn(prompt, tool_choice=tool_choice))
 
     def ask(self, prompt: str | Messages, *, tool_choice: Any = None) -> Answer:
-        """Blocking :meth:`aask`."""
+        """Blocking :meth:`aask` (raises :class:`~foundation_ai.errors.TurnFailedError` the same
+        way)."""
         return Answer(self.run_turn(prompt, tool_choice=tool_choice))
 
     # -- sync plumbing ---------------------------------------------------------------------------
