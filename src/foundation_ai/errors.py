@@ -21,6 +21,7 @@ __all__ = [
     "ArgumentValidationError",
     "ConfigurationError",
     "FoundationAIError",
+    "InvalidChoiceError",
     "JsonFormatError",
     "ModelNotFoundError",
     "OutputValidationError",
@@ -121,7 +122,28 @@ class ArgumentValidationError(FoundationAIError, ValueError):
         super().__init__("; ".join(str(v) for v in self.violations) or "invalid arguments")
 
 
-class ToolChoiceError(ConfigurationError, ValueError):
+class InvalidChoiceError(ConfigurationError, ValueError):
+    """A value for a choice (``thinking_level``, ``cache_retention``, ``output_format``, …) that is
+    none of the accepted ones.
+
+    Attributes:
+        field: the option's name.
+        choice: what was given.
+        allowed: the accepted spellings.
+    """
+
+    def __init__(
+        self, field: str, choice: object, allowed: Sequence[str], *, message: str | None = None
+    ) -> None:
+        self.field = field
+        self.choice = choice
+        self.allowed = list(allowed)
+        super().__init__(
+            message or f"{field}: unknown choice {choice!r} (accepted: {', '.join(map(repr, self.allowed))})"
+        )
+
+
+class ToolChoiceError(InvalidChoiceError):
     """A tool choice that means nothing: not ``"auto"``, ``"none"``, ``"required"``, a
     ``ToolChoice`` or the name of a tool on offer.
 
@@ -131,12 +153,14 @@ class ToolChoiceError(ConfigurationError, ValueError):
     """
 
     def __init__(self, choice: object, offered: Sequence[str] = ()) -> None:
-        self.choice = choice
         self.offered = list(offered)
         names = ", ".join(self.offered) or "none"
         super().__init__(
-            f"unknown tool choice {choice!r}: use 'auto', 'none', 'required' or the name of a tool"
-            f" on offer (offered: {names})"
+            "tool_choice",
+            choice,
+            ["auto", "none", "required", *self.offered],
+            message=f"unknown tool choice {choice!r}: use 'auto', 'none', 'required' or the name of a"
+            f" tool on offer (offered: {names})",
         )
 
 

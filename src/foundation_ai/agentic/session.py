@@ -48,6 +48,7 @@ from ..types import (
     ToolResultMessage,
     UsageReport,
 )
+from ..types.choices import tool_choice_of
 from .context import dangling_calls, interrupted_results
 from .errors import SessionClosedError
 from .events import TurnOutcome, TurnStream, TurnSummary
@@ -212,6 +213,21 @@ def _prompt_messages(prompt: object) -> list[Messages]:
     )
 
 
+def _tool_choices(choice: Any, registry: ToolRegistry) -> Any:
+    """A turn's tool choice checked against the registered tools: ``None``, one choice or a
+    list of them, each a ``ToolChoice`` or ``"auto"`` / ``"none"`` / ``"required"`` / a tool name.
+
+    Raises:
+        ToolChoiceError: an unknown string, or a tool name that is not registered.
+    """
+    if choice is None:
+        return None
+    offered = [f.name for f in registry.declarations().functions()]
+    if isinstance(choice, list | tuple):
+        return [tool_choice_of(c, offered) for c in choice]
+    return tool_choice_of(choice, offered)
+
+
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
     if not loop.is_closed() and not loop.is_running():
         loop.close()
@@ -307,7 +323,9 @@ class AgentSessionBuilder:
 
     def with_tool_choice(self, choice: Any) -> AgentSessionBuilder:
         """``ToolChoice`` for the first generation of every turn (later ones use the default),
-        or a list of them for the first generations in order."""
+        or a list of them for the first generations in order. A string works too: ``"auto"``,
+        ``"none"``, ``"required"`` or the name of a tool (checked by :meth:`build`, which raises
+        :class:`~foundation_ai.errors.ToolChoiceError` for anything else)."""
         self._tool_choice = choice
         return self
 
@@ -321,7 +339,10 @@ class AgentSessionBuilder:
 
         Raises:
             ConfigurationError: a model or tool is unusable.
+            ToolChoiceError: the tool choice is unknown or names a tool that is not registered.
         """
+        registry = ToolRegistry(self._tools, default_timeout=self._tool_timeout)
+        tool_choice = _tool_choices(self._tool_choice, registry)
         store = self._store if self._store is not None else SqliteSessionStore()
         from ..router import ProviderRouter
 
@@ -333,14 +354,14 @@ class AgentSessionBuilder:
             models=models,
             system_prompt=self._system,
             soul=self._soul,
-            registry=ToolRegistry(self._tools, default_timeout=self._tool_timeout),
+            registry=registry,
             params=self._params,
             max_inner=self._inner,
             max_outer=self._outer,
             budget=self._budget,
             store=store,
             session_id=session_id or new_scru128(),
-            tool_choice=self._tool_choice,
+            tool_choice=tool_choice,
             chat_template=self._chat_template,
             breaker=CircuitBreaker(self._cooldown),
         )
@@ -500,7 +521,7 @@ class AgentSession:
         prompts = _prompt_messages(prompt)
         self._check_open()
         state = TurnState()
-        tc = tool_choice if tool_choice is not None else self.tool_choice
+        tc = _tool_choices(tool_choice, self.registry) if tool_choice is not None else self.tool_choice
         agen = run_turn_loop(self, prompts, state, tc, emit=emit, on_exit=self._enter)
 
         def finish() -> Turn:
@@ -525,8 +546,10 @@ class AgentSession:
         ``tool_choice`` applies to the turn's first generation only; a list applies its items to
         the first generations in order (``[ToolChoice.Function("add"), ToolChoice.None_()]``:
         force the call, then force an answer); later generations use the provider default.
+        Strings work too: ``"auto"``, ``"none"``, ``"required"`` or a registered tool's name.
 
         Raises:
+            ToolChoiceError: an unknown tool choice or tool name (at once).
             TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them (at once).
             ValueError: an empty prompt (at once).
             SessionClosedError: the session was closed (at once).
