@@ -388,3 +388,250 @@ def test_pydantic_models_are_accepted_as_tool_parameters_and_arrive_as_instances
     assert ok.error_detail is None and ok.content.content == "registered Ada"
     assert rejected.error_detail is not None and "street" in rejected.error_detail
     assert len(received) == 1  # the invalid call never ran
+
+
+# ---------------------------------------------------------------------------------------------
+# the session: output_type, validation, retries, refusals (scripted model)
+
+
+def _scripted_agent(script: list[Any], **builder: Any) -> tuple[Any, Any]:
+    from foundation_ai.agentic import AgentSession, InMemorySessionStore, ScriptedModel
+
+    model = ScriptedModel(script)
+    b = AgentSession.builder(model).with_store(InMemorySessionStore())
+    if "output_type" in builder:
+        b = b.with_output_type(builder["output_type"], retries=builder.get("retries"))
+    return model, b.build()
+
+
+GOOD_INVOICE = '{"number": "A-1", "items": [{"description": "tea", "quantity": 2, "unit_price": 1.5}], "total": 3.0, "currency": null, "note": null}'
+
+
+def test_ask_with_output_type_returns_an_instance_and_sends_the_strict_schema() -> None:
+    from foundation_ai.agentic import say
+    from foundation_ai.types import OutputFormat
+
+    model, agent = _scripted_agent([say(GOOD_INVOICE)])
+    invoice = agent.ask("Extract the invoice.", output_type=Invoice)
+    assert invoice == Invoice(number="A-1", items=[LineItem("tea", 2, 1.5)], total=3.0)
+    fmt = model.params[0].output_format
+    assert isinstance(fmt, OutputFormat.JsonSchema) and fmt.strict and fmt.name == "Invoice"
+    assert fmt.schema == OutputSpec(Invoice).schema
+
+
+def test_builder_output_type_applies_to_every_turn_and_run_turn_exposes_output() -> None:
+    from foundation_ai.agentic import Answer, say
+
+    _, agent = _scripted_agent([say('{"result": ["b", "a"]}'), say("plain words")], output_type=list[str])
+    turn = agent.run_turn("two letters")
+    assert turn.output == ["b", "a"] and turn.output_spec is not None
+    answer = agent.ask("now just talk", output_type=str)  # str: plain text for this call
+    assert isinstance(answer, Answer) and answer.text == "plain words"
+
+
+def test_an_invalid_answer_goes_back_with_its_errors_and_the_retry_succeeds() -> None:
+    from foundation_ai.agentic import say
+    from foundation_ai.types import MessageRole, UserMessage
+
+    model, agent = _scripted_agent(
+        [say('{"number": "A-1", "items": [], "total": "three"}'), say(GOOD_INVOICE)]
+    )
+    turn = agent.run_turn("Extract.", output_type=Invoice)
+    assert turn.output.number == "A-1" and len(model.interactions) == 2
+    retry_note = model.interactions[1].messages[-1]
+    assert isinstance(retry_note, UserMessage) and retry_note.role == MessageRole.System
+    assert "$.total" in retry_note.content.content
+    assert [m.content.content for m in turn.messages()][1].startswith('{"number"')  # the bad answer is kept
+
+
+def test_retries_exhausted_raise_output_validation_error_with_the_errors() -> None:
+    from foundation_ai.agentic import TurnOutcome, say
+    from foundation_ai.errors import OutputValidationError, TurnFailedError
+
+    model, agent = _scripted_agent([say("not json at all")] * 5)
+    with pytest.raises(OutputValidationError) as caught:
+        agent.ask("Extract.", output_type=Invoice, output_retries=1)
+    err = caught.value
+    assert isinstance(err, TurnFailedError) and err.kind == "output_validation"
+    assert len(model.interactions) == 2  # the answer and one retry
+    assert err.text == "not json at all" and "not valid JSON" in err.errors[0]
+    assert err.turn.outcome is TurnOutcome.Failed and err.turn.output is None
+
+
+def test_default_retry_count_is_two() -> None:
+    from foundation_ai.agentic import say
+    from foundation_ai.errors import OutputValidationError
+
+    model, agent = _scripted_agent([say("{}")] * 5, output_type=Invoice)
+    with pytest.raises(OutputValidationError):
+        agent.ask("Extract.")
+    assert len(model.interactions) == 3
+
+
+def test_an_empty_structured_answer_is_a_validation_retry_not_a_vacuous_one() -> None:
+    from foundation_ai.agentic import say
+
+    model, agent = _scripted_agent([say(""), say('{"result": 7}')])
+    assert agent.ask("a number", output_type=int) == 7
+    assert "not valid JSON" in model.interactions[1].messages[-1].content.content
+
+
+def test_a_refusal_is_a_typed_outcome_after_one_model_call() -> None:
+    from foundation_ai.agentic import Reply, TurnEvent, TurnOutcome, say
+    from foundation_ai.errors import OutputValidationError, RefusalError
+    from foundation_ai.types import StopReason
+
+    refusal = Reply([say("I can't help with that.")], stop_reason=StopReason.Message("refusal"))
+    model, agent = _scripted_agent([refusal, refusal])
+    with pytest.raises(RefusalError) as caught:
+        agent.ask("Extract.", output_type=Invoice)
+    assert not isinstance(caught.value, OutputValidationError)
+    assert caught.value.refusal == "I can't help with that." and caught.value.kind == "refused"
+    assert caught.value.turn.outcome is TurnOutcome.Refused and len(model.interactions) == 1
+    events = list(agent.run_turn_stream("again", output_type=Invoice).events())
+    assert isinstance(events[-1], TurnEvent.Failed) and events[-1].error.kind == "refused"
+    assert len(model.interactions) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# each provider's native structured-output mode (request bodies) and refusals over the wire
+
+
+def _interaction() -> Any:
+    from foundation_ai.types import Messages, ModelInteraction
+
+    return ModelInteraction(messages=[Messages.user("Extract the invoice.")])
+
+
+def test_openai_chat_sends_response_format_json_schema_strict() -> None:
+    from foundation_ai.backends.openai_chat import build_request
+    from foundation_ai.types import ModelParams
+
+    spec = OutputSpec(Invoice)
+    body = build_request(_interaction(), ModelParams(output_format=spec.output_format()), "gpt-4o-mini")
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "Invoice", "schema": spec.schema, "strict": True},
+    }
+
+
+def test_openai_responses_sends_text_format_json_schema_strict() -> None:
+    from foundation_ai.backends._responses_request import build_request
+    from foundation_ai.types import ModelParams
+
+    spec = OutputSpec(list[Point])
+    body = build_request(
+        _interaction(), ModelParams(output_format=spec.output_format()), "gpt-4.1", stream=True
+    )
+    assert body["text"]["format"] == {
+        "type": "json_schema",
+        "name": "result",
+        "schema": spec.schema,
+        "strict": True,
+    }
+
+
+def test_anthropic_sends_output_config_on_models_with_structured_outputs_else_an_instruction() -> None:
+    from foundation_ai.backends._anthropic_request import build_request
+    from foundation_ai.types import ModelParams
+
+    spec = OutputSpec(Invoice)
+    params = ModelParams(output_format=spec.output_format())
+    native = build_request(_interaction(), params, "claude-sonnet-4-5", stream=True)
+    assert native["output_config"] == {"format": {"type": "json_schema", "schema": spec.schema}}
+    assert "system" not in native  # no JSON instruction when the API enforces the schema
+    older = build_request(_interaction(), params, "claude-3-5-haiku-latest", stream=True)
+    assert "output_config" not in older and "JSON Schema" in older["system"]
+
+
+def _openai_refusal_stream() -> list[bytes]:
+    from tests._fixture_server import sse
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    return sse(
+        [
+            chunk({"role": "assistant", "content": None, "refusal": ""}),
+            chunk({"refusal": "I'm sorry, I can't help with that request."}),
+            chunk({}, "stop"),
+            "[DONE]",
+        ]
+    )
+
+
+def test_openai_refusal_under_structured_output_raises_refusal_error_after_one_request() -> None:
+    """The refusal shape of OpenAI's structured-outputs guide ("Refusals with Structured
+    Outputs"): empty content, a ``refusal`` text. One request, outcome Refused, no retry."""
+    from foundation_ai.agentic import AgentSession, InMemorySessionStore, TurnOutcome
+    from foundation_ai.backends.openai_chat import openai_chat
+    from foundation_ai.errors import RefusalError
+    from tests._fixture_server import Canned, FixtureServer
+
+    with FixtureServer() as srv:
+        srv.queue(Canned(chunks=_openai_refusal_stream()))
+        model = openai_chat("gpt-4o-mini", base_url=srv.base_url, api_key="sk-test", max_retries=0)
+        agent = AgentSession.builder(model).with_store(InMemorySessionStore()).build()
+        with pytest.raises(RefusalError) as caught:
+            agent.ask("Extract.", output_type=Invoice)
+        assert caught.value.refusal == "I'm sorry, I can't help with that request."
+        assert caught.value.turn.outcome is TurnOutcome.Refused
+        assert len(srv.requests) == 1
+        assert srv.requests[0].json()["response_format"]["json_schema"]["strict"] is True
+
+
+def test_anthropic_refusal_stop_reason_is_a_refusal_not_a_parse_error() -> None:
+    from foundation_ai.agentic import AgentSession, InMemorySessionStore
+    from foundation_ai.backends import anthropic
+    from foundation_ai.errors import RefusalError
+    from tests._fixture_server import Canned, FixtureServer, sse_events
+
+    usage = {"input_tokens": 10, "output_tokens": 5}
+    events = sse_events(
+        [
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "msg_1",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": "claude-sonnet-4-5",
+                        "content": [],
+                        "stop_reason": None,
+                        "usage": usage,
+                    },
+                },
+            ),
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": "I can't help with that."},
+                },
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "refusal"}, "usage": usage}),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+    )
+    with FixtureServer() as srv:
+        srv.queue(Canned(chunks=events))
+        model = anthropic("claude-sonnet-4-5", base_url=srv.base_url, api_key="sk-ant-test", max_retries=0)
+        agent = AgentSession.builder(model).with_store(InMemorySessionStore()).build()
+        with pytest.raises(RefusalError) as caught:
+            agent.ask("Extract.", output_type=Invoice)
+        assert "can't help" in caught.value.refusal
+        assert len(srv.requests) == 1 and "output_config" in srv.requests[0].json()

@@ -54,6 +54,8 @@ class TurnOutcome(enum.Enum):
     """The token or cost budget ran out."""
     IterationLimit = "iteration_limit"
     """The inner or outer iteration limit was reached."""
+    Refused = "refused"
+    """The model refused to answer (the refusal text is ``error.message``); never retried."""
 
 
 class TurnSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

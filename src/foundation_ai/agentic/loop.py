@@ -52,6 +52,7 @@ from .context import dangling_calls, interrupted_results, next_round_cut, next_t
 from .dag import run_calls
 from .events import TurnOutcome, TurnSummary
 from .ledger import price_usage
+from .output import check_output, params_for, refusal_of
 
 if TYPE_CHECKING:
     from .session import AgentSession
@@ -110,9 +111,28 @@ class CircuitBreaker:
 class TurnState:
     """What a turn produced, filled by the loop (read by ``Turn``)."""
 
-    __slots__ = ("error", "generations", "outcome", "persisted", "records", "snapshot")
+    __slots__ = (
+        "error",
+        "generations",
+        "outcome",
+        "output",
+        "output_errors",
+        "output_retries",
+        "output_spec",
+        "output_text",
+        "persisted",
+        "records",
+        "refusal",
+        "snapshot",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, output_spec: Any = None) -> None:
+        self.output_spec = output_spec
+        self.output: Any = None
+        self.output_errors: list[str] = []
+        self.output_text = ""
+        self.output_retries = 0
+        self.refusal: str | None = None
         self.records: list[SessionRecord] = []
         self.outcome = TurnOutcome.Completed
         self.error: AgenticError | None = None
@@ -177,6 +197,7 @@ async def run_turn_loop(
             state.outcome = {
                 "budget_exhausted": TurnOutcome.BudgetExhausted,
                 "iteration_limit": TurnOutcome.IterationLimit,
+                "refused": TurnOutcome.Refused,
             }.get(kind, TurnOutcome.Failed)
             context.setdefault("iteration", inner)
             trace = StructuredErrorTrace(frames=["run_turn", kind], context=context)
@@ -275,7 +296,7 @@ async def run_turn_loop(
                 error: AssistantMessage | None = None
                 usage = UsageReport()
                 interrupted = False
-                agen = model.astream(interaction, session.params)
+                agen = model.astream(interaction, params_for(session.params, state.output_spec))
                 anext_ = agen.__anext__
                 try:
                     while True:
@@ -404,7 +425,25 @@ async def run_turn_loop(
                 calls = [m.content for m in produced if isinstance(m.content, ToolCall)]
                 if not calls:
                     text = "".join(m.content.content for m in produced if isinstance(m.content, TextContent))
-                    if is_vacuous(text) and not vacuous_retried:
+                    refusal = refusal_of(produced)
+                    if refusal is not None:  # a typed outcome: one model call, never retried
+                        persist(produced)
+                        state.refusal = refusal
+                        fail("refused", refusal, model=name)
+                        break
+                    spec = state.output_spec
+                    if spec is not None:
+                        verdict = check_output(spec, state, produced, text)
+                        if verdict is not None:
+                            persist(produced)
+                            if isinstance(verdict, Messages):  # errors go back to the model
+                                persist([verdict])
+                                if emit:
+                                    yield Stream.Next(SessionRecord.Conversation(message=verdict))
+                                continue
+                            fail("output_validation", verdict, model=name)
+                            break
+                    if is_vacuous(text) and not vacuous_retried and spec is None:
                         vacuous_retried = True
                         rec = SessionRecord.Retracted(
                             reason="vacuous answer; retrying once", message_ids=seen

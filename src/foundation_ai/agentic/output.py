@@ -30,9 +30,17 @@ import msgspec
 
 from ..schema.strict import allows_null, strict_schema
 from ..schema.typed import decode_as, type_schema
-from ..types import OutputFormat
+from ..types import (
+    AssistantMessage,
+    GenerationMetadata,
+    Messages,
+    ModelParams,
+    OutputFormat,
+    StopReason,
+    TextContent,
+)
 
-__all__ = ["DEFAULT_OUTPUT_RETRIES", "OutputSpec", "output_spec"]
+__all__ = ["DEFAULT_OUTPUT_RETRIES", "OutputSpec", "check_output", "output_spec", "params_for", "refusal_of"]
 
 DEFAULT_OUTPUT_RETRIES = 2
 """Answers that fail validation and are sent back for another try, per turn, by default."""
@@ -172,3 +180,57 @@ def output_spec(tp: Any, retries: int | None = None) -> OutputSpec | None:
             return spec
         return tp
     return OutputSpec(tp, retries=DEFAULT_OUTPUT_RETRIES if retries is None else retries)
+
+
+_REFUSAL_CODES = frozenset({"refusal", "content_filter"})
+
+
+def refusal_of(produced: list[AssistantMessage]) -> str | None:
+    """The refusal carried by a generation's outputs, or ``None``: a ``RefusalReason`` in an
+    output's ``metadata`` (OpenAI's ``refusal`` text, Anthropic's ``stop_reason: "refusal"``,
+    a content filter) or a ``StopReason.Message("refusal")``. The text is the provider's
+    refusal text, else the answer's text, else the reason code."""
+    codes: list[str] = []
+    texts: list[str] = []
+    found = False
+    for m in produced:
+        for meta in m.metadata or ():
+            if isinstance(meta, GenerationMetadata.RefusalReason):
+                found = True
+                (codes if meta.reason in _REFUSAL_CODES else texts).append(meta.reason)
+        if m.stop_reason == StopReason.Message("refusal"):
+            found = True
+            codes.append("refusal")
+    if not found:
+        return None
+    if texts:
+        return " ".join(texts)
+    said = "".join(m.content.content for m in produced if isinstance(m.content, TextContent)).strip()
+    return said or codes[0]
+
+
+def params_for(params: ModelParams | None, spec: OutputSpec | None) -> ModelParams | None:
+    """``params`` with ``output_format`` set to ``spec``'s strict JSON Schema (unchanged when
+    there is no spec)."""
+    if spec is None:
+        return params
+    return (params or ModelParams()).with_(output_format=spec.output_format())
+
+
+def check_output(spec: OutputSpec, state: Any, produced: list[AssistantMessage], text: str) -> Any:
+    """Validate an answer of the turn against ``spec``: ``None`` when it is valid (the value is
+    stored in ``state.output``); a ``Messages.system`` instruction listing the problems when a
+    retry is left (``state.output_retries`` counts them); else the reason the turn fails
+    (``state.output_errors`` and ``state.output_text`` are set)."""
+    try:
+        state.output = spec.parse(text)
+        return None
+    except ValueError as exc:
+        problem = str(exc)
+    if state.output_retries < spec.retries:
+        state.output_retries += 1
+        return Messages.system(spec.retry_prompt(problem))
+    state.output_errors = [problem]
+    state.output_text = text
+    tries = state.output_retries + 1
+    return f"no valid {spec.name} after {tries} answer{'s' if tries > 1 else ''}: {problem}"

@@ -30,9 +30,15 @@ import asyncio
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
-from ..errors import ConfigurationError, FoundationAIError, TurnFailedError
+from ..errors import (
+    ConfigurationError,
+    FoundationAIError,
+    OutputValidationError,
+    RefusalError,
+    TurnFailedError,
+)
 from ..ids import new_scru128
 from ..types import (
     AgenticError,
@@ -54,11 +60,14 @@ from .errors import SessionClosedError
 from .events import TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
 from .loop import CircuitBreaker, TurnState, run_turn_loop, summary_of
+from .output import OutputSpec, output_spec
 from .steering import Steering, checked_message
 from .stores import SessionStore, SqliteSessionStore, conversation_of
 from .tools import ToolRegistry
 
 __all__ = ["AgentSession", "AgentSessionBuilder", "Answer", "Turn"]
+
+T = TypeVar("T")
 
 
 class Turn:
@@ -68,16 +77,22 @@ class Turn:
         records: what the turn produced, in order: ``Conversation`` (one per persisted message),
             ``Retracted``, ``Summary`` and, for a failed turn, a last ``FailedAction``.
         outcome: a :class:`TurnOutcome`.
+        output: the answer as the requested ``output_type`` (validated), or the text.
         error: why it did not complete (``None`` when completed).
         summary: the :class:`TurnSummary`.
     """
 
-    __slots__ = ("_usage", "error", "outcome", "records", "summary")
+    __slots__ = ("_output", "_usage", "error", "outcome", "output_spec", "records", "refusal", "summary")
 
     def __init__(self, state: TurnState, usage: UsageReport) -> None:
         self.records: list[SessionRecord] = state.records
         self.outcome: TurnOutcome = state.outcome
         self.error: AgenticError | None = state.error
+        self.output_spec: OutputSpec | None = state.output_spec
+        """The output type asked for (``None``: plain text)."""
+        self.refusal: str | None = state.refusal
+        """The model's refusal text when the outcome is ``Refused``."""
+        self._output = (state.output, list(state.output_errors), state.output_text)
         self._usage = usage
         self.summary: TurnSummary = summary_of(state, state.snapshot or TokenSnapshot.from_usage(usage))
 
@@ -128,15 +143,31 @@ class Turn:
         """Cumulative usage of the turn (tokens; cost in USD)."""
         return self._usage
 
+    @property
+    def output(self) -> Any:
+        """The answer: an instance of the turn's ``output_type`` (validated), or :meth:`text`
+        when none was asked for. For a turn that did not complete: ``None`` (with an output
+        type) or the partial text."""
+        if self.output_spec is None:
+            return self.text()
+        return self._output[0]
+
     def raise_for_outcome(self) -> None:
         """Raise when the turn ended without an answer; return when it completed or was aborted.
 
         Raises:
+            RefusalError: the model refused (outcome ``Refused``).
+            OutputValidationError: no answer matched the ``output_type``, retries included.
             TurnFailedError: the outcome is ``Failed``, ``BudgetExhausted`` or
                 ``IterationLimit`` (``kind`` and ``detail`` from :attr:`error`).
         """
         if self.outcome in (TurnOutcome.Completed, TurnOutcome.Aborted):
             return
+        if self.outcome is TurnOutcome.Refused:
+            raise RefusalError(self, self.refusal or (self.error.message if self.error else ""))
+        if self.error is not None and self.error.kind == "output_validation":
+            _, errors, text = self._output
+            raise OutputValidationError(self, errors or [self.error.message], text)
         err = self.error
         kind = err.kind if err is not None else self.outcome.value
         detail = err.message if err is not None else f"the turn ended as {self.outcome.value}"
@@ -257,6 +288,7 @@ class AgentSessionBuilder:
         self._tool_choice: Any = None
         self._chat_template: str | None = None
         self._cooldown = 30.0
+        self._output: OutputSpec | None = None
 
     def with_model_id(self, model_id: Any) -> AgentSessionBuilder:
         """For a ``ProviderRouter``: the ``ModelId`` (or name) to route to (default: the
@@ -329,6 +361,22 @@ class AgentSessionBuilder:
         self._tool_choice = choice
         return self
 
+    def with_output_type(self, output_type: Any, *, retries: int | None = None) -> AgentSessionBuilder:
+        """Answer every turn as ``output_type``: a msgspec Struct, a dataclass, a TypedDict, a
+        pydantic model, ``list[...]``, a ``Literal``, an enum or a primitive (``str`` or
+        ``None``: plain text). ``ask`` then returns an instance, ``Turn.output`` holds it. The
+        schema is sent in each provider's strict structured-output mode; an answer that does
+        not validate goes back to the model with the errors, ``retries`` times (default 2),
+        then the turn fails with :class:`~foundation_ai.errors.OutputValidationError`. See
+        :mod:`foundation_ai.agentic.output`.
+
+        Raises:
+            ConfigurationError: the type cannot be expressed in strict mode (a free-form
+                ``dict``, ``Any``, a fixed-length tuple, a recursive type).
+        """
+        self._output = output_spec(output_type, retries)
+        return self
+
     def with_chat_template(self, template: str) -> AgentSessionBuilder:
         """Local backends: a chat template overriding the model's own."""
         self._chat_template = template
@@ -364,6 +412,7 @@ class AgentSessionBuilder:
             tool_choice=tool_choice,
             chat_template=self._chat_template,
             breaker=CircuitBreaker(self._cooldown),
+            output=self._output,
         )
 
     def resume(self, session_id: str) -> AgentSession:
@@ -410,6 +459,7 @@ class AgentSession:
         tool_choice: Any = None,
         chat_template: str | None = None,
         breaker: CircuitBreaker | None = None,
+        output: OutputSpec | None = None,
     ) -> None:
         self.models = list(models)
         self.system_prompt = system_prompt
@@ -424,6 +474,8 @@ class AgentSession:
         self.tool_choice = tool_choice
         self.chat_template = chat_template
         self.breaker = breaker or CircuitBreaker()
+        self.output_spec = output
+        """The session's output type (``None``: plain text); a call's ``output_type`` overrides it."""
         self.steering = Steering()
         self.messages: list[Messages] = []
         """The conversation, oldest first (what ``resume`` rebuilds)."""
@@ -515,12 +567,22 @@ class AgentSession:
         if self._closed:
             raise SessionClosedError(f"session {self.session_id!r} is closed")
 
+    def _spec(self, output_type: Any, retries: int | None) -> OutputSpec | None:
+        if output_type is None:
+            return output_spec(self.output_spec, retries) if self.output_spec is not None else None
+        return output_spec(output_type, retries)
+
     def _start(
-        self, prompt: str | Messages | Sequence[str | Messages], tool_choice: Any, emit: bool
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        tool_choice: Any,
+        emit: bool,
+        output_type: Any = None,
+        output_retries: int | None = None,
     ) -> tuple[Any, Any]:
         prompts = _prompt_messages(prompt)
         self._check_open()
-        state = TurnState()
+        state = TurnState(self._spec(output_type, output_retries))
         tc = _tool_choices(tool_choice, self.registry) if tool_choice is not None else self.tool_choice
         agen = run_turn_loop(self, prompts, state, tc, emit=emit, on_exit=self._enter)
 
@@ -539,7 +601,12 @@ class AgentSession:
                 self._settle()
 
     def run_turn_stream(
-        self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
     ) -> TurnStream:
         """Start a turn and stream it (``for`` or ``async for``; ``.events()`` for TurnEvents).
 
@@ -547,40 +614,62 @@ class AgentSession:
         the first generations in order (``[ToolChoice.Function("add"), ToolChoice.None_()]``:
         force the call, then force an answer); later generations use the provider default.
         Strings work too: ``"auto"``, ``"none"``, ``"required"`` or a registered tool's name.
+        ``output_type`` / ``output_retries``: see :meth:`AgentSessionBuilder.with_output_type`
+        (this turn only; ``str`` asks for plain text). The stream's ``turn.output`` holds the value.
+
+        A streamed turn reports failures as values and never raises them: ``events()`` ends
+        with ``TurnEvent.Failed`` (a refusal too, with ``error.kind == "refused"``).
 
         Raises:
             ToolChoiceError: an unknown tool choice or tool name (at once).
+            ConfigurationError: an ``output_type`` strict mode cannot express (at once).
             TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them (at once).
             ValueError: an empty prompt (at once).
             SessionClosedError: the session was closed (at once).
             FoundationAIError: a turn is already running (when iteration starts).
         """
-        agen, finish = self._start(prompt, tool_choice, True)
+        agen, finish = self._start(prompt, tool_choice, True, output_type, output_retries)
         return TurnStream(agen, self._drive, lambda: self._finish_stream(finish))
 
     def arun_turn_stream(
-        self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
     ) -> TurnStream:
         """The same as :meth:`run_turn_stream` (the stream supports ``async for``)."""
-        return self.run_turn_stream(prompt, tool_choice=tool_choice)
+        return self.run_turn_stream(
+            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+        )
 
     async def arun_turn(
-        self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
     ) -> Turn:
-        """Run a turn to its end; see :class:`Turn`. Returns when the turn completed or was
-        aborted; raises when it ended without an answer (the turn is kept: records persisted,
-        ``error.turn`` holds it).
+        """Run a turn to its end; see :class:`Turn` (``turn.output`` is the answer, typed when
+        ``output_type`` is given: see :meth:`AgentSessionBuilder.with_output_type`). Returns
+        when the turn completed or was aborted; raises when it ended without an answer (the
+        turn is kept: records persisted, ``error.turn`` holds it).
 
         Raises:
             TurnFailedError: the turn failed (``kind`` ``"provider"`` for an HTTP error, a
                 refused connection or a bad key; ``"rate_limited"``, ``"context_overflow"``),
                 or hit ``"budget_exhausted"`` / ``"iteration_limit"``.
+            OutputValidationError: (a ``TurnFailedError``) no answer matched ``output_type``.
+            RefusalError: (a ``TurnFailedError``) the model refused; never retried.
+            ToolChoiceError: an unknown tool choice or tool name.
             TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them.
             ValueError: an empty prompt.
             SessionClosedError: the session was closed.
             FoundationAIError: a turn is already running.
         """
-        agen, finish = self._start(prompt, tool_choice, False)
+        agen, finish = self._start(prompt, tool_choice, False, output_type, output_retries)
         try:
             async for _ in agen:
                 pass
@@ -590,24 +679,98 @@ class AgentSession:
         turn.raise_for_outcome()
         return turn
 
-    def run_turn(self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None) -> Turn:
+    def run_turn(
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Turn:
         """Blocking :meth:`arun_turn` (raises :class:`~foundation_ai.errors.TurnFailedError` the
         same way)."""
-        return self._run_sync(lambda: self.arun_turn(prompt, tool_choice=tool_choice))  # type: ignore[no-any-return]
+        return self._run_sync(  # type: ignore[no-any-return]
+            lambda: self.arun_turn(
+                prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+            )
+        )
 
-    async def aask(self, prompt: str | Messages, *, tool_choice: Any = None) -> Answer:
-        """Run a turn and return its answer text.
+    @overload
+    async def aask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: type[T],
+        output_retries: int | None = None,
+    ) -> T: ...
+
+    @overload
+    async def aask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Any: ...
+
+    async def aask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Any:
+        """Run a turn and return its answer: an instance of ``output_type`` (this call's, else
+        the session's; see :meth:`AgentSessionBuilder.with_output_type`), or an :class:`Answer`
+        (its text and turn) when no output type is in effect.
 
         Raises:
             TurnFailedError: the turn ended without an answer (see :meth:`arun_turn`); never
-                an empty answer in place of an error.
+                an empty answer in place of an error. ``OutputValidationError`` and
+                ``RefusalError`` are ``TurnFailedError``s.
         """
-        return Answer(await self.arun_turn(prompt, tool_choice=tool_choice))
+        turn = await self.arun_turn(
+            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+        )
+        return Answer(turn) if turn.output_spec is None else turn.output
 
-    def ask(self, prompt: str | Messages, *, tool_choice: Any = None) -> Answer:
-        """Blocking :meth:`aask` (raises :class:`~foundation_ai.errors.TurnFailedError` the same
-        way)."""
-        return Answer(self.run_turn(prompt, tool_choice=tool_choice))
+    @overload
+    def ask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: type[T],
+        output_retries: int | None = None,
+    ) -> T: ...
+
+    @overload
+    def ask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Any: ...
+
+    def ask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Any:
+        """Blocking :meth:`aask` (``agent.ask("...", output_type=Invoice)`` returns an
+        ``Invoice``; raises :class:`~foundation_ai.errors.TurnFailedError` the same way)."""
+        turn = self.run_turn(
+            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+        )
+        return Answer(turn) if turn.output_spec is None else turn.output
 
     # -- sync plumbing ---------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ import httpx
 import msgspec
 
 from ..errors import ProviderError
-from ..types import ModelInteraction, ModelParams, ModelProviders, Stream, TextContent
+from ..types import ModelInteraction, ModelParams, ModelProviders, StopReason, Stream, TextContent
 from ._anthropic_request import ANTHROPIC_VERSION, build_request, check_output_format
 from ._anthropic_stream import AnthropicStreamParser, parse_message
 from ._common import SnapshotHttpModel, describe, price_key
@@ -115,6 +115,8 @@ class AnthropicModel(SnapshotHttpModel):
 
     def _tail(self, parser: AnthropicStreamParser, params: ModelParams) -> list[ModelStream]:
         items = parser.finish()
+        if getattr(parser, "stop_reason", None) == StopReason.Message("refusal"):
+            return items  # a refusal is reported as such, never as an answer that is not JSON
         problem = check_output_format("".join(parser.texts), params.output_format)
         if problem is not None:
             return error_items(problem, self.model_id, ModelProviders.Anthropic, parser.usage)
