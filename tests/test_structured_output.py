@@ -493,6 +493,19 @@ def test_a_refusal_is_a_typed_outcome_after_one_model_call() -> None:
     assert len(model.interactions) == 2
 
 
+def test_a_refusal_without_an_output_type_is_the_same_typed_outcome() -> None:
+    from foundation_ai.agentic import Reply, say
+    from foundation_ai.errors import RefusalError
+    from foundation_ai.types import StopReason
+
+    refusal = Reply([say("No.")], stop_reason=StopReason.Message("refusal"))
+    model, agent = _scripted_agent([refusal])
+    with pytest.raises(RefusalError) as caught:
+        agent.ask("Something harmful.")
+    assert caught.value.refusal == "No." and len(model.interactions) == 1
+    assert [m.content.content for m in caught.value.turn.messages()] == ["Something harmful.", "No."]
+
+
 # ---------------------------------------------------------------------------------------------
 # each provider's native structured-output mode (request bodies) and refusals over the wire
 
@@ -689,7 +702,9 @@ def test_llama_server_answers_as_the_output_type_through_response_format(llama_s
 
     bodies: list[dict[str, Any]] = []
     client = httpx.Client(
-        timeout=300, trust_env=False, event_hooks={"request": [lambda r: bodies.append(json.loads(r.content))]}
+        timeout=300,
+        trust_env=False,
+        event_hooks={"request": [lambda r: bodies.append(json.loads(r.content))]},
     )
     model = openai_chat("smollm2", base_url=llama_server.base_url, http_client=client, timeout=300)
     agent = (
