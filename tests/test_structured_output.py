@@ -718,3 +718,16 @@ def test_llama_server_answers_as_the_output_type_through_response_format(llama_s
     fmt = bodies[0]["response_format"]
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
     assert fmt["json_schema"]["schema"] == OutputSpec(Verdict).schema
+
+
+def test_without_params_the_models_recommended_sampling_is_kept() -> None:
+    from foundation_ai.agentic import ScriptedModel, say
+    from foundation_ai.agentic.output import params_for
+    from foundation_ai.types import ModelParams, OutputFormat
+
+    model = ScriptedModel([say('{"result": 1}')])
+    model.default_params = ModelParams(temperature=0.2, top_p=0.5)  # type: ignore[attr-defined]
+    sent = params_for(None, OutputSpec(int), model)
+    assert sent is not None and sent.temperature == 0.2 and sent.top_p == 0.5
+    assert isinstance(sent.output_format, OutputFormat.JsonSchema)
+    assert params_for(ModelParams(temperature=0.9), None, model) == ModelParams(temperature=0.9)

@@ -296,7 +296,7 @@ async def run_turn_loop(
                 error: AssistantMessage | None = None
                 usage = UsageReport()
                 interrupted = False
-                agen = model.astream(interaction, params_for(session.params, state.output_spec))
+                agen = model.astream(interaction, params_for(session.params, state.output_spec, model))
                 anext_ = agen.__anext__
                 try:
                     while True:

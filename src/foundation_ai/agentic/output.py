@@ -209,12 +209,14 @@ def refusal_of(produced: list[AssistantMessage]) -> str | None:
     return said or codes[0]
 
 
-def params_for(params: ModelParams | None, spec: OutputSpec | None) -> ModelParams | None:
+def params_for(params: ModelParams | None, spec: OutputSpec | None, model: Any = None) -> ModelParams | None:
     """``params`` with ``output_format`` set to ``spec``'s strict JSON Schema (unchanged when
-    there is no spec)."""
+    there is no spec). Without ``params``, the model's own ``default_params`` (its recommended
+    sampling) are the base, else ``ModelParams()``."""
     if spec is None:
         return params
-    return (params or ModelParams()).with_(output_format=spec.output_format())
+    base = params or getattr(model, "default_params", None) or ModelParams()
+    return base.with_(output_format=spec.output_format())
 
 
 def check_output(spec: OutputSpec, state: Any, produced: list[AssistantMessage], text: str) -> Any:
