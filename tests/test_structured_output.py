@@ -731,3 +731,23 @@ def test_without_params_the_models_recommended_sampling_is_kept() -> None:
     assert sent is not None and sent.temperature == 0.2 and sent.top_p == 0.5
     assert isinstance(sent.output_format, OutputFormat.JsonSchema)
     assert params_for(ModelParams(temperature=0.9), None, model) == ModelParams(temperature=0.9)
+
+
+def test_pydantic_is_never_required() -> None:
+    """With pydantic unimportable, output types and tools of other kinds work unchanged."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['pydantic'] = None\n"
+        "import msgspec\n"
+        "from foundation_ai.agentic import AgentSession, InMemorySessionStore, ScriptedModel, say, tool\n"
+        "class P(msgspec.Struct):\n    x: int\n"
+        "@tool\ndef f(p: P) -> int:\n    '''F.'''\n    return p.x\n"
+        "m = ScriptedModel([say('{\"x\": 3}')])\n"
+        "a = AgentSession.builder(m).with_tools(f).with_store(InMemorySessionStore()).build()\n"
+        "print(a.ask('x', output_type=P))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "P(x=3)"
