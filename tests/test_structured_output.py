@@ -482,15 +482,18 @@ def test_a_refusal_is_a_typed_outcome_after_one_model_call() -> None:
     from foundation_ai.types import StopReason
 
     refusal = Reply([say("I can't help with that.")], stop_reason=StopReason.Message("refusal"))
-    model, agent = _scripted_agent([refusal, refusal])
+    model, agent = _scripted_agent([refusal, refusal, refusal])
     with pytest.raises(RefusalError) as caught:
         agent.ask("Extract.", output_type=Invoice)
     assert not isinstance(caught.value, OutputValidationError)
     assert caught.value.refusal == "I can't help with that." and caught.value.kind == "refused"
     assert caught.value.turn.outcome is TurnOutcome.Refused and len(model.interactions) == 1
     events = list(agent.run_turn_stream("again", output_type=Invoice).events())
-    assert isinstance(events[-1], TurnEvent.Failed) and events[-1].error.kind == "refused"
+    assert isinstance(events[-1], TurnEvent.Done) and events[-1].summary.outcome is TurnOutcome.Refused
     assert len(model.interactions) == 2
+    turn = agent.run_turn("and again?", output_type=Invoice)  # run_turn returns the outcome
+    assert turn.outcome is TurnOutcome.Refused and turn.refusal == "I can't help with that."
+    assert turn.output is None and len(model.interactions) == 3
 
 
 def test_a_refusal_without_an_output_type_is_the_same_typed_outcome() -> None:

@@ -171,7 +171,8 @@ class TurnFailedError(FoundationAIError):
     """A turn ended without an answer: raised by ``AgentSession.run_turn``, ``ask`` and their
     async twins when the turn failed (a provider error such as an HTTP 500 or 401, a refused
     connection, a context overflow that could not be trimmed, every model rate limited), ran out
-    of budget or iterations, gave no valid structured output, or was refused.
+    of budget or iterations, or gave no valid structured output; ``ask`` also raises (as
+    :class:`RefusalError`) when the model refused.
 
     The value-based contract stays below the session: a model's ``stream``/``generate`` return
     an Assistant message with ``StopReason.Error``, and ``TurnStream.events()`` ends with
@@ -215,7 +216,9 @@ class OutputValidationError(TurnFailedError):
 
 class RefusalError(TurnFailedError):
     """The model refused to answer (``kind == "refused"``; the turn's outcome is
-    ``TurnOutcome.Refused``). A refusal is never retried and never reported as a parse error.
+    ``TurnOutcome.Refused``), raised by ``ask``/``aask``, which promise an answer;
+    ``run_turn`` returns the refused ``Turn`` (a typed outcome). A refusal is never retried and
+    never reported as a parse error.
 
     Attributes:
         refusal: the provider's refusal text (or reason code).

@@ -55,7 +55,9 @@ class TurnOutcome(enum.Enum):
     IterationLimit = "iteration_limit"
     """The inner or outer iteration limit was reached."""
     Refused = "refused"
-    """The model refused to answer (the refusal text is ``error.message``); never retried."""
+    """The model (or the provider's filter) declined to answer: a typed outcome, not a failure.
+    The refusal is persisted as the answer and never retried (one model call); ``Turn.refusal``
+    holds its text, ``ask`` raises ``RefusalError``."""
 
 
 class TurnSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

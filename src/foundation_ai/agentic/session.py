@@ -171,6 +171,7 @@ class Turn:
 
     def raise_for_outcome(self) -> None:
         """Raise when the turn ended without an answer; return when it completed or was aborted.
+        (``run_turn`` calls it for every outcome but ``Refused``; ``ask`` for every outcome.)
 
         Raises:
             RefusalError: the model refused (outcome ``Refused``).
@@ -682,7 +683,7 @@ class AgentSession:
         (this turn only; ``str`` asks for plain text). The stream's ``turn.output`` holds the value.
 
         A streamed turn reports failures as values and never raises them: ``events()`` ends
-        with ``TurnEvent.Failed`` (a refusal too, with ``error.kind == "refused"``).
+        with ``TurnEvent.Failed`` (a refusal ends with ``Done`` whose outcome is ``Refused``).
 
         Raises:
             ToolChoiceError: an unknown tool choice or tool name (at once).
@@ -718,15 +719,15 @@ class AgentSession:
     ) -> Turn:
         """Run a turn to its end; see :class:`Turn` (``turn.output`` is the answer, typed when
         ``output_type`` is given: see :meth:`AgentSessionBuilder.with_output_type`). Returns
-        when the turn completed or was aborted; raises when it ended without an answer (the
-        turn is kept: records persisted, ``error.turn`` holds it).
+        when the turn completed, was aborted or was refused (``TurnOutcome.Refused``, the text in
+        ``turn.refusal``: a typed outcome, never retried); raises when it ended without an
+        answer (the turn is kept: records persisted, ``error.turn`` holds it).
 
         Raises:
             TurnFailedError: the turn failed (``kind`` ``"provider"`` for an HTTP error, a
                 refused connection or a bad key; ``"rate_limited"``, ``"context_overflow"``),
                 or hit ``"budget_exhausted"`` / ``"iteration_limit"``.
             OutputValidationError: (a ``TurnFailedError``) no answer matched ``output_type``.
-            RefusalError: (a ``TurnFailedError``) the model refused; never retried.
             ToolChoiceError: an unknown tool choice or tool name.
             TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them.
             ValueError: an empty prompt.
@@ -740,7 +741,8 @@ class AgentSession:
         finally:
             await agen.aclose()
         turn: Turn = finish()
-        turn.raise_for_outcome()
+        if turn.outcome is not TurnOutcome.Refused:  # a refusal is an outcome: the turn returns
+            turn.raise_for_outcome()
         return turn
 
     def run_turn(
@@ -793,12 +795,13 @@ class AgentSession:
 
         Raises:
             TurnFailedError: the turn ended without an answer (see :meth:`arun_turn`); never
-                an empty answer in place of an error. ``OutputValidationError`` and
-                ``RefusalError`` are ``TurnFailedError``s.
+                an empty answer in place of an error. ``OutputValidationError`` (no valid
+                output) and ``RefusalError`` (the model refused) are ``TurnFailedError``s.
         """
         turn = await self.arun_turn(
             prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
         )
+        turn.raise_for_outcome()  # a refusal: RefusalError, never an empty answer
         return Answer(turn) if turn.output_spec is None else turn.output
 
     @overload
@@ -834,6 +837,7 @@ class AgentSession:
         turn = self.run_turn(
             prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
         )
+        turn.raise_for_outcome()  # a refusal: RefusalError, never an empty answer
         return Answer(turn) if turn.output_spec is None else turn.output
 
     # -- sync plumbing ---------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...types import AgentProgress, SessionRecord, Stream, TextContent, ToolCall
+from ..events import TurnOutcome
 from ..ledger import price_usage
 from ..output import check_output, refusal_of
 from .hooks import Phase
@@ -22,7 +23,8 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     - a provider error, or a context overflow: :func:`~.recover.after_error` (retry with less
       context, fall back to another model, or fail);
     - an answer with no tool calls: a refusal (``RefusalReason`` metadata or a ``refusal``
-      stop) is persisted and ends the turn as ``Refused``, never retried; with an output type
+      stop) is persisted as the answer, never retried; the outcome is ``TurnOutcome.Refused``
+      with the text in ``state.refusal`` -> ``follow_ups``; with an output type
       (:mod:`foundation_ai.agentic.output`) the answer is validated, and one that does not
       match is persisted with a ``Messages.system`` note of its errors -> another generation
       (up to ``retries`` times), then the turn fails (``output_validation``); without one, a
@@ -45,11 +47,12 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     if not calls:
         text = "".join(m.content.content for m in produced if isinstance(m.content, TextContent))
         refusal = refusal_of(produced)
-        if refusal is not None:  # a typed outcome: one model call, never retried
+        if refusal is not None:  # a typed outcome: one model call, the refusal kept
             persist(host, state, produced)
-            state.refusal = refusal
-            fail(state, "refused", refusal, model=gen.model.descriptor.name)
-            return Phase.FINISH
+            state.outcome, state.refusal = TurnOutcome.Refused, refusal
+            if emit:
+                out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
+            return Phase.FOLLOW_UPS
         spec = state.output_spec
         if spec is not None:
             verdict = check_output(spec, state, produced, text)

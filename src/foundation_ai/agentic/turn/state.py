@@ -19,11 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TurnState", "fail"]
 
-_OUTCOMES = {
-    "budget_exhausted": TurnOutcome.BudgetExhausted,
-    "iteration_limit": TurnOutcome.IterationLimit,
-    "refused": TurnOutcome.Refused,
-}
+_OUTCOMES = {"budget_exhausted": TurnOutcome.BudgetExhausted, "iteration_limit": TurnOutcome.IterationLimit}
 
 
 class TurnState:
@@ -116,8 +112,8 @@ class TurnState:
 
 def fail(state: TurnState, kind: str, message: str, retryable: bool = False, **context: Any) -> None:
     """End the turn as failed: set ``outcome``/``error`` and append a ``FailedAction`` (never
-    persisted; ``finish`` moves it after the ``Summary``). ``kind`` ``budget_exhausted``,
-    ``iteration_limit`` and ``refused`` have their own outcomes, every other kind is ``Failed``."""
+    persisted; ``finish`` moves it after the ``Summary``). ``kind`` ``budget_exhausted`` and
+    ``iteration_limit`` have their own outcomes, every other kind is ``Failed``."""
     state.error = AgenticError(kind=kind, message=message, retryable=retryable)
     state.outcome = _OUTCOMES.get(kind, TurnOutcome.Failed)
     context.setdefault("iteration", state.inner)
