@@ -492,7 +492,7 @@ def test_a_refusal_is_a_typed_outcome_after_one_model_call() -> None:
     assert isinstance(events[-1], TurnEvent.Done) and events[-1].summary.outcome is TurnOutcome.Refused
     assert len(model.interactions) == 2
     turn = agent.run_turn("and again?", output_type=Invoice)  # run_turn returns the outcome
-    assert turn.outcome is TurnOutcome.Refused and turn.refusal == "I can't help with that."
+    assert turn.outcome is TurnOutcome.Refused and turn.refusal == "refusal"  # the reason code
     assert turn.output is None and len(model.interactions) == 3
 
 

@@ -32,15 +32,12 @@ from ..schema.strict import allows_null, strict_schema
 from ..schema.typed import decode_as, type_schema
 from ..types import (
     AssistantMessage,
-    GenerationMetadata,
     Messages,
     ModelParams,
     OutputFormat,
-    StopReason,
-    TextContent,
 )
 
-__all__ = ["DEFAULT_OUTPUT_RETRIES", "OutputSpec", "check_output", "output_spec", "params_for", "refusal_of"]
+__all__ = ["DEFAULT_OUTPUT_RETRIES", "OutputSpec", "check_output", "output_spec", "params_for"]
 
 DEFAULT_OUTPUT_RETRIES = 2
 """Answers that fail validation and are sent back for another try, per turn, by default."""
@@ -180,33 +177,6 @@ def output_spec(tp: Any, retries: int | None = None) -> OutputSpec | None:
             return spec
         return tp
     return OutputSpec(tp, retries=DEFAULT_OUTPUT_RETRIES if retries is None else retries)
-
-
-_REFUSAL_CODES = frozenset({"refusal", "content_filter"})
-
-
-def refusal_of(produced: list[AssistantMessage]) -> str | None:
-    """The refusal carried by a generation's outputs, or ``None``: a ``RefusalReason`` in an
-    output's ``metadata`` (OpenAI's ``refusal`` text, Anthropic's ``stop_reason: "refusal"``,
-    a content filter) or a ``StopReason.Message("refusal")``. The text is the provider's
-    refusal text, else the answer's text, else the reason code."""
-    codes: list[str] = []
-    texts: list[str] = []
-    found = False
-    for m in produced:
-        for meta in m.metadata or ():
-            if isinstance(meta, GenerationMetadata.RefusalReason):
-                found = True
-                (codes if meta.reason in _REFUSAL_CODES else texts).append(meta.reason)
-        if m.stop_reason == StopReason.Message("refusal"):
-            found = True
-            codes.append("refusal")
-    if not found:
-        return None
-    if texts:
-        return " ".join(texts)
-    said = "".join(m.content.content for m in produced if isinstance(m.content, TextContent)).strip()
-    return said or codes[0]
 
 
 def params_for(params: ModelParams | None, spec: OutputSpec | None, model: Any = None) -> ModelParams | None:

@@ -111,14 +111,17 @@ class Turn:
             usage=state.snapshot or TokenSnapshot.from_usage(usage),
             generations=state.generations,
             error=state.error,
+            refusal=state.refusal,
         )
 
     @property
     def stop_reason(self) -> StopReason:
-        """``Stop`` (completed), ``Aborted``, ``Error`` (failed) or ``Message(kind)`` (budget,
-        iteration limit)."""
+        """``Stop`` (completed), ``StopReason.REFUSAL`` (refused), ``Aborted``, ``Error``
+        (failed) or ``Message(kind)`` (budget, iteration limit)."""
         if self.outcome is TurnOutcome.Completed:
             return StopReason.STOP
+        if self.outcome is TurnOutcome.Refused:
+            return StopReason.REFUSAL
         if self.outcome is TurnOutcome.Aborted:
             return StopReason.ABORTED
         if self.outcome is TurnOutcome.Failed:
@@ -182,7 +185,10 @@ class Turn:
         if self.outcome in (TurnOutcome.Completed, TurnOutcome.Aborted):
             return
         if self.outcome is TurnOutcome.Refused:
-            raise RefusalError(self, self.refusal or (self.error.message if self.error else ""))
+            code = self.refusal or ""
+            said = self.text().strip()
+            # the provider's explanation; a bare reason code gives way to what the model said
+            raise RefusalError(self, said if said and code in ("refusal", "content_filter", "") else code)
         if self.error is not None and self.error.kind == "output_validation":
             _, errors, text = self._output
             raise OutputValidationError(self, errors or [self.error.message], text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...types import AgentProgress, SessionRecord, Stream, TextContent, ToolCall
 from ..events import TurnOutcome
 from ..ledger import price_usage
-from ..output import check_output, refusal_of
+from ..output import check_output
 from .hooks import Phase
 from .host import TurnHost
 from .persist import persist
@@ -22,14 +22,16 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     - interrupted by steering or abort: :func:`~.recover.after_interrupt`;
     - a provider error, or a context overflow: :func:`~.recover.after_error` (retry with less
       context, fall back to another model, or fail);
-    - an answer with no tool calls: a refusal (``RefusalReason`` metadata or a ``refusal``
-      stop) is persisted as the answer, never retried; the outcome is ``TurnOutcome.Refused``
-      with the text in ``state.refusal`` -> ``follow_ups``; with an output type
-      (:mod:`foundation_ai.agentic.output`) the answer is validated, and one that does not
-      match is persisted with a ``Messages.system`` note of its errors -> another generation
-      (up to ``retries`` times), then the turn fails (``output_validation``); without one, a
-      vacuous answer (empty, punctuation) is ``Retracted`` and retried once; else it is
-      persisted (emits ``FlushingRecords``) -> ``follow_ups``;
+    - a refusal with no tool calls (an output whose ``refusal()`` is set: Anthropic
+      ``stop_reason: "refusal"``, an OpenAI ``refusal``, a content filter): persisted as the
+      answer, never retried as vacuous; the outcome is ``TurnOutcome.Refused`` with the refusal
+      text in ``state.refusal`` -> ``follow_ups``;
+    - an answer with no tool calls: with an output type (:mod:`foundation_ai.agentic.output`)
+      the answer is validated, and one that does not match is persisted with a
+      ``Messages.system`` note of its errors -> another generation (up to ``retries`` times),
+      then the turn fails (``output_validation``); without one, a vacuous answer (empty,
+      punctuation) is ``Retracted`` and retried once; else it is persisted (emits
+      ``FlushingRecords``) -> ``follow_ups``;
     - tool calls (text before them never makes a response final): the response is persisted
       (emits ``FlushingRecords`` and ``ExecutingTools(completed=0)``) -> ``execute_tools``.
     """
@@ -45,14 +47,14 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     out, emit = state.out, state.emit
     calls = [m.content for m in produced if isinstance(m.content, ToolCall)]
     if not calls:
-        text = "".join(m.content.content for m in produced if isinstance(m.content, TextContent))
-        refusal = refusal_of(produced)
+        refusal = next((r for m in reversed(produced) if (r := m.refusal()) is not None), None)
         if refusal is not None:  # a typed outcome: one model call, the refusal kept
             persist(host, state, produced)
             state.outcome, state.refusal = TurnOutcome.Refused, refusal
             if emit:
                 out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
             return Phase.FOLLOW_UPS
+        text = "".join(m.content.content for m in produced if isinstance(m.content, TextContent))
         spec = state.output_spec
         if spec is not None:
             verdict = check_output(spec, state, produced, text)

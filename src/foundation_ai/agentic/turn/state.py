@@ -26,7 +26,8 @@ class TurnState:
     """Everything one turn knows, passed from phase to phase (``docs/turn-loop.md``).
 
     Result (read by ``Turn`` once the turn is over): ``records`` (what the turn produced, in
-    order), ``outcome``, ``error``, ``generations`` (model calls made), ``persisted`` (messages
+    order), ``outcome``, ``refusal`` (the refusal text of a ``Refused`` turn), ``error``,
+    ``generations`` (model calls made), ``persisted`` (messages
     persisted), ``snapshot`` (the usage of the ``Summary``).
 
     Progress: ``inner`` (model calls in this round), ``outer`` (follow-up rounds), ``step``
@@ -79,6 +80,7 @@ class TurnState:
     ) -> None:
         self.records: list[SessionRecord] = []
         self.outcome = TurnOutcome.Completed
+        self.refusal: str | None = None
         self.error: AgenticError | None = None
         self.generations = 0
         self.persisted = 0
@@ -107,7 +109,6 @@ class TurnState:
         self.output_errors: list[str] = []
         self.output_text = ""
         self.output_retries = 0
-        self.refusal: str | None = None
 
 
 def fail(state: TurnState, kind: str, message: str, retryable: bool = False, **context: Any) -> None:
