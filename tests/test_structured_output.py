@@ -520,7 +520,7 @@ def _interaction() -> Any:
 
 
 def test_openai_chat_sends_response_format_json_schema_strict() -> None:
-    from foundation_ai.backends.openai_chat import build_request
+    from foundation_ai.backends._openai_chat import build_request
     from foundation_ai.types import ModelParams
 
     spec = OutputSpec(Invoice)
@@ -586,7 +586,7 @@ def test_openai_refusal_under_structured_output_raises_refusal_error_after_one_r
     """The refusal shape of OpenAI's structured-outputs guide ("Refusals with Structured
     Outputs"): empty content, a ``refusal`` text. One request, outcome Refused, no retry."""
     from foundation_ai.agentic import AgentSession, InMemorySessionStore, TurnOutcome
-    from foundation_ai.backends.openai_chat import openai_chat
+    from foundation_ai.backends._openai_chat import openai_chat
     from foundation_ai.errors import RefusalError
     from tests._fixture_server import Canned, FixtureServer
 
@@ -700,7 +700,7 @@ def test_llama_server_answers_as_the_output_type_through_response_format(llama_s
     import httpx
 
     from foundation_ai.agentic import AgentSession, InMemorySessionStore
-    from foundation_ai.backends.openai_chat import openai_chat
+    from foundation_ai.backends._openai_chat import openai_chat
     from foundation_ai.types import ModelParams
 
     bodies: list[dict[str, Any]] = []
