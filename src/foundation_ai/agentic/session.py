@@ -16,6 +16,12 @@
 Every blocking call has an async twin (``arun_turn``, ``aask``, ``arun_turn_stream``). Blocking
 calls run on the session's private event loop in the calling thread; called from inside a
 running event loop, ``run_turn``/``ask`` run in a worker thread instead.
+
+Failures: ``run_turn``, ``ask`` and their async twins raise :class:`~foundation_ai.errors.TurnFailedError`
+(carrying the ``Turn``, the error kind and the provider's text) when a turn ends without an
+answer: an HTTP error, a refused connection, a bad key, budget or iteration limits. A streamed
+turn reports the same as values: ``TurnStream.events()`` ends with ``TurnEvent.Failed``. An
+aborted turn is not an error.
 """
 
 from __future__ import annotations
@@ -26,9 +32,15 @@ import logging
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
-from ..errors import ConfigurationError, FoundationAIError
+from ..errors import (
+    ConfigurationError,
+    FoundationAIError,
+    OutputValidationError,
+    RefusalError,
+    TurnFailedError,
+)
 from ..ids import new_scru128
 from ..types import (
     AgenticError,
@@ -44,10 +56,12 @@ from ..types import (
     ToolResultMessage,
     UsageReport,
 )
+from ..types.choices import tool_choice_of
 from .context import dangling_calls, interrupted_results, window
 from .errors import SessionClosedError, SessionExistsError
 from .events import TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
+from .output import OutputSpec, output_spec
 from .session_meta import header_for
 from .steering import Steering, checked_message
 from .stores import SessionHeader, SessionMeta, SessionStore, SqliteSessionStore, conversation_of
@@ -69,6 +83,7 @@ from .turn.persist import flush as flush_pending
 __all__ = ["AgentSession", "AgentSessionBuilder", "Answer", "Turn"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Turn:
@@ -78,16 +93,22 @@ class Turn:
         records: what the turn produced, in order: ``Conversation`` (one per persisted message),
             ``Retracted``, ``Summary`` and, for a failed turn, a last ``FailedAction``.
         outcome: a :class:`TurnOutcome`.
+        output: the answer as the requested ``output_type`` (validated), or the text.
         error: why it did not complete (``None`` when completed).
         summary: the :class:`TurnSummary`.
     """
 
-    __slots__ = ("_usage", "error", "outcome", "records", "summary")
+    __slots__ = ("_output", "_usage", "error", "outcome", "output_spec", "records", "refusal", "summary")
 
     def __init__(self, state: TurnState, usage: UsageReport) -> None:
         self.records: list[SessionRecord] = state.records
         self.outcome: TurnOutcome = state.outcome
         self.error: AgenticError | None = state.error
+        self.output_spec: OutputSpec | None = state.output_spec
+        """The output type asked for (``None``: plain text)."""
+        self.refusal: str | None = state.refusal
+        """The model's refusal text when the outcome is ``Refused``."""
+        self._output = (state.output, list(state.output_errors), state.output_text)
         self._usage = usage
         self.summary = TurnSummary(
             outcome=state.outcome,
@@ -146,6 +167,40 @@ class Turn:
     def usage(self) -> UsageReport:
         """Cumulative usage of the turn (tokens; cost in USD)."""
         return self._usage
+
+    @property
+    def output(self) -> Any:
+        """The answer: an instance of the turn's ``output_type`` (validated), or :meth:`text`
+        when none was asked for. For a turn that did not complete: ``None`` (with an output
+        type) or the partial text."""
+        if self.output_spec is None:
+            return self.text()
+        return self._output[0]
+
+    def raise_for_outcome(self) -> None:
+        """Raise when the turn ended without an answer; return when it completed or was aborted.
+        (``run_turn`` calls it for every outcome but ``Refused``; ``ask`` for every outcome.)
+
+        Raises:
+            RefusalError: the model refused (outcome ``Refused``).
+            OutputValidationError: no answer matched the ``output_type``, retries included.
+            TurnFailedError: the outcome is ``Failed``, ``BudgetExhausted`` or
+                ``IterationLimit`` (``kind`` and ``detail`` from :attr:`error`).
+        """
+        if self.outcome in (TurnOutcome.Completed, TurnOutcome.Aborted):
+            return
+        if self.outcome is TurnOutcome.Refused:
+            code = self.refusal or ""
+            said = self.text().strip()
+            # the provider's explanation; a bare reason code gives way to what the model said
+            raise RefusalError(self, said if said and code in ("refusal", "content_filter", "") else code)
+        if self.error is not None and self.error.kind == "output_validation":
+            _, errors, text = self._output
+            raise OutputValidationError(self, errors or [self.error.message], text)
+        err = self.error
+        kind = err.kind if err is not None else self.outcome.value
+        detail = err.message if err is not None else f"the turn ended as {self.outcome.value}"
+        raise TurnFailedError(self, kind, detail, retryable=bool(err is not None and err.retryable))
 
     def __repr__(self) -> str:
         return (
@@ -227,6 +282,21 @@ _SETTLE_SECONDS = 5.0
 """How long a blocking call waits, once done, for clean-up tasks it left on the private loop
 (async generators a backend left open closing in a worker thread, e.g. with a sync-only
 ``httpx.Client``); the rest is cancelled when the session or the interpreter closes the loop."""
+
+
+def _tool_choices(choice: Any, registry: ToolRegistry) -> Any:
+    """A turn's tool choice checked against the registered tools: ``None``, one choice or a
+    list of them, each a ``ToolChoice`` or ``"auto"`` / ``"none"`` / ``"required"`` / a tool name.
+
+    Raises:
+        ToolChoiceError: an unknown string, or a tool name that is not registered.
+    """
+    if choice is None:
+        return None
+    offered = [f.name for f in registry.declarations().functions()]
+    if isinstance(choice, list | tuple):
+        return [tool_choice_of(c, offered) for c in choice]
+    return tool_choice_of(choice, offered)
 
 
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -320,6 +390,7 @@ class AgentSessionBuilder:
         self._tool_choice: Any = None
         self._chat_template: str | None = None
         self._cooldown = 30.0
+        self._output: OutputSpec | None = None
         self._hooks = TurnHooks()
 
     def with_model_id(self, model_id: Any) -> AgentSessionBuilder:
@@ -398,8 +469,26 @@ class AgentSessionBuilder:
 
     def with_tool_choice(self, choice: Any) -> AgentSessionBuilder:
         """``ToolChoice`` for the first generation of every turn (later ones use the default),
-        or a list of them for the first generations in order."""
+        or a list of them for the first generations in order. A string works too: ``"auto"``,
+        ``"none"``, ``"required"`` or the name of a tool (checked by :meth:`build`, which raises
+        :class:`~foundation_ai.errors.ToolChoiceError` for anything else)."""
         self._tool_choice = choice
+        return self
+
+    def with_output_type(self, output_type: Any, *, retries: int | None = None) -> AgentSessionBuilder:
+        """Answer every turn as ``output_type``: a msgspec Struct, a dataclass, a TypedDict, a
+        pydantic model, ``list[...]``, a ``Literal``, an enum or a primitive (``str`` or
+        ``None``: plain text). ``ask`` then returns an instance, ``Turn.output`` holds it. The
+        schema is sent in each provider's strict structured-output mode; an answer that does
+        not validate goes back to the model with the errors, ``retries`` times (default 2),
+        then the turn fails with :class:`~foundation_ai.errors.OutputValidationError`. See
+        :mod:`foundation_ai.agentic.output`.
+
+        Raises:
+            ConfigurationError: the type cannot be expressed in strict mode (a free-form
+                ``dict``, ``Any``, a fixed-length tuple, a recursive type).
+        """
+        self._output = output_spec(output_type, retries)
         return self
 
     def with_chat_template(self, template: str) -> AgentSessionBuilder:
@@ -450,6 +539,7 @@ class AgentSessionBuilder:
                 it with :meth:`resume`).
             ConfigurationError: no model was given, or a model or tool is unusable.
             StoreError: the store could not be read.
+            ToolChoiceError: the tool choice is unknown or names a tool that is not registered.
         """
         store = self._store if self._store is not None else SqliteSessionStore()
         if session_id is not None and _stored(store, session_id):
@@ -465,6 +555,8 @@ class AgentSessionBuilder:
             raise ConfigurationError(
                 "no model: pass one to AgentSession.builder(...) (resume(id) can use the one the session recorded)"
             )
+        registry = ToolRegistry(tools, default_timeout=self._tool_timeout)
+        tool_choice = _tool_choices(self._tool_choice, registry)
         router = model if isinstance(model, ProviderRouter) else None
         models = [_resolve_model(model, self._model_id)] + [
             _resolve_model(m, None if router is None else m, router) for m in self._fallbacks
@@ -478,16 +570,17 @@ class AgentSessionBuilder:
             models=models,
             system_prompt=system,
             soul=self._soul,
-            registry=ToolRegistry(tools, default_timeout=self._tool_timeout),
+            registry=registry,
             params=self._params,
             max_inner=self._inner,
             max_outer=self._outer,
             budget=self._budget,
             store=store,
             session_id=session_id,
-            tool_choice=self._tool_choice,
+            tool_choice=tool_choice,
             chat_template=self._chat_template,
             breaker=CircuitBreaker(self._cooldown),
+            output=self._output,
             hooks=self._hooks,
         )
 
@@ -560,6 +653,7 @@ class AgentSession:
         tool_choice: Any = None,
         chat_template: str | None = None,
         breaker: CircuitBreaker | None = None,
+        output: OutputSpec | None = None,
         hooks: TurnHooks | None = None,
     ) -> None:
         self.models = list(models)
@@ -575,6 +669,8 @@ class AgentSession:
         self.tool_choice = tool_choice
         self.chat_template = chat_template
         self.breaker = breaker or CircuitBreaker()
+        self.output_spec = output
+        """The session's output type (``None``: plain text); a call's ``output_type`` overrides it."""
         self.hooks = hooks or TurnHooks()
         """The turn hooks (phase hooks, context assembler, tool gate, step runner)."""
         self.steering = Steering()
@@ -717,13 +813,27 @@ class AgentSession:
         if self._closed:
             raise SessionClosedError(f"session {self.session_id!r} is closed")
 
+    def _spec(self, output_type: Any, retries: int | None) -> OutputSpec | None:
+        if output_type is None:
+            return output_spec(self.output_spec, retries) if self.output_spec is not None else None
+        return output_spec(output_type, retries)
+
     def _start(
-        self, prompt: str | Messages | Sequence[str | Messages], tool_choice: Any, emit: bool
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        tool_choice: Any,
+        emit: bool,
+        output_type: Any = None,
+        output_retries: int | None = None,
     ) -> tuple[Any, Any]:
         prompts = _prompt_messages(prompt)
         self._check_open()
-        tc = tool_choice if tool_choice is not None else self.tool_choice
-        state = TurnState(prompts, tc, emit=emit)
+        state = TurnState(
+            prompts,
+            _tool_choices(tool_choice, self.registry) if tool_choice is not None else self.tool_choice,
+            emit=emit,
+        )
+        state.output_spec = self._spec(output_type, output_retries)
         agen = run_turn(self, state, on_exit=self._enter)
 
         def finish() -> Turn:
@@ -741,60 +851,179 @@ class AgentSession:
                 self._settle()
 
     def run_turn_stream(
-        self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
     ) -> TurnStream:
         """Start a turn and stream it (``for`` or ``async for``; ``.events()`` for TurnEvents).
 
         ``tool_choice`` applies to the turn's first generation only; a list applies its items to
         the first generations in order (``[ToolChoice.Function("add"), ToolChoice.None_()]``:
         force the call, then force an answer); later generations use the provider default.
+        Strings work too: ``"auto"``, ``"none"``, ``"required"`` or a registered tool's name.
+        ``output_type`` / ``output_retries``: see :meth:`AgentSessionBuilder.with_output_type`
+        (this turn only; ``str`` asks for plain text). The stream's ``turn.output`` holds the value.
+
+        A streamed turn reports failures as values and never raises them: ``events()`` ends
+        with ``TurnEvent.Failed`` (a refusal ends with ``Done`` whose outcome is ``Refused``).
 
         Raises:
+            ToolChoiceError: an unknown tool choice or tool name (at once).
+            ConfigurationError: an ``output_type`` strict mode cannot express (at once).
             TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them (at once).
             ValueError: an empty prompt (at once).
             SessionClosedError: the session was closed (at once).
             FoundationAIError: a turn is already running (when iteration starts).
         """
-        agen, finish = self._start(prompt, tool_choice, True)
+        agen, finish = self._start(prompt, tool_choice, True, output_type, output_retries)
         return TurnStream(agen, self._drive, lambda: self._finish_stream(finish))
 
     def arun_turn_stream(
-        self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
     ) -> TurnStream:
         """The same as :meth:`run_turn_stream` (the stream supports ``async for``)."""
-        return self.run_turn_stream(prompt, tool_choice=tool_choice)
+        return self.run_turn_stream(
+            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+        )
 
     async def arun_turn(
-        self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
     ) -> Turn:
-        """Run a turn to its end; see :class:`Turn`.
+        """Run a turn to its end; see :class:`Turn` (``turn.output`` is the answer, typed when
+        ``output_type`` is given: see :meth:`AgentSessionBuilder.with_output_type`). Returns
+        when the turn completed, was aborted or was refused (``TurnOutcome.Refused``, the text in
+        ``turn.refusal``: a typed outcome, never retried); raises when it ended without an
+        answer (the turn is kept: records persisted, ``error.turn`` holds it).
 
         Raises:
+            TurnFailedError: the turn failed (``kind`` ``"provider"`` for an HTTP error, a
+                refused connection or a bad key; ``"rate_limited"``, ``"context_overflow"``),
+                or hit ``"budget_exhausted"`` / ``"iteration_limit"``.
+            OutputValidationError: (a ``TurnFailedError``) no answer matched ``output_type``.
+            ToolChoiceError: an unknown tool choice or tool name.
             TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them.
             ValueError: an empty prompt.
             SessionClosedError: the session was closed.
             FoundationAIError: a turn is already running.
         """
-        agen, finish = self._start(prompt, tool_choice, False)
+        agen, finish = self._start(prompt, tool_choice, False, output_type, output_retries)
         try:
             async for _ in agen:
                 pass
         finally:
             await agen.aclose()
         turn: Turn = finish()
+        if turn.outcome is not TurnOutcome.Refused:  # a refusal is an outcome: the turn returns
+            turn.raise_for_outcome()
         return turn
 
-    def run_turn(self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None) -> Turn:
-        """Blocking :meth:`arun_turn`."""
-        return self._run_sync(lambda: self.arun_turn(prompt, tool_choice=tool_choice))  # type: ignore[no-any-return]
+    def run_turn(
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Turn:
+        """Blocking :meth:`arun_turn` (raises :class:`~foundation_ai.errors.TurnFailedError` the
+        same way)."""
+        return self._run_sync(  # type: ignore[no-any-return]
+            lambda: self.arun_turn(
+                prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+            )
+        )
 
-    async def aask(self, prompt: str | Messages, *, tool_choice: Any = None) -> Answer:
-        """Run a turn and return its answer text."""
-        return Answer(await self.arun_turn(prompt, tool_choice=tool_choice))
+    @overload
+    async def aask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: type[T],
+        output_retries: int | None = None,
+    ) -> T: ...
 
-    def ask(self, prompt: str | Messages, *, tool_choice: Any = None) -> Answer:
-        """Blocking :meth:`aask`."""
-        return Answer(self.run_turn(prompt, tool_choice=tool_choice))
+    @overload
+    async def aask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Any: ...
+
+    async def aask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Any:
+        """Run a turn and return its answer: an instance of ``output_type`` (this call's, else
+        the session's; see :meth:`AgentSessionBuilder.with_output_type`), or an :class:`Answer`
+        (its text and turn) when no output type is in effect.
+
+        Raises:
+            TurnFailedError: the turn ended without an answer (see :meth:`arun_turn`); never
+                an empty answer in place of an error. ``OutputValidationError`` (no valid
+                output) and ``RefusalError`` (the model refused) are ``TurnFailedError``s.
+        """
+        turn = await self.arun_turn(
+            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+        )
+        turn.raise_for_outcome()  # a refusal: RefusalError, never an empty answer
+        return Answer(turn) if turn.output_spec is None else turn.output
+
+    @overload
+    def ask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: type[T],
+        output_retries: int | None = None,
+    ) -> T: ...
+
+    @overload
+    def ask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Any: ...
+
+    def ask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Any:
+        """Blocking :meth:`aask` (``agent.ask("...", output_type=Invoice)`` returns an
+        ``Invoice``; raises :class:`~foundation_ai.errors.TurnFailedError` the same way)."""
+        turn = self.run_turn(
+            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+        )
+        turn.raise_for_outcome()  # a refusal: RefusalError, never an empty answer
+        return Answer(turn) if turn.output_spec is None else turn.output
 
     # -- sync plumbing ---------------------------------------------------------------------------
 
