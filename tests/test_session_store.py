@@ -30,7 +30,7 @@ from foundation_ai.agentic import (
     tool,
 )
 from foundation_ai.agentic.stores import SessionHeader, conversation_of
-from foundation_ai.errors import ConfigurationError, FoundationAIError
+from foundation_ai.errors import ConfigurationError, FoundationAIError, TurnFailedError
 from foundation_ai.types import Messages, SessionRecord
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +38,13 @@ PROCS = Path(__file__).resolve().parent / "_store_procs.py"
 
 
 @tool
+def failed_turn(run: Any) -> Any:
+    """The ``Turn`` of a failed turn (``run_turn`` raises ``TurnFailedError`` carrying it)."""
+    with pytest.raises(TurnFailedError) as caught:
+        run()
+    return caught.value.turn
+
+
 def add(a: int, b: int) -> int:
     """Add."""
     return a + b
@@ -156,7 +163,10 @@ def test_a_failed_write_ends_the_turn_typed_and_the_next_turn_writes_the_pending
     model = ScriptedModel([[call("add", {"a": 1, "b": 2})], say("3"), say("fine")])
     agent = AgentSession.builder(model).with_tools(add).with_store(store).build()
     store.down = True
-    turn = agent.run_turn("1+2?")
+    with pytest.raises(TurnFailedError) as caught:  # run_turn raises for a failed turn
+        agent.run_turn("1+2?")
+    turn = caught.value.turn
+    assert caught.value.kind == "store"
     assert turn.outcome is TurnOutcome.Failed
     assert turn.error is not None and turn.error.kind == "store" and turn.error.retryable
     assert "disk full" in turn.error.message
@@ -183,7 +193,7 @@ def test_a_write_failing_mid_turn_pairs_open_tool_calls_and_stays_consistent() -
 
     model = ScriptedModel([[call("add", {"a": 1, "b": 2}), hook(go_down)], say("3"), say("ok")])
     agent = AgentSession.builder(model).with_tools(add).with_store(store).build()
-    turn = agent.run_turn("1+2?")
+    turn = failed_turn(lambda: agent.run_turn("1+2?"))
     calls_seen.append(len(turn.tool_calls()))
     assert turn.outcome is TurnOutcome.Failed and turn.error is not None and turn.error.kind == "store"
     assert calls_seen == [1]
@@ -210,7 +220,7 @@ def test_a_lock_held_past_the_busy_timeout_fails_the_turn_and_loses_nothing(tmp_
     )
     try:
         assert locker.stdout is not None and locker.stdout.readline().strip() == "locked"
-        turn = agent.run_turn("second")
+        turn = failed_turn(lambda: agent.run_turn("second"))
         assert turn.outcome is TurnOutcome.Failed and turn.error is not None and turn.error.kind == "store"
         assert "locked" in turn.error.message
     finally:
@@ -280,7 +290,7 @@ def test_closing_a_session_writes_the_records_a_failed_write_left_pending() -> N
     store = FlakyStore()
     agent = AgentSession.builder(ScriptedModel([say("hello")])).with_store(store).build()
     store.down = True
-    assert agent.run_turn("hi").outcome is TurnOutcome.Failed
+    assert failed_turn(lambda: agent.run_turn("hi")).outcome is TurnOutcome.Failed
     store.down = False
     memory = list(agent.messages)
     agent.close()
