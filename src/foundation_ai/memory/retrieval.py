@@ -94,6 +94,88 @@ def tokenize(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
 
 
+class KeywordIndex:
+    """BM25 over lower-cased word tokens (k1 = 1.2, b = 0.75), scored with numpy: each term's
+    postings are arrays, so a query costs a few vector operations per term. Not thread-safe
+    (the :class:`Retriever` holds a lock)."""
+
+    K1 = 1.2
+    B = 0.75
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.slot: dict[str, int] = {}
+        self.lens: list[int] = []
+        self.alive: list[bool] = []
+        self.postings: dict[str, tuple[list[int], list[int]]] = {}
+        self._arrays: dict[str, tuple[Any, Any]] = {}
+        self.total_len = 0
+        self.count = 0
+
+    def add(self, id_: str, text: str) -> None:
+        """Index ``text`` under ``id_`` (replacing an earlier text of that id)."""
+        self.remove(id_)
+        tf = Counter(tokenize(text))
+        s = len(self.ids)
+        self.ids.append(id_)
+        self.slot[id_] = s
+        length = sum(tf.values())
+        self.lens.append(length)
+        self.alive.append(True)
+        self.total_len += length
+        self.count += 1
+        for term, f in tf.items():
+            slots, tfs = self.postings.setdefault(term, ([], []))
+            slots.append(s)
+            tfs.append(f)
+            self._arrays.pop(term, None)
+
+    def remove(self, id_: str) -> None:
+        """Forget ``id_`` (its postings stay, masked as dead)."""
+        s = self.slot.pop(id_, None)
+        if s is None:
+            return
+        self.alive[s] = False
+        self.total_len -= self.lens[s]
+        self.count -= 1
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        """The ``k`` best ``(id, score)`` pairs with a positive score, best first."""
+        import numpy as np
+
+        terms = set(tokenize(query))
+        if not self.count or not terms or k <= 0:
+            return []
+        n = len(self.ids)
+        alive = np.asarray(self.alive, dtype=bool)
+        lens = np.asarray(self.lens, dtype=np.float32)
+        avg = (self.total_len / self.count) or 1.0
+        norm = self.K1 * (1 - self.B + self.B * lens / avg)
+        scores = np.zeros(n, dtype=np.float32)
+        for term in terms:
+            post = self.postings.get(term)
+            if post is None:
+                continue
+            arrays = self._arrays.get(term)
+            if arrays is None:
+                arrays = (np.asarray(post[0], dtype=np.int64), np.asarray(post[1], dtype=np.float32))
+                self._arrays[term] = arrays
+            slots, tfs = arrays
+            live = alive[slots]
+            df = int(live.sum())
+            if not df:
+                continue
+            idf = math.log(1 + (self.count - df + 0.5) / (df + 0.5))
+            scores[slots] += live * (idf * tfs * (self.K1 + 1) / (tfs + norm[slots]))
+        hits = np.flatnonzero(scores > 0)
+        if hits.size == 0:
+            return []
+        if hits.size > k:
+            hits = hits[np.argpartition(-scores[hits], k - 1)[:k]]
+        order = sorted(hits.tolist(), key=lambda i: (-float(scores[i]), self.ids[i]))
+        return [(self.ids[i], float(scores[i])) for i in order]
+
+
 class Retriever:
     """Semantic, keyword and hybrid search over a session's texts.
 
@@ -125,10 +207,7 @@ class Retriever:
         self.session_id = session_id
         self.batch_size = batch_size
         self._texts: dict[str, tuple[str, str]] = {}
-        self._tf: dict[str, Counter[str]] = {}
-        self._len: dict[str, int] = {}
-        self._postings: dict[str, set[str]] = {}
-        self._total_len = 0
+        self._keywords = KeywordIndex()
         self._queue: list[tuple[str, str, str]] = []
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -148,14 +227,8 @@ class Retriever:
             for id_, text, kind in items:
                 if not text.strip():
                     continue
-                self._drop_terms(id_)
-                tf = Counter(tokenize(text))
                 self._texts[id_] = (text, kind)
-                self._tf[id_] = tf
-                self._len[id_] = sum(tf.values())
-                self._total_len += self._len[id_]
-                for term in tf:
-                    self._postings.setdefault(term, set()).add(id_)
+                self._keywords.add(id_, text)
                 fresh.append((id_, text, kind))
             if fresh and not self._closed:
                 self._queue.extend(fresh)
@@ -163,18 +236,6 @@ class Retriever:
                     self._worker = threading.Thread(target=self._run, name="foundation-ai-embed", daemon=True)
                     self._worker.start()
                 self._cond.notify_all()
-
-    def _drop_terms(self, id_: str) -> None:
-        old = self._tf.pop(id_, None)
-        if old is None:
-            return
-        self._total_len -= self._len.pop(id_, 0)
-        for term in old:
-            ids = self._postings.get(term)
-            if ids is not None:
-                ids.discard(id_)
-                if not ids:
-                    del self._postings[term]
 
     def _run(self) -> None:
         while True:
@@ -233,26 +294,11 @@ class Retriever:
 
     def keyword(self, query: str, k: int) -> list[Recalled]:
         """The ``k`` best texts by BM25 (only texts sharing a word with the query)."""
-        terms = set(tokenize(query))
         with self._lock:
-            n = len(self._tf)
-            if not n or not terms:
-                return []
-            avg = self._total_len / n or 1.0
-            scores: dict[str, float] = {}
-            for term in terms:
-                ids = self._postings.get(term)
-                if not ids:
-                    continue
-                idf = math.log(1 + (n - len(ids) + 0.5) / (len(ids) + 0.5))
-                for id_ in ids:
-                    f = self._tf[id_][term]
-                    length = self._len[id_]
-                    scores[id_] = scores.get(id_, 0.0) + idf * f * 2.2 / (
-                        f + 1.2 * (0.25 + 0.75 * length / avg)
-                    )
-            best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-            return [Recalled(id=i, text=self._texts[i][0], kind=self._texts[i][1], score=s) for i, s in best]
+            best = self._keywords.search(query, k)
+            return [
+                Recalled(id=i, text=self._texts[i][0], kind=self._texts[i][1], score=sc) for i, sc in best
+            ]
 
     def search(
         self,

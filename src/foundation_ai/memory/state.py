@@ -65,6 +65,16 @@ class MemoryState:
         self.observed_ids: set[str] = set()
         self.tokens_since_observation = 0
         self.observation_tokens_since_reflection = 0
+        self._rendered: dict[str, tuple[str, int]] = {}
+
+    def rendered(self, rec: Any) -> tuple[str, int]:
+        """``(observation_text(rec), its tokens)``, memoised by record id."""
+        got = self._rendered.get(rec.id)
+        if got is None:
+            text = observation_text(rec)
+            got = (text, self.tokens.counter.count(text))
+            self._rendered[rec.id] = got
+        return got
 
     @classmethod
     def from_records(cls, records: Iterable[SessionRecord], tokens: MessageTokens) -> MemoryState:
@@ -134,8 +144,7 @@ class MemoryState:
         lines: list[str] = []
         used = 0
         for rec in reversed(recs):
-            text = observation_text(rec)
-            cost = self.tokens.counter.count(text)
+            text, cost = self.rendered(rec)
             if max_tokens is not None and lines and used + cost > max_tokens:
                 break
             if max_tokens is not None and cost > max_tokens:
