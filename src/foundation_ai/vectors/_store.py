@@ -154,30 +154,37 @@ class InMemoryVectorStore:
         new_cap = max(need, cap * 2, 64)
         rows = np.zeros((new_cap, self.dimensions or 0), dtype=np.float32)
         norms = np.zeros(new_cap, dtype=np.float32)
-        n = len(self._ids)
         if self._rows is not None:
-            rows[:n] = self._rows[:n]
-            norms[:n] = self._norms[:n]
+            rows[:cap] = self._rows
+            norms[:cap] = self._norms
         self._rows, self._norms = rows, norms
 
     def upsert(self, entries: Iterable[VectorEntry]) -> None:
         import numpy as np
 
+        batch = list(entries)
+        if not batch:
+            return
         with self._lock:
-            for e in entries:
+            for e in batch:
                 self._check(e.vector)
-                row = np.asarray(e.vector, dtype=np.float32)
+            block = np.asarray([e.vector for e in batch], dtype=np.float32).reshape(len(batch), -1)
+            slots: list[int] = []
+            for e in batch:
                 i = self._pos.get(e.id)
                 if i is None:
                     i = len(self._ids)
-                    self._grow(i + 1)
                     self._ids.append(e.id)
                     self._meta.append(e.metadata)
                     self._pos[e.id] = i
                 else:
                     self._meta[i] = e.metadata
-                self._rows[i] = row
-                self._norms[i] = float(np.sqrt(np.dot(row.astype(np.float64), row.astype(np.float64))))
+                slots.append(i)
+            self._grow(len(self._ids))
+            where = np.asarray(slots, dtype=np.int64)
+            self._rows[where] = block  # a repeated id: the last one wins, as in order
+            wide = block.astype(np.float64)
+            self._norms[where] = np.sqrt(np.einsum("ij,ij->i", wide, wide))
 
     def get(self, id: str) -> VectorEntry | None:
         with self._lock:
