@@ -30,12 +30,14 @@ from ..errors import ConfigurationError, FoundationAIError
 from ..ids import new_scru128
 from ..types import (
     AgenticError,
+    AgentProgress,
     AssistantMessage,
     Messages,
     ModelId,
     ModelParams,
     SessionRecord,
     StopReason,
+    Stream,
     TextContent,
     TokenSnapshot,
     ToolCall,
@@ -207,6 +209,7 @@ class AgentSessionBuilder:
 
     def __init__(self, model_or_router: Any) -> None:
         self._model = model_or_router
+        self._memory: Any = None
         self._model_id: Any = None
         self._system: str | None = None
         self._soul: str | None = None
@@ -280,6 +283,16 @@ class AgentSessionBuilder:
         self._store = store
         return self
 
+    def with_memory(self, config: Any = None) -> AgentSessionBuilder:
+        """Turn memory on: working memory (the ``memory`` tool), observations and reflections,
+        context assembly before each generation and retrieval (``search_context``).
+        ``config``: a :class:`foundation_ai.memory.MemoryConfig` (default settings when
+        ``None``). See ``docs/memory.md``."""
+        from ..memory.manager import MemoryConfig
+
+        self._memory = config if config is not None else MemoryConfig()
+        return self
+
     def with_tool_timeout(self, seconds: float | None) -> AgentSessionBuilder:
         """Default per-call timeout for tools that set none."""
         self._tool_timeout = seconds
@@ -309,11 +322,17 @@ class AgentSessionBuilder:
         models = [_resolve_model(self._model, self._model_id)] + [
             _resolve_model(m, None if router is None else m, router) for m in self._fallbacks
         ]
-        return AgentSession(
+        memory = None
+        if self._memory is not None:
+            from ..memory.manager import MemoryManager
+
+            memory = MemoryManager(self._memory)
+        tools = self._tools + (memory.tools() if memory is not None else [])
+        session = AgentSession(
             models=models,
             system_prompt=self._system,
             soul=self._soul,
-            registry=ToolRegistry(self._tools, default_timeout=self._tool_timeout),
+            registry=ToolRegistry(tools, default_timeout=self._tool_timeout),
             params=self._params,
             max_inner=self._inner,
             max_outer=self._outer,
@@ -324,6 +343,10 @@ class AgentSessionBuilder:
             chat_template=self._chat_template,
             breaker=CircuitBreaker(self._cooldown),
         )
+        if memory is not None:
+            memory.bind(session)
+            session.memory = memory
+        return session
 
     def resume(self, session_id: str) -> AgentSession:
         """Rebuild a stored session: its conversation exactly as persisted (retracted outputs
@@ -337,6 +360,8 @@ class AgentSessionBuilder:
         if not records:
             raise FoundationAIError(f"no stored session {session_id!r}")
         session.messages = conversation_of(records)
+        if session.memory is not None:
+            session.memory.restore(records)
         open_calls = dangling_calls(session.messages)
         if open_calls:
             fix = interrupted_results(open_calls, "the process stopped")
@@ -394,6 +419,8 @@ class AgentSession:
         self._busy = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self.memory: Any = None
+        """The session's ``MemoryManager`` (``with_memory``), else ``None``."""
 
     @staticmethod
     def builder(model_or_router: Any) -> AgentSessionBuilder:
@@ -482,6 +509,8 @@ class AgentSession:
         state = TurnState()
         tc = tool_choice if tool_choice is not None else self.tool_choice
         agen = run_turn_loop(self, prompts, state, tc, emit=emit, on_exit=self._enter)
+        if self.memory is not None:
+            agen = self.memory.wrap_turn(agen, state, emit)
 
         def finish() -> Turn:
             return Turn(state, self.ledger.turn)
@@ -599,12 +628,46 @@ class AgentSession:
             raise value
         return value
 
+    async def _ending(self) -> list[Any]:
+        self._check_open()
+        if not self._enter(True):
+            raise FoundationAIError("a turn is running on this session; end it after the turn")
+        try:
+            items: list[Any] = [Stream.Pending(AgentProgress.SessionEnding())]
+            if self.memory is not None:
+                items += await self.memory.final_pass()
+        finally:
+            self._enter(False)
+        return items
+
+    async def aend(self) -> list[Any]:
+        """End the session: ``Stream.Pending(AgentProgress.SessionEnding())``, then with memory
+        a final observation pass over what no observation covers yet (its
+        ``ProcessingMemory`` progress and ``Observation`` record, or a ``FailedAction`` of kind
+        ``"memory"``), then :meth:`close`. Returns those items.
+
+        Raises:
+            SessionClosedError: the session was already closed.
+            FoundationAIError: a turn is running.
+        """
+        items = await self._ending()
+        self.close()
+        return items
+
+    def end(self) -> list[Any]:
+        """Blocking :meth:`aend`."""
+        items: list[Any] = self._run_sync(self._ending)
+        self.close()
+        return items
+
     def close(self) -> None:
         """Release the private event loop and the store (idempotent). Afterwards every turn,
         steering and history call raises :class:`SessionClosedError`."""
         if self._closed:
             return
         self._closed = True
+        if self.memory is not None:
+            self.memory.close()
         if self._loop is not None and not self._loop.is_closed():
             self._loop.close()
         self.store.close()

@@ -303,7 +303,8 @@ class MemoryManager:
         return self.config.memory_model if self.config.memory_model is not None else self.session.models[0]
 
     def _failed(self, kind: str, exc: BaseException) -> SessionRecord:
-        log.warning("session %s: %s pass failed: %s", self.session.session_id, kind, exc, exc_info=exc)
+        log.warning("session %s: %s pass failed: %s", self.session.session_id, kind, exc)
+        log.debug("memory pass failure", exc_info=exc)
         return SessionRecord.FailedAction(
             error=AgenticError(kind="memory", message=f"{kind} pass failed: {exc}", retryable=True),
             trace=StructuredErrorTrace(frames=["memory", kind], context={"pass": kind}),
