@@ -200,6 +200,9 @@ async def test_reflect_condenses_observations_with_importance_and_time_range() -
     bad = ScriptedModel([say('{"reflections": [{"summary": "x", "importance": 1.5}]}')])
     with pytest.raises(MemoryGenerationError):
         await reflect(bad, None, [o1], tk())
+    empty = ScriptedModel([say('{"reflections": []}')])  # would erase the previous reflection
+    with pytest.raises(MemoryGenerationError, match="no reflection"):
+        await reflect(empty, rec, [o1], tk())
 
 
 def conversation_records(n: int, words: int = 50) -> list[SessionRecord]:

@@ -105,6 +105,7 @@ REFLECTION_SCHEMA: dict[str, Any] = {
     "properties": {
         "reflections": {
             "type": "array",
+            "minItems": 1,
             "maxItems": 8,
             "items": {
                 "type": "object",
@@ -317,6 +318,8 @@ async def reflect(
         max_output_tokens,
     )
     out: _RefOut = _parse(text, _RefOut)
+    if not out.reflections:  # an empty reflection would supersede the previous one with nothing
+        raise MemoryGenerationError("the memory model returned no reflection")
     stamp = now or utc_now()
     entries: list[ReflectionEntry] = []
     for item in out.reflections:

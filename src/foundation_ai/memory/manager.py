@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -70,6 +70,8 @@ class MemoryConfig:
         recall_tokens: most tokens the ``[recalled]`` block may take [512].
         recall_min_score: semantic hits below this cosine similarity are not recalled [0.35].
         output_reserve: tokens kept free for the answer [256].
+        memory_output_tokens: ``max_tokens`` of a memory call [800; at most a quarter of the
+            memory model's window].
         tools: offer the ``memory`` and ``search_context`` tools [True].
 
     Raises:
@@ -87,8 +89,8 @@ class MemoryConfig:
     recall_tokens: int = 512
     recall_min_score: float = 0.35
     output_reserve: int = 256
+    memory_output_tokens: int = 800
     tools: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.observation_trigger_tokens < 1 or self.reflection_trigger_tokens < 1:
@@ -99,6 +101,8 @@ class MemoryConfig:
             raise ConfigurationError("context_window must be at least 64 tokens")
         if self.recall_k < 0 or self.recall_tokens < 0 or self.output_reserve < 0:
             raise ConfigurationError("recall_k, recall_tokens and output_reserve must be >= 0")
+        if self.memory_output_tokens < 16:
+            raise ConfigurationError("memory_output_tokens must be at least 16")
 
 
 def _indexable(records: Iterable[SessionRecord]) -> list[tuple[str, str, str]]:
@@ -340,7 +344,7 @@ class MemoryManager:
         model = self._memory_model()
         window = self.window(model) if self.config.memory_model is None else self._own_window(model)
         chunk = max(128, int(window * 0.5) - 300)
-        out_tokens = max(128, min(800, window // 4))
+        out_tokens = max(64, min(self.config.memory_output_tokens, window // 4))
         if self.wants_observation(final):
             if emit:
                 yield Stream.Pending(AgentProgress.ProcessingMemory(kind="observation"))
