@@ -159,3 +159,17 @@ def test_llama_cpp_embedder_in_process_on_the_bundled_model() -> None:
     assert m.shape == (2, 576) and m.dtype == np.float32
     assert np.allclose(np.linalg.norm(m, axis=1), 1.0, atol=1e-3)
     assert e.embed([]).shape == (0, 576)
+
+
+def test_importing_the_library_loads_no_numpy_and_no_embedding_engine() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, foundation_ai, foundation_ai.agentic, foundation_ai.memory, foundation_ai.vectors\n"
+        "from foundation_ai.memory import MemoryConfig\n"
+        "heavy = [m for m in ('numpy', 'wordllama', 'apsw', 'sqlite_vec', 'psycopg') if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
