@@ -360,13 +360,15 @@ class AgentSessionBuilder:
         if not records:
             raise FoundationAIError(f"no stored session {session_id!r}")
         session.messages = conversation_of(records)
-        if session.memory is not None:
-            session.memory.restore(records)
         open_calls = dangling_calls(session.messages)
         if open_calls:
             fix = interrupted_results(open_calls, "the process stopped")
             session.messages.extend(fix)
-            session.store.append(session_id, [SessionRecord.Conversation(message=m) for m in fix])
+            fixed = [SessionRecord.Conversation(message=m) for m in fix]
+            session.store.append(session_id, fixed)
+            records = [*records, *fixed]
+        if session.memory is not None:
+            session.memory.restore(records)
         return session
 
     async def aresume(self, session_id: str) -> AgentSession:
