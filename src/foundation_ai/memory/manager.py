@@ -291,6 +291,19 @@ class MemoryManager:
         st = request.state
         return self.assemble_for(request.interaction, request.model, st.keep_from, st.head_end)
 
+    def assembler(self, then: Any = None) -> Any:
+        """The context assembler to install: :meth:`assemble`, followed by ``then`` (a user's
+        own assembler, which receives the memory-assembled request) when one is given."""
+        if then is None:
+            return self.assemble
+
+        def both(request: Any) -> Any:
+            import dataclasses
+
+            return then(dataclasses.replace(request, interaction=self.assemble(request)))
+
+        return both
+
     def progress(self, value: Any) -> Any:
         """``Generating`` progress with the request's estimated tokens and how they were
         counted (``context_tokens``, ``token_counter``)."""
