@@ -152,3 +152,18 @@ def test_memory_tools_are_offered_to_the_model() -> None:
     names = [t.name() for t in model.interactions[0].tools_shed.tools]
     assert names == ["memory", "search_context"]
     agent.close()
+
+
+def test_an_abandoned_turn_is_still_taken_into_memory() -> None:
+    agent = scripted_session(InMemorySessionStore(), say("a long answer " * 5), say("second"))
+    stream = agent.run_turn_stream("My name is Ada.")
+    for item in stream:
+        value = getattr(item, "value", None)
+        if isinstance(value, SessionRecord.Conversation) and value.message.text() == "a ":
+            break  # the answer is streaming
+    stream.close()
+    state = agent.memory.state
+    assert [m.text() for m in state.unobserved] == ["My name is Ada.", "a "]  # the partial answer kept
+    assert state.tokens_since_observation == sum(agent.memory.tokens(m) for m in state.unobserved)
+    assert agent.run_turn("again").ok  # the session is free again
+    agent.close()

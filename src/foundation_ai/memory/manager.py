@@ -399,7 +399,8 @@ class MemoryManager:
 
     async def wrap_turn(self, turn: AsyncIterator[Any], state: Any, emit: bool) -> AsyncIterator[Any]:
         """Stream ``turn`` (the loop's items; ``Generating`` gets the context figures), then,
-        once it ended, absorb its records and run the due passes (their items are added to
+        once it ended, absorb its records (also when the stream was abandoned) and run the due
+        passes, holding the session so no other turn starts meanwhile (their items are added to
         ``state.records`` as well)."""
         self._recall_cache = None
         try:
@@ -411,11 +412,18 @@ class MemoryManager:
             aclose = getattr(turn, "aclose", None)
             if aclose is not None:
                 await aclose()
-        self.absorb(state.records)
-        async for item in self.passes(emit=emit):
-            if isinstance(item, Stream.Next):
-                state.records.append(item.value)
-            yield item
+            self.absorb(state.records)
+        enter = getattr(self.session, "_enter", None)
+        if enter is not None and not enter(True):
+            return  # another turn already started: the passes run when it ends
+        try:
+            async for item in self.passes(emit=emit):
+                if isinstance(item, Stream.Next):
+                    state.records.append(item.value)
+                yield item
+        finally:
+            if enter is not None:
+                enter(False)
 
     async def final_pass(self) -> list[Any]:
         """``session.end()``: an observation pass over what is not observed yet; the items."""
