@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -14,10 +15,12 @@ from foundation_ai.agentic import (
     AgentSession,
     InMemorySessionStore,
     ScriptedModel,
+    SqliteSessionStore,
+    call,
     say,
 )
 from foundation_ai.agentic.scripted import fail
-from foundation_ai.memory import MemoryConfig
+from foundation_ai.memory import EstimateCounter, MemoryConfig, MemoryState, MessageTokens
 from foundation_ai.memory.generation import OBSERVATION_INSTRUCTION, REFLECTION_INSTRUCTION
 from foundation_ai.types import AgentProgress, ModelInteraction, SessionRecord, Stream, TextContent
 
@@ -166,4 +169,190 @@ def test_an_abandoned_turn_is_still_taken_into_memory() -> None:
     assert [m.text() for m in state.unobserved] == ["My name is Ada.", "a "]  # the partial answer kept
     assert state.tokens_since_observation == sum(agent.memory.tokens(m) for m in state.unobserved)
     assert agent.run_turn("again").ok  # the session is free again
+    agent.close()
+
+
+def test_three_hundred_turns_in_a_two_thousand_token_window(tmp_path: Path) -> None:
+    """No request exceeds the window, no overflow happens, a fact of turn 3 reaches turn 300, and
+    observations and reflections are generated exactly at the configured triggers."""
+    sizes: list[int] = []
+    seen_fact: list[bool] = []
+    filler = "and then we talked about the weather, the trains and a few books " * 2
+
+    def answer(t: int) -> Any:
+        def reply(interaction: ModelInteraction) -> Any:
+            sizes.append(independent_tokens(interaction))
+            seen_fact.append("Pixel" in request_text(interaction))
+            return say(f"Answer {t}: {filler}")
+
+        return reply
+
+    script: list[Any] = []
+    for t in range(1, 301):
+        if t == 3:
+            script.append([call("memory", {"command": "add", "fact": "The user's cat is named Pixel."})])
+        script.append(answer(t))
+    model = ScriptedModel(script, context_window=WINDOW)
+    mem_model, mem_script = memory_model()
+    config = MemoryConfig(
+        observation_trigger_tokens=600,
+        reflection_trigger_tokens=40,
+        memory_model=mem_model,
+        output_reserve=150,
+    )
+    store = SqliteSessionStore(tmp_path / "s.db")
+    agent = (
+        AgentSession.builder(model)
+        .with_store(store)
+        .with_memory(config)
+        .with_system_prompt("Be brief.")
+        .build()
+    )
+    progress: list[Any] = []
+    for t in range(1, 301):
+        if t == 3:
+            prompt = "My cat is named Pixel. Please remember that."
+        elif t == 300:
+            prompt = "What is my cat's name?"
+        else:
+            prompt = f"Turn {t}: tell me something about item {t}. {filler}"
+        stream = agent.run_turn_stream(prompt)
+        for item in stream:
+            if isinstance(item, Stream.Pending):
+                progress.append(item.value)
+    records = store.load(agent.session_id)
+    failed = [
+        p for p in progress if isinstance(p, AgentProgress.ProcessingMemory) and p.kind == "trim_context"
+    ]
+    assert failed == []  # the loop's overflow recovery never ran
+    assert len(model.interactions) == 301  # one generation per turn, plus the tool round of turn 3
+    assert max(independent_tokens(i) for i in model.interactions) <= WINDOW
+    assert max(sizes) <= WINDOW and len(sizes) == 300
+    assert seen_fact[-1], "the fact of turn 3 is in the request of turn 300"
+    gens = [p for p in progress if isinstance(p, AgentProgress.Generating) and p.tokens_so_far == 0]
+    assert gens and all(p.context_tokens is not None and p.context_tokens <= WINDOW for p in gens)
+    assert {p.token_counter for p in gens} == {"estimate"}
+    # observations and reflections at the triggers: replay the log and check each one
+    counter = MessageTokens(EstimateCounter())
+    state = MemoryState(counter)
+    n_obs = n_ref = 0
+    turn_over = False
+    for r in records:
+        if turn_over and isinstance(r, SessionRecord.Conversation):
+            # a turn and its memory passes are over: no pass is overdue
+            assert state.tokens_since_observation < config.observation_trigger_tokens
+            assert state.observation_tokens_since_reflection < config.reflection_trigger_tokens
+            turn_over = False
+        if isinstance(r, SessionRecord.Observation):
+            assert state.tokens_since_observation >= config.observation_trigger_tokens
+            n_obs += 1
+        elif isinstance(r, SessionRecord.Reflection):
+            assert state.observation_tokens_since_reflection >= config.reflection_trigger_tokens
+            n_ref += 1
+        elif isinstance(r, SessionRecord.Summary):
+            turn_over = True
+        state.apply(r)
+    assert n_obs == mem_script.observation_calls and n_obs >= 30
+    assert n_ref == mem_script.reflection_calls and n_ref >= 5
+    print(f"observations {n_obs}, reflections {n_ref}, largest request {max(sizes)} tokens")
+    wm = [r for r in records if isinstance(r, SessionRecord.WorkingMemory)]
+    assert [f.content for f in wm[-1].facts] == ["The user's cat is named Pixel."]
+    agent.close()
+
+
+def test_resume_restores_every_tier_and_the_next_request_carries_them(tmp_path: Path) -> None:
+    mem, _ = memory_model()
+    config = MemoryConfig(
+        embedder=False, observation_trigger_tokens=5, reflection_trigger_tokens=1, memory_model=mem
+    )
+    store = SqliteSessionStore(tmp_path / "s.db")
+    agent = scripted_session(
+        store,
+        [call("memory", {"command": "add", "fact": "Ada likes green tea."})],
+        say("Noted."),
+        config=config,
+    )
+    agent.run_turn("My favourite drink is green tea.")
+    sid = agent.session_id
+    before = agent.memory.state
+    agent.close()
+    store2 = SqliteSessionStore(tmp_path / "s.db")
+    model = ScriptedModel([say("You like green tea.")], context_window=WINDOW)
+    again = AgentSession.builder(model).with_store(store2).with_memory(config).resume(sid)
+    after = again.memory.state
+    assert after.working == before.working and after.version == 1
+    assert after.observations == before.observations and len(after.observations) == 1
+    assert after.reflection == before.reflection and after.reflection is not None
+    assert after.tokens_since_observation == before.tokens_since_observation
+    again.run_turn("What do I like to drink?")
+    sent = request_text(model.interactions[0])
+    assert "[working_memory]\n- Ada likes green tea." in sent
+    assert "[reflection]" in sent
+    again.close()
+
+
+def test_the_same_conversation_runs_on_the_bundled_model_without_error() -> None:
+    """The bundled SmolLM2-135M as the session's and the memory model, in a 2,048-token window,
+    with tiny triggers so that observation and reflection passes run within a few turns (kept
+    short for CI: 3 turns). Answer quality and memory quality are not asserted; every turn must
+    complete and every request must fit the window."""
+    pytest.importorskip("llama_cpp")
+    from foundation_ai.backends.llamacpp import llamacpp
+    from foundation_ai.types import ModelParams
+
+    model = llamacpp(None, n_ctx=2048, seed=7)
+    config = MemoryConfig(
+        observation_trigger_tokens=40,
+        reflection_trigger_tokens=10,
+        memory_output_tokens=96,
+        output_reserve=64,
+    )
+    store = InMemorySessionStore()
+    agent = (
+        AgentSession.builder(model)
+        .with_store(store)
+        .with_memory(config)
+        .with_params(ModelParams(max_tokens=48, temperature=0.0))
+        .build()
+    )
+    prompts = ["Hi! My cat is named Pixel.", "I live in Porto and I like trains.", "What is my cat's name?"]
+    progress: list[Any] = []
+    for p in prompts:
+        stream = agent.run_turn_stream(p)
+        for item in stream:
+            if isinstance(item, Stream.Pending):
+                progress.append(item.value)
+        assert any(isinstance(v, AgentProgress.TurnComplete) for v in progress)
+    gens = [p for p in progress if isinstance(p, AgentProgress.Generating) and p.tokens_so_far == 0]
+    assert gens and all(p.token_counter == "tokenizer" and p.context_tokens <= 2048 for p in gens)
+    kinds = [p.kind for p in progress if isinstance(p, AgentProgress.ProcessingMemory)]
+    assert "observation" in kinds and "trim_context" not in kinds
+    records = store.load(agent.session_id)
+    assert sum(isinstance(r, SessionRecord.Summary) for r in records) == len(prompts)
+    agent.close()
+
+
+def test_a_users_context_assembler_receives_the_memory_assembled_request() -> None:
+    seen: list[list[str | None]] = []
+
+    def mine(request: Any) -> ModelInteraction:
+        seen.append([m.text() for m in request.interaction.messages])
+        return request.interaction
+
+    model = ScriptedModel(
+        [[call("memory", {"command": "add", "fact": "Ada is left-handed."})], say("Noted."), say("Sure.")],
+        context_window=WINDOW,
+    )
+    agent = (
+        AgentSession.builder(model)
+        .with_store(InMemorySessionStore())
+        .with_context_assembler(mine)
+        .with_memory(MemoryConfig(embedder=False))
+        .build()
+    )
+    agent.run_turn("I am left-handed.")
+    agent.run_turn("Which hand do I write with?")
+    assert len(seen) == 3  # every generation went through both
+    assert seen[-1][0] == "[working_memory]\n- Ada is left-handed. (id " + agent.memory.facts()[0].id + ")"
+    assert model.interactions[-1].messages[0].text() == seen[-1][0]
     agent.close()

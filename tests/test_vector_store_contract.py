@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,14 +29,18 @@ _tables = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def postgres_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real PostgreSQL 16 with pgvector (pgserver), for the whole test session."""
+def postgres_uri() -> Iterator[str]:
+    """A real PostgreSQL 16 with pgvector (pgserver), for the whole test session. Its folder is
+    made with ``tempfile.mkdtemp``, not pytest's ``tmp_path_factory``: another pytest run of
+    the same user may prune pytest's numbered folders while this server still uses one."""
     pgserver = pytest.importorskip("pgserver")
-    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    folder = tempfile.mkdtemp(prefix="fai-pg-")
+    server = pgserver.get_server(folder, cleanup_mode="stop")
     try:
         yield server.get_uri()
     finally:
         server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 StoreFactory = Callable[..., VectorStore]
