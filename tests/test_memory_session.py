@@ -356,3 +356,24 @@ def test_a_users_context_assembler_receives_the_memory_assembled_request() -> No
     assert seen[-1][0] == "[working_memory]\n- Ada is left-handed. (id " + agent.memory.facts()[0].id + ")"
     assert model.interactions[-1].messages[0].text() == seen[-1][0]
     agent.close()
+
+
+def test_a_failing_embedder_never_fails_a_turn() -> None:
+    class Broken:
+        model_id = "broken"
+        dimensions = 4
+
+        def embed(self, texts: Any) -> Any:
+            raise RuntimeError("embedding service down")
+
+    model = ScriptedModel([say("Red is nice."), say("It is red.")], context_window=WINDOW)
+    agent = (
+        AgentSession.builder(model)
+        .with_store(InMemorySessionStore())
+        .with_memory(MemoryConfig(embedder=Broken()))
+        .build()
+    )
+    assert agent.run_turn("My bike is red.").ok
+    assert agent.run_turn("What colour is my bike?").ok
+    assert agent.memory.retriever.flush(10.0) and agent.memory.retriever.errors >= 1
+    agent.close()

@@ -147,6 +147,15 @@ class MemoryManager:
         self.tokens = MessageTokens(counter_for(session.models[0]))
         self.state = MemoryState(self.tokens)
         cfg = self.config
+        if cfg.embedder is None:
+            import importlib.util
+
+            missing = [m for m in ("numpy", "wordllama") if importlib.util.find_spec(m) is None]
+            if missing:
+                raise ConfigurationError(
+                    f"memory retrieval with the default embedder needs {' and '.join(missing)}: "
+                    "pip install 'foundation-ai[memory]', or MemoryConfig(embedder=False)"
+                )
         if cfg.embedder is not False:
             from .retrieval import Retriever
 
@@ -246,9 +255,15 @@ class MemoryManager:
             return []
         if self._recall_cache is not None and self._recall_cache[0] == prompt:
             return self._recall_cache[1]
-        hits: list[Recalled] = self.retriever.search(
-            prompt, self.config.recall_k, "hybrid", min_score=self.config.recall_min_score
-        )
+        try:
+            hits: list[Recalled] = self.retriever.search(
+                prompt, self.config.recall_k, "hybrid", min_score=self.config.recall_min_score
+            )
+        except Exception as exc:  # a failing embedder must not fail the turn: keywords only
+            log.warning(
+                "session %s: semantic recall failed (%s); keyword recall only", self.session.session_id, exc
+            )
+            hits = self.retriever.search(prompt, self.config.recall_k, "keyword")
         self._recall_cache = (prompt, hits)
         return hits
 
