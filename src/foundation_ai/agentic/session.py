@@ -44,12 +44,14 @@ from ..errors import (
 from ..ids import new_scru128
 from ..types import (
     AgenticError,
+    AgentProgress,
     AssistantMessage,
     Messages,
     ModelId,
     ModelParams,
     SessionRecord,
     StopReason,
+    Stream,
     TextContent,
     TokenSnapshot,
     ToolCall,
@@ -376,6 +378,7 @@ class AgentSessionBuilder:
     def __init__(self, model_or_router: Any = None) -> None:
         self._model = model_or_router
         self._catalog: list[Any] = []
+        self._memory: Any = None
         self._model_id: Any = None
         self._system: str | None = None
         self._soul: str | None = None
@@ -460,6 +463,16 @@ class AgentSessionBuilder:
     def with_store(self, store: SessionStore) -> AgentSessionBuilder:
         """Where records are persisted (default: ``SqliteSessionStore()`` in the user data dir)."""
         self._store = store
+        return self
+
+    def with_memory(self, config: Any = None) -> AgentSessionBuilder:
+        """Turn memory on: working memory (the ``memory`` tool), observations and reflections,
+        context assembly before each generation and retrieval (``search_context``).
+        ``config``: a :class:`foundation_ai.memory.MemoryConfig` (default settings when
+        ``None``). See ``docs/memory.md``."""
+        from ..memory.manager import MemoryConfig
+
+        self._memory = config if config is not None else MemoryConfig()
         return self
 
     def with_tool_timeout(self, seconds: float | None) -> AgentSessionBuilder:
@@ -555,6 +568,14 @@ class AgentSessionBuilder:
             raise ConfigurationError(
                 "no model: pass one to AgentSession.builder(...) (resume(id) can use the one the session recorded)"
             )
+        memory = None
+        hooks = self._hooks
+        if self._memory is not None:
+            from ..memory.manager import MemoryManager
+
+            memory = MemoryManager(self._memory)
+            hooks = dataclasses.replace(hooks, context=memory.assembler(hooks.context))
+        tools = tools + (memory.tools() if memory is not None else [])
         registry = ToolRegistry(tools, default_timeout=self._tool_timeout)
         tool_choice = _tool_choices(self._tool_choice, registry)
         router = model if isinstance(model, ProviderRouter) else None
@@ -566,7 +587,7 @@ class AgentSessionBuilder:
                 models[0].model_string = model  # recorded as given ("local", "gguf:PATH", ...)
             except AttributeError:
                 pass
-        return AgentSession(
+        session = AgentSession(
             models=models,
             system_prompt=system,
             soul=self._soul,
@@ -581,8 +602,12 @@ class AgentSessionBuilder:
             chat_template=self._chat_template,
             breaker=CircuitBreaker(self._cooldown),
             output=self._output,
-            hooks=self._hooks,
+            hooks=hooks,
         )
+        if memory is not None:
+            memory.bind(session)
+            session.memory = memory
+        return session
 
     def resume(self, session_id: str) -> AgentSession:
         """Rebuild a stored session: its conversation exactly as persisted (retracted outputs
@@ -624,8 +649,12 @@ class AgentSessionBuilder:
         if open_calls:
             fix = interrupted_results(open_calls, "the process stopped")
             session.messages.extend(fix)
-            session.pending_records.extend(SessionRecord.Conversation(message=m) for m in fix)
+            fixed = [SessionRecord.Conversation(message=m) for m in fix]
+            session.pending_records.extend(fixed)
             session.flush()
+            records = [*records, *fixed]
+        if session.memory is not None:
+            session.memory.restore(records)
         return session
 
     async def aresume(self, session_id: str) -> AgentSession:
@@ -692,6 +721,8 @@ class AgentSession:
         self._busy = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self.memory: Any = None
+        """The session's ``MemoryManager`` (``with_memory``), else ``None``."""
 
     @staticmethod
     def builder(model_or_router: Any = None) -> AgentSessionBuilder:
@@ -835,6 +866,8 @@ class AgentSession:
         )
         state.output_spec = self._spec(output_type, output_retries)
         agen = run_turn(self, state, on_exit=self._enter)
+        if self.memory is not None:
+            agen = self.memory.wrap_turn(agen, state, emit)
 
         def finish() -> Turn:
             return Turn(state, self.ledger.turn)
@@ -1071,6 +1104,38 @@ class AgentSession:
             raise value
         return value
 
+    async def _ending(self) -> list[Any]:
+        self._check_open()
+        if not self._enter(True):
+            raise FoundationAIError("a turn is running on this session; end it after the turn")
+        try:
+            items: list[Any] = [Stream.Pending(AgentProgress.SessionEnding())]
+            if self.memory is not None:
+                items += await self.memory.final_pass()
+        finally:
+            self._enter(False)
+        return items
+
+    async def aend(self) -> list[Any]:
+        """End the session: ``Stream.Pending(AgentProgress.SessionEnding())``, then with memory
+        a final observation pass over what no observation covers yet (its
+        ``ProcessingMemory`` progress and ``Observation`` record, or a ``FailedAction`` of kind
+        ``"memory"``), then :meth:`close`. Returns those items.
+
+        Raises:
+            SessionClosedError: the session was already closed.
+            FoundationAIError: a turn is running.
+        """
+        items = await self._ending()
+        self.close()
+        return items
+
+    def end(self) -> list[Any]:
+        """Blocking :meth:`aend`."""
+        items: list[Any] = self._run_sync(self._ending)
+        self.close()
+        return items
+
     def close(self) -> None:
         """Release the private event loop and the store (idempotent), after a last attempt to
         write records a failed store write left pending (a failure is logged). Afterwards every
@@ -1088,6 +1153,8 @@ class AgentSession:
                     exc_info=True,
                 )
         self._closed = True
+        if self.memory is not None:
+            self.memory.close()
         if self._loop is not None:
             _close_loop(self._loop)
         self.store.close()
