@@ -237,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("session_id", metavar="ID", help="the session id (a unique prefix works)")
     show.add_argument("--json", action="store_true", help="print the stored records as JSON lines")
     _add_store_option(show)
+    from ._cli.durable_cmds import add_durable_commands
+
+    add_durable_commands(sub)
     return parser
 
 
@@ -261,6 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sessions": cmd_sessions,
         "show": cmd_show,
     }
+    from ._cli.durable_cmds import DURABLE_COMMANDS
+
+    handlers.update(DURABLE_COMMANDS)
     try:
         return handlers[args.command](args)
     except ConfigurationError as exc:
