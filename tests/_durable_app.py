@@ -169,6 +169,13 @@ async def slow_lookup(key: str) -> str:
     Args:
         key: the key.
     """
+    if os.environ.get("FA_PROBE"):  # test instrumentation: "a worker is inside the slow tool"
+        c = effects_table(os.environ["FA_EFFECTS_DB"])
+        try:
+            c.execute("CREATE TABLE IF NOT EXISTS probe (pid INTEGER, key TEXT)")
+            c.execute("INSERT INTO probe VALUES (?, ?)", (os.getpid(), key))
+        finally:
+            c.close()
     await asyncio.sleep(float(os.environ.get("FA_SLOW", "0")))
     return f"value of {key}"
 
