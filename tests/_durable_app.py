@@ -156,6 +156,10 @@ async def record_fact(note: str) -> str:
     """
     c = effects_table(os.environ["FA_EFFECTS_DB"])
     try:
+        if os.environ.get("FA_FACT_SLOW"):  # test instrumentation: a slow side effect
+            c.execute("CREATE TABLE IF NOT EXISTS probe (pid INTEGER, key TEXT)")
+            c.execute("INSERT INTO probe VALUES (?, ?)", (os.getpid(), "fact:" + note))
+            await asyncio.sleep(float(os.environ["FA_FACT_SLOW"]))
         c.execute("INSERT INTO effects VALUES (?, ?, ?)", (current_call_id(), note, os.getpid()))
     finally:
         c.close()

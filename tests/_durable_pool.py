@@ -27,7 +27,9 @@ def start_postgres(path: Path) -> Any:
 class WorkerPool:
     """Worker subprocesses sharing ``db`` (+ ``session_db``); each logs to ``logs/<id>.log``."""
 
-    def __init__(self, tmp: Path, db: str, session_db: str | None, env: dict[str, str], concurrency: int = 2) -> None:
+    def __init__(
+        self, tmp: Path, db: str, session_db: str | None, env: dict[str, str], concurrency: int = 2
+    ) -> None:
         self.tmp, self.db, self.session_db, self.concurrency = tmp, db, session_db, concurrency
         self.env = {**os.environ, **env, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -47,9 +49,23 @@ class WorkerPool:
             self.started += 1
             wid = f"w{self.started}"
             log = open(self.logs / f"{wid}.log", "wb")  # noqa: SIM115 - closed with the process
-            cmd = [sys.executable, "-m", "foundation_ai", "worker", *self.db_args(), "--agent",
-                   "tests._durable_app:agent", "--executor-id", wid, "--concurrency", str(self.concurrency),
-                   "--poll", "0.05", "--grace", "5"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "foundation_ai",
+                "worker",
+                *self.db_args(),
+                "--agent",
+                "tests._durable_app:agent",
+                "--executor-id",
+                wid,
+                "--concurrency",
+                str(self.concurrency),
+                "--poll",
+                "0.05",
+                "--grace",
+                "5",
+            ]
             self.procs[wid] = subprocess.Popen(cmd, stdout=log, stderr=log, env=self.env, cwd=ROOT)
             ids.append(wid)
         if wait:

@@ -19,12 +19,11 @@ import pytest
 pytest.importorskip("dbos")
 pytest.importorskip("pgserver")
 
-from foundation_ai.agentic.stores.sqlite import SqliteSessionStore  # noqa: E402
-from foundation_ai.durable import DurableClient, DurableConfig  # noqa: E402
-from foundation_ai.types import SessionRecord  # noqa: E402
+from foundation_ai.agentic.stores.sqlite import SqliteSessionStore
+from foundation_ai.durable import DurableClient, DurableConfig
 
-from ._durable_app import FakeModelServer, effects_table  # noqa: E402
-from ._durable_pool import WorkerPool, expected_history, normalized, start_postgres  # noqa: E402
+from ._durable_app import FakeModelServer, effects_table
+from ._durable_pool import WorkerPool, expected_history, normalized, start_postgres
 
 FULL = os.environ.get("FA_DURABLE_FULL") == "1"
 
@@ -41,7 +40,11 @@ def _setup(tmp_path: Path, postgres, db_name: str, slow: float, delay: float):  
     uri = postgres.get_uri().replace("/postgres?", f"/{db_name}?")
     session_db = f"sqlite:///{tmp_path / 'sessions.sqlite3'}"
     model = FakeModelServer(token_delay=delay).__enter__()
-    env = {"FA_MODEL_URL": model.base_url, "FA_EFFECTS_DB": str(tmp_path / "effects.sqlite3"), "FA_SLOW": str(slow)}
+    env = {
+        "FA_MODEL_URL": model.base_url,
+        "FA_EFFECTS_DB": str(tmp_path / "effects.sqlite3"),
+        "FA_SLOW": str(slow),
+    }
     os.environ.update({"FA_EFFECTS_DB": env["FA_EFFECTS_DB"]})
     effects_table(env["FA_EFFECTS_DB"]).close()
     cfg = DurableConfig(uri, session_db=session_db)
@@ -85,7 +88,9 @@ def test_three_workers_complete_every_turn_in_session_order_with_each_side_effec
             results = [h.result(timeout=600) for h in handles]
             executors = {r["executor"] for r in client.turns(limit=1000)}
         assert all(r.ok and r.outcome == "Completed" for r in results)
-        assert [r.text for r in results] == [f"done: {p}" for k in range(per) for p in (plan[f"sess{s}"][k] for s in range(sessions))]
+        assert [r.text for r in results] == [
+            f"done: {p}" for k in range(per) for p in (plan[f"sess{s}"][k] for s in range(sessions))
+        ]
         assert len(executors - {None}) >= 2  # the turns were spread over the workers
     finally:
         codes = pool.stop()
@@ -103,7 +108,9 @@ def _busy_in_slow_tool(path: str, seen: int) -> tuple[int, int] | None:
     return (rows[-1][0], rows[-1][1]) if rows else None
 
 
-def test_sigkilled_workers_turns_resume_elsewhere_with_no_side_effect_repeated(tmp_path: Path, postgres) -> None:  # type: ignore[no-untyped-def]
+def test_sigkilled_workers_turns_resume_elsewhere_with_no_side_effect_repeated(
+    tmp_path: Path, postgres
+) -> None:  # type: ignore[no-untyped-def]
     kills, sessions, per = (20, 10, 3) if FULL else (3, 3, 2)
     slow = 1.0
     model, env, cfg, uri, session_db = _setup(tmp_path, postgres, "proof_kill", slow, 0.001)

@@ -142,6 +142,8 @@ class DurableClient:
     def __init__(self, config: DurableConfig, store: SessionStore | None = None) -> None:
         self.config = config
         self.dbos = DBOSClient(system_database_url=config.system_database_url)
+        # DBOSClient never creates the schema; a turn may be submitted before any worker ran.
+        self.dbos._sys_db.run_migrations()
         self._store = store
         self._own_store = store is None
 
