@@ -30,15 +30,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from foundation_ai.durable import DurableClient, DurableConfig  # noqa: E402
 from tests._durable_app import FakeModelServer, agent, effects_table  # noqa: E402
 from tests._durable_pool import WorkerPool, start_postgres  # noqa: E402
+
+from foundation_ai.durable import DurableClient, DurableConfig  # noqa: E402
 
 STEPS = 5
 
 
 def load() -> str:
-    return "load average %.2f %.2f %.2f" % os.getloadavg()
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def databases(kind: str, tmp: Path, pg: object | None, tag: str) -> tuple[str, str | None]:
