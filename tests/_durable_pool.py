@@ -28,9 +28,16 @@ class WorkerPool:
     """Worker subprocesses sharing ``db`` (+ ``session_db``); each logs to ``logs/<id>.log``."""
 
     def __init__(
-        self, tmp: Path, db: str, session_db: str | None, env: dict[str, str], concurrency: int = 2
+        self,
+        tmp: Path,
+        db: str,
+        session_db: str | None,
+        env: dict[str, str],
+        concurrency: int = 2,
+        grace: float = 5.0,
     ) -> None:
         self.tmp, self.db, self.session_db, self.concurrency = tmp, db, session_db, concurrency
+        self.grace = grace
         self.env = {**os.environ, **env, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs = tmp / "logs"
@@ -64,7 +71,7 @@ class WorkerPool:
                 "--poll",
                 "0.05",
                 "--grace",
-                "5",
+                str(self.grace),
             ]
             self.procs[wid] = subprocess.Popen(cmd, stdout=log, stderr=log, env=self.env, cwd=ROOT)
             ids.append(wid)
@@ -87,6 +94,12 @@ class WorkerPool:
         p = self.procs.pop(wid)
         p.send_signal(signal.SIGKILL)
         p.wait(10)
+
+    def terminate(self, wid: str, timeout: float = 60) -> int:
+        """SIGTERM ``wid`` and return its exit status."""
+        p = self.procs.pop(wid)
+        p.send_signal(signal.SIGTERM)
+        return p.wait(timeout)
 
     def pid_of(self, pid: int) -> str | None:
         for wid, p in self.procs.items():

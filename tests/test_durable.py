@@ -152,3 +152,25 @@ def test_bad_database_urls_and_agent_factories_are_configuration_errors(tmp_path
     assert out.returncode == 2 and "cannot import 'no_such_module_xyz'" in out.stderr
     out = _cli("status", "turn-nope", "--db", f"sqlite:///{tmp_path / 'x'}")
     assert out.returncode == 1 and "no durable turn 'turn-nope'" in out.stderr
+
+
+def test_sigterm_hands_back_a_turn_that_outlives_the_grace_period(embedded) -> None:  # type: ignore[no-untyped-def]
+    make, env = embedded
+    pool, cfg = make(FA_SLOW="3")
+    pool.grace = 1
+    pool.concurrency = 1
+    first, _second = pool.start(2)
+    with DurableClient(cfg) as client:
+        h = client.enqueue_turn("s-term", "deploy")
+        pid = _wait_probe(env["FA_EFFECTS_DB"], "deploy")
+        wid = pool.pid_of(pid)
+        assert wid in (first, _second)
+        assert pool.terminate(wid) == 0  # graceful: exits 0 once it handed the turn back
+        res = h.result(timeout=120)
+        assert res.ok and res.text == "done: deploy"
+        assert normalized(client.store.load("s-term")) == expected_history(["deploy"])
+        [row] = client.turns("s-term")
+        assert row["executor"] != wid  # finished by the other worker
+    c = effects_table(env["FA_EFFECTS_DB"])
+    assert c.execute("SELECT COUNT(*) FROM effects").fetchone()[0] == 1
+    c.close()

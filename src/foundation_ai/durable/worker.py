@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,9 @@ from dbos import DBOS
 
 from ..agentic.session import AgentSessionBuilder
 from ..agentic.stores import SessionStore, conversation_of
+from ..agentic.turn.hooks import Phase, PhaseHooks
 from ..agentic.turn.persist import Replay
+from ..agentic.turn.state import TurnState
 from ..errors import ConfigurationError
 from ..types import Messages, SessionRecord, from_json
 from .config import DurableConfig
@@ -94,6 +96,45 @@ def _tag(value: Any) -> str:
     return str(getattr(value, "name", value))
 
 
+_SHUTTING_DOWN = threading.Event()
+
+
+class _ShutdownGuard(PhaseHooks):
+    """Keeps a turn that the worker's shutdown abandons from storing anything more.
+
+    A turn still running when the grace period ends is abandoned in this process (the loop
+    would store "aborted" results and a ``Summary``) and handed back to another worker, which
+    resumes it; so once a phase is left by ``GeneratorExit`` / ``CancelledError`` during
+    shutdown, the session's writes are dropped."""
+
+    def __init__(self, store: _GuardedStore) -> None:
+        self.store = store
+
+    def after_phase(self, phase: Phase, state: TurnState, error: BaseException | None) -> None:
+        if isinstance(error, GeneratorExit | asyncio.CancelledError) and _SHUTTING_DOWN.is_set():
+            self.store.frozen = True
+
+
+class _GuardedStore:
+    """The worker's session store as one turn sees it: writes are dropped once ``frozen``."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.inner, self.frozen = store, False
+
+    def append(self, session_id: str, records: Sequence[SessionRecord]) -> None:
+        if not self.frozen:
+            self.inner.append(session_id, records)
+
+    def load(self, session_id: str) -> list[SessionRecord]:
+        return self.inner.load(session_id)
+
+    def sessions(self) -> list[str]:
+        return self.inner.sessions()
+
+    def close(self) -> None:
+        """The worker owns the store: closing one turn's view does nothing."""
+
+
 @DBOS.workflow(name=WORKFLOW_NAME)
 async def durable_turn(session_id: str, prompt: str) -> str:
     """The DBOS workflow of one turn: ``prompt`` is the JSON list of the prompt's messages
@@ -107,7 +148,9 @@ async def durable_turn(session_id: str, prompt: str) -> str:
     records = await asyncio.to_thread(rt.store.load, session_id)
     history, replay = split_replay(records, msgs[0].id)
     steps = DurableSteps()
-    session = rt.agent().with_store(rt.store).with_step_runner(steps).build(session_id)
+    store = _GuardedStore(rt.store)
+    builder = rt.agent().with_store(store).with_step_runner(steps).with_phase_hooks(_ShutdownGuard(store))
+    session = builder.build(session_id)
     steps.lookup = session.registry.get
     session.messages = history
     session.replay = replay  # type: ignore[attr-defined]
@@ -187,6 +230,7 @@ def run_worker(
         if ready is not None:
             ready()
         stop.wait()
+        _SHUTTING_DOWN.set()
         me = DBOS.executor_id if hasattr(DBOS, "executor_id") else executor_id
     finally:
         DBOS.destroy(workflow_completion_timeout_sec=max(0, round(grace)))
