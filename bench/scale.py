@@ -72,12 +72,18 @@ def throughput(
 
 
 def durable_latency(
-    kind: str, args: argparse.Namespace, tmp: Path, pg: object | None, env: dict[str, str]
+    kind: str,
+    args: argparse.Namespace,
+    tmp: Path,
+    pg: object | None,
+    env: dict[str, str],
+    steering: bool = True,
 ) -> float:
     tag = f"{kind}_lat_{int(time.time() * 1000) % 10**8}"
     (tmp / tag).mkdir()
     db, session_db = databases(kind, tmp, pg, tag)
-    pool = WorkerPool(tmp / tag, db, session_db, env, concurrency=1)
+    extra = () if steering else ("--no-steering",)
+    pool = WorkerPool(tmp / tag, db, session_db, env, concurrency=1, extra=extra)
     try:
         pool.start(1)
         with DurableClient(DurableConfig(db, session_db=session_db)) as client:
@@ -136,11 +142,13 @@ def main() -> None:
             plain = plain_latency(args, tmp)
             print(f"plain in-process turn ({STEPS} steps, SQLite store): {plain * 1000:.1f} ms/turn")
             for kind in kinds:
-                lat = durable_latency(kind, args, tmp, pg, env)
-                print(
-                    f"{kind:8s} durable turn alone on 1 worker: {lat * 1000:.1f} ms/turn "
-                    f"(enqueue -> result); overhead {(lat - plain) / STEPS * 1000:.1f} ms/step  [{load()}]"
-                )
+                for steering in (True, False):
+                    lat = durable_latency(kind, args, tmp, pg, env, steering)
+                    print(
+                        f"{kind:8s} durable turn alone on 1 worker, steering {'on ' if steering else 'off'}: "
+                        f"{lat * 1000:.1f} ms/turn (enqueue -> result); overhead "
+                        f"{(lat - plain) / STEPS * 1000:.1f} ms/step  [{load()}]"
+                    )
                 base = None
                 for n in counts:
                     tps = throughput(kind, n, args, tmp, pg, env)

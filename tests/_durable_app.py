@@ -8,7 +8,9 @@ chunk after ``FA_TOKEN_DELAY`` seconds). Only 127.0.0.1 is bound.
 
 Environment read by :func:`agent` (in the worker): ``FA_MODEL_URL`` (the server),
 ``FA_EFFECTS_DB`` (SQLite file of the ``effects`` table ``record_fact`` writes one row to per
-run), ``FA_SLOW`` (seconds ``slow_lookup`` sleeps).
+run), ``FA_SLOW`` (seconds ``slow_lookup`` sleeps), ``FA_GATE`` (a file ``slow_lookup`` waits
+for), ``FA_PROBE`` / ``FA_FACT_SLOW`` (instrumentation: the tools note their start in a
+``probe`` table; ``record_fact`` sleeps before its write).
 """
 
 from __future__ import annotations
@@ -181,6 +183,9 @@ async def slow_lookup(key: str) -> str:
         finally:
             c.close()
     await asyncio.sleep(float(os.environ.get("FA_SLOW", "0")))
+    gate = os.environ.get("FA_GATE")  # test instrumentation: wait until the test opens the gate
+    while gate and not os.path.exists(gate):
+        await asyncio.sleep(0.02)
     return f"value of {key}"
 
 

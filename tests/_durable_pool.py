@@ -35,9 +35,10 @@ class WorkerPool:
         env: dict[str, str],
         concurrency: int = 2,
         grace: float = 5.0,
+        extra: tuple[str, ...] = (),
     ) -> None:
         self.tmp, self.db, self.session_db, self.concurrency = tmp, db, session_db, concurrency
-        self.grace = grace
+        self.grace, self.extra = grace, extra
         self.env = {**os.environ, **env, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs = tmp / "logs"
@@ -72,6 +73,7 @@ class WorkerPool:
                 "0.05",
                 "--grace",
                 str(self.grace),
+                *self.extra,
             ]
             self.procs[wid] = subprocess.Popen(cmd, stdout=log, stderr=log, env=self.env, cwd=ROOT)
             ids.append(wid)

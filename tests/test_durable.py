@@ -95,13 +95,15 @@ def test_cli_submit_status_and_follow_a_turn_run_by_an_embedded_sqlite_worker(
 
 def test_abort_sent_from_another_process_ends_the_running_turn(embedded) -> None:  # type: ignore[no-untyped-def]
     make, env = embedded
-    pool, cfg = make(FA_SLOW="1.5")
+    gate = Path(env["FA_EFFECTS_DB"]).with_name("gate")
+    pool, cfg = make(FA_GATE=str(gate))
     pool.start(1)
     with DurableClient(cfg) as client:
         h = client.enqueue_turn("s-abort", "long job")
         _wait_probe(env["FA_EFFECTS_DB"], "long job")
         out = _cli("abort", h.turn_id, "--db", cfg.db)
         assert out.returncode == 0, out.stderr
+        gate.touch()  # the slow tool ends after the abort was sent
         res = h.result(timeout=120)
         assert res.outcome == "Aborted" and not res.ok
         texts = [t for t in normalized(client.store.load("s-abort")) if t[0] == "Assistant" and len(t) == 2]
@@ -110,12 +112,14 @@ def test_abort_sent_from_another_process_ends_the_running_turn(embedded) -> None
 
 def test_steering_sent_from_another_process_redirects_the_running_turn(embedded) -> None:  # type: ignore[no-untyped-def]
     make, env = embedded
-    pool, cfg = make(FA_SLOW="1.5")
+    gate = Path(env["FA_EFFECTS_DB"]).with_name("gate")
+    pool, cfg = make(FA_GATE=str(gate))
     pool.start(1)
     with DurableClient(cfg) as client:
         h = client.enqueue_turn("s-steer", "first topic")
         _wait_probe(env["FA_EFFECTS_DB"], "first topic")
         h.steer("other topic")
+        gate.touch()
         res = h.result(timeout=120)
         assert res.ok and res.text == "done: other topic"
         hist = normalized(client.store.load("s-steer"))
@@ -156,7 +160,8 @@ def test_bad_database_urls_and_agent_factories_are_configuration_errors(tmp_path
 
 def test_sigterm_hands_back_a_turn_that_outlives_the_grace_period(embedded) -> None:  # type: ignore[no-untyped-def]
     make, env = embedded
-    pool, cfg = make(FA_SLOW="3")
+    gate = Path(env["FA_EFFECTS_DB"]).with_name("gate")
+    pool, cfg = make(FA_GATE=str(gate))
     pool.grace = 1
     pool.concurrency = 1
     first, _second = pool.start(2)
@@ -166,6 +171,7 @@ def test_sigterm_hands_back_a_turn_that_outlives_the_grace_period(embedded) -> N
         wid = pool.pid_of(pid)
         assert wid in (first, _second)
         assert pool.terminate(wid) == 0  # graceful: exits 0 once it handed the turn back
+        gate.touch()  # the tool can end now (on the worker that resumed the turn)
         res = h.result(timeout=120)
         assert res.ok and res.text == "done: deploy"
         assert normalized(client.store.load("s-term")) == expected_history(["deploy"])

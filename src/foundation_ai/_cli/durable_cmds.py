@@ -60,6 +60,11 @@ def add_durable_commands(sub: Any) -> None:
         "--grace", type=float, default=30.0, metavar="S", help="seconds to finish turns on shutdown"
     )
     w.add_argument("--poll", type=float, default=0.2, metavar="S", help="queue polling interval")
+    w.add_argument(
+        "--no-steering",
+        action="store_true",
+        help="never check for steer/abort (saves a DBOS recv per model call)",
+    )
 
     s = sub.add_parser(
         "submit", help="enqueue a durable turn and print its id", description="Enqueue a turn."
@@ -124,6 +129,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         worker_concurrency=args.concurrency,
         global_concurrency=args.global_concurrency,
         polling_interval=args.poll,
+        steering=not args.no_steering,
     )
     agent = load_agent_factory(args.agent)
     stop = threading.Event()

@@ -45,6 +45,8 @@ class DurableConfig:
         worker_concurrency: turns one worker process runs at once (``None``: no limit).
         global_concurrency: turns all workers together run at once (``None``: no limit).
         polling_interval: seconds between two polls of the queue by a worker.
+        steering: take steering / abort messages before each model call (one ``DBOS.recv``
+            per model call; ``False`` saves that cost for turns nobody steers).
 
     Raises:
         ConfigurationError: ``db`` is neither a ``sqlite:///`` nor a ``postgresql://`` URL, or
@@ -57,6 +59,7 @@ class DurableConfig:
     worker_concurrency: int | None = 4
     global_concurrency: int | None = None
     polling_interval: float = 0.2
+    steering: bool = True
 
     def __post_init__(self) -> None:
         _kind(self.db)

@@ -68,10 +68,13 @@ class DurableSteps(StepRunner):
     Args:
         lookup: tool name -> the session's tool object or ``None`` (to find the
             :func:`side_effects` marks), e.g. ``session.registry.get``.
+        steering: take steering messages before each generation (``False``: never; saves one
+            ``DBOS.recv`` per model call).
     """
 
-    def __init__(self, lookup: Callable[[str], Any] | None = None) -> None:
+    def __init__(self, lookup: Callable[[str], Any] | None = None, *, steering: bool = True) -> None:
         self.lookup = lookup
+        self.steering = steering
 
     async def _take_steering(self, step: Generation) -> None:
         while True:
@@ -89,7 +92,8 @@ class DurableSteps(StepRunner):
     async def generation(self, step: Generation) -> AsyncGenerator[Any, None]:
         """One checkpointed model call (step ``generation:<n>``): streamed once, replayed from
         its ``GenerationRecord`` afterwards. Yields nothing (durable turns run unstreamed)."""
-        await self._take_steering(step)
+        if self.steering:
+            await self._take_steering(step)
 
         async def call_model() -> str:
             async for _ in step.stream():

@@ -66,6 +66,7 @@ class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
 class _Runtime:
     agent: AgentFactory
     store: SessionStore
+    steering: bool = True
 
 
 _RUNTIME: _Runtime | None = None
@@ -147,7 +148,7 @@ async def durable_turn(session_id: str, prompt: str) -> str:
     msgs: list[Messages] = from_json(prompt, list[Messages])
     records = await asyncio.to_thread(rt.store.load, session_id)
     history, replay = split_replay(records, msgs[0].id)
-    steps = DurableSteps()
+    steps = DurableSteps(steering=rt.steering)
     store = _GuardedStore(rt.store)
     builder = rt.agent().with_store(store).with_step_runner(steps).with_phase_hooks(_ShutdownGuard(store))
     session = builder.build(session_id)
@@ -215,7 +216,7 @@ def run_worker(
     global _RUNTIME
     stop = stop or threading.Event()
     store = config.open_store()
-    _RUNTIME = _Runtime(agent=agent, store=store)
+    _RUNTIME = _Runtime(agent=agent, store=store, steering=config.steering)
     DBOS(config=config.dbos_config(executor_id=executor_id))  # type: ignore[arg-type]
     handed_back: list[str] = []
     try:
