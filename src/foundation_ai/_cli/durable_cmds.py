@@ -54,7 +54,9 @@ def add_durable_commands(sub: Any) -> None:
     )
     w.add_argument("--global-concurrency", type=_positive, metavar="N", help="turns at once over all workers")
     w.add_argument(
-        "--executor-id", metavar="ID", help="this worker's id (restart with it to resume its turns)"
+        "--executor-id",
+        metavar="ID",
+        help="unique worker id (default HOST-PID); restart with it to resume its turns",
     )
     w.add_argument(
         "--grace", type=float, default=30.0, metavar="S", help="seconds to finish turns on shutdown"

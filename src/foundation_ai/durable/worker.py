@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
+import socket
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -203,9 +205,11 @@ def run_worker(
     Args:
         config: the databases and the queue's limits.
         agent: the agent factory.
-        executor_id: this worker's DBOS executor id (default: DBOS's own). A worker restarted
-            with the same id resumes its unfinished turns at launch; for a worker that will not
-            come back, call :func:`foundation_ai.durable.recover` with its id.
+        executor_id: this worker's DBOS executor id, unique among live workers (default:
+            ``<hostname>-<pid>``). A worker restarted with the same id resumes its unfinished
+            turns at launch; for a worker that will not come back, call
+            :meth:`DurableClient.recover` with its id. Two live workers with one id would
+            resume each other's running turns.
         stop: set it to shut down (the CLI sets it on SIGTERM / SIGINT).
         grace: seconds to let running turns finish on shutdown before handing them back.
         ready: called once the worker is consuming the queue.
@@ -215,10 +219,10 @@ def run_worker(
     """
     global _RUNTIME
     stop = stop or threading.Event()
+    me = executor_id or f"{socket.gethostname()}-{os.getpid()}"
     store = config.open_store()
     _RUNTIME = _Runtime(agent=agent, store=store, steering=config.steering)
-    DBOS(config=config.dbos_config(executor_id=executor_id))  # type: ignore[arg-type]
-    handed_back: list[str] = []
+    DBOS(config=config.dbos_config(executor_id=me))  # type: ignore[arg-type]
     try:
         DBOS.launch()
         DBOS.register_queue(
@@ -232,14 +236,11 @@ def run_worker(
             ready()
         stop.wait()
         _SHUTTING_DOWN.set()
-        me = DBOS.executor_id if hasattr(DBOS, "executor_id") else executor_id
     finally:
         DBOS.destroy(workflow_completion_timeout_sec=max(0, round(grace)))
         _RUNTIME = None
-    if me:
-        from .client import DurableClient
+    from .client import DurableClient
 
-        with DurableClient(config) as client:
-            handed_back = client.recover([str(me)])
-    del handed_back
+    with DurableClient(config) as client:  # hand back the turns abandoned after the grace period
+        client.recover([me])
     store.close()
