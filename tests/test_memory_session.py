@@ -298,7 +298,6 @@ def test_the_same_conversation_runs_on_the_bundled_model_without_error() -> None
     complete and every request must fit the window."""
     pytest.importorskip("llama_cpp")
     from foundation_ai.backends._llamacpp import llamacpp
-
     from foundation_ai.types import ModelParams
 
     model = llamacpp(None, n_ctx=2048, seed=7)

@@ -9,12 +9,18 @@ queued, the turn ends as failed (kind ``"store"``) and the next turn (or ``flush
 first: what the store holds is always a prefix of what the session holds in memory, in order.
 Each write carries the session's :class:`~foundation_ai.agentic.stores.SessionHeader` (model
 string, system prompt, tool names) when it changed since the last write.
+
+Idempotent on replay: a durable runner that runs a turn again after a crash (see
+``docs/turn-loop.md``, "Step runner") sets ``host.replay`` to a :class:`Replay` holding what the
+interrupted run already stored; the same messages (same id, equal value) and the ``Summary`` are
+then taken from it instead of being written twice. Without ``host.replay`` nothing changes.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from ...types import Messages, SessionRecord
 from ..errors import StoreError
@@ -24,6 +30,7 @@ from .host import TurnHost
 from .state import TurnState, fail
 
 __all__ = [
+    "Replay",
     "flush",
     "flush_blocking",
     "persist",
@@ -35,6 +42,33 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
+@dataclass(slots=True)
+class Replay:
+    """What an interrupted run of the same turn already stored (set as ``host.replay``).
+
+    ``messages``: the conversation messages stored by that run, by id; ``summary``: its stored
+    ``Summary`` (``None``: not reached). :func:`persist` skips a message equal to the stored
+    one with its id (it still joins the conversation and the turn's records);
+    :func:`persist_summary` skips the write when ``summary`` is set.
+    """
+
+    messages: dict[str, Messages] = field(default_factory=dict)
+    summary: SessionRecord | None = None
+
+
+def _not_stored(host: TurnHost, msgs: Sequence[Messages]) -> Sequence[Messages]:
+    replay: Replay | None = getattr(host, "replay", None)
+    if replay is None or not replay.messages:
+        return msgs
+    fresh = []
+    for m in msgs:
+        if replay.messages.get(m.id) == m:
+            del replay.messages[m.id]
+        else:
+            fresh.append(m)
+    return fresh
+
+
 def persist(host: TurnHost, state: TurnState, msgs: Sequence[Messages]) -> None:
     """Append ``msgs`` to the conversation and to ``state.records`` (as ``Conversation``), and
     queue them for the store (written by the driver's next :func:`flush`)."""
@@ -44,6 +78,9 @@ def persist(host: TurnHost, state: TurnState, msgs: Sequence[Messages]) -> None:
     host.messages.extend(msgs)
     state.records.extend(recs)
     state.persisted += len(msgs)
+    fresh = _not_stored(host, msgs)
+    if fresh is not msgs:
+        recs = [SessionRecord.Conversation(message=m) for m in fresh]
     host.pending_records.extend(recs)
 
 
@@ -52,6 +89,10 @@ def persist_summary(host: TurnHost, state: TurnState) -> SessionRecord:
     return it; it is not added to ``state.records`` (the caller places it)."""
     summary = SessionRecord.Summary(message_count=state.persisted, usage=host.ledger.snapshot())
     state.snapshot = summary.usage
+    replay: Replay | None = getattr(host, "replay", None)
+    if replay is not None and replay.summary is not None:
+        replay.summary = None  # stored by the interrupted run
+        return summary
     host.pending_records.append(summary)
     return summary
 
