@@ -191,7 +191,7 @@ async def slow_lookup(key: str) -> str:
 
 def agent() -> Any:
     """The agent factory of the test workers."""
-    from foundation_ai.backends.openai_chat import openai_chat
+    from foundation_ai.backends import openai_chat
 
     m = openai_chat("fake", base_url=os.environ["FA_MODEL_URL"], api_key="sk-test", max_retries=0)
     return AgentSession.builder(m).with_tools(record_fact, slow_lookup)

@@ -13,6 +13,7 @@ import pytest
 
 from foundation_ai.agentic.stores.sqlite import SqliteSessionStore
 from foundation_ai.agentic.turn import StepRunner
+from foundation_ai.durable.worker import open_session
 from foundation_ai.types import Messages, ToolCall, ToolResultMessage
 
 from ._durable_app import FakeModelServer, agent, effects_table
@@ -67,7 +68,7 @@ async def test_a_turn_replayed_after_a_crash_stores_the_history_of_an_uninterrup
     log: dict[str, Any] = {}
     with FakeModelServer(token_delay=0) as srv:
         os.environ["FA_MODEL_URL"] = srv.base_url
-        first = agent().with_store(store).with_step_runner(Recorder(log, crash_at)).build("s")
+        first = open_session(agent().with_store(store).with_step_runner(Recorder(log, crash_at)), "s")
         with pytest.raises(Crash):
             await first.arun_turn([prompt])
         stored_before = len(store.load("s"))
@@ -76,7 +77,7 @@ async def test_a_turn_replayed_after_a_crash_stores_the_history_of_an_uninterrup
         assert history == [] and len(replay.messages) == stored_before
         done_before = set(log)
         runner = Recorder(log)
-        second = agent().with_store(store).with_step_runner(runner).build("s")
+        second = open_session(agent().with_store(store).with_step_runner(runner), "s")
         second.messages = history
         second.replay = replay  # type: ignore[attr-defined]
         turn = await second.arun_turn([prompt])
@@ -96,10 +97,10 @@ def test_a_summary_stored_by_the_interrupted_run_is_not_stored_again(tmp_path: P
     log: dict[str, Any] = {}
     with FakeModelServer(token_delay=0) as srv:
         os.environ["FA_MODEL_URL"] = srv.base_url
-        agent().with_store(store).with_step_runner(Recorder(log)).build("s").run_turn([prompt])
+        open_session(agent().with_store(store).with_step_runner(Recorder(log)), "s").run_turn([prompt])
         history, replay = split_replay(store.load("s"), prompt.id)
         assert replay.summary is not None
-        again = agent().with_store(store).with_step_runner(Recorder(log)).build("s")
+        again = open_session(agent().with_store(store).with_step_runner(Recorder(log)), "s")
         again.messages, again.replay = history, replay  # type: ignore[attr-defined]
         again.run_turn([prompt])
     assert normalized(store.load("s")) == expected_history(["twice"])

@@ -31,12 +31,14 @@ from typing import Any
 import msgspec
 from dbos import DBOS
 
-from ..agentic.session import AgentSessionBuilder
-from ..agentic.stores import SessionStore, conversation_of
+from ..agentic.session import AgentSession, AgentSessionBuilder
+from ..agentic.stores import SessionHeader, SessionMeta, SessionStore, conversation_of
+from ..agentic.stores.base import takes_header
+from ..agentic.stores.sqlite import SqliteSessionStore
 from ..agentic.turn.hooks import Phase, PhaseHooks
 from ..agentic.turn.persist import Replay
 from ..agentic.turn.state import TurnState
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, TurnFailedError
 from ..types import Messages, SessionRecord, from_json
 from .config import DurableConfig
 from .steps import DurableSteps
@@ -124,9 +126,14 @@ class _GuardedStore:
     def __init__(self, store: SessionStore) -> None:
         self.inner, self.frozen = store, False
 
-    def append(self, session_id: str, records: Sequence[SessionRecord]) -> None:
+    def append(
+        self, session_id: str, records: Sequence[SessionRecord], header: SessionHeader | None = None
+    ) -> None:
         if not self.frozen:
-            self.inner.append(session_id, records)
+            if header is not None and takes_header(self.inner):
+                self.inner.append(session_id, records, header)
+            else:
+                self.inner.append(session_id, records)
 
     def load(self, session_id: str) -> list[SessionRecord]:
         return self.inner.load(session_id)
@@ -134,8 +141,23 @@ class _GuardedStore:
     def sessions(self) -> list[str]:
         return self.inner.sessions()
 
+    def list_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionMeta]:
+        return self.inner.list_sessions(limit, offset)
+
+    def session_meta(self, session_id: str) -> SessionMeta | None:
+        return self.inner.session_meta(session_id)
+
     def close(self) -> None:
         """The worker owns the store: closing one turn's view does nothing."""
+
+
+def open_session(builder: AgentSessionBuilder, session_id: str) -> AgentSession:
+    """The session ``session_id`` as ``builder`` makes it (its store, model, tools, hooks),
+    whether or not the store already holds it, WITHOUT loading its history: a durable turn sets
+    the history itself from the records (``split_replay``). ``build()`` refuses an existing id,
+    and ``resume()`` would also pair dangling calls, which a replay must not do."""
+    store = builder._store if builder._store is not None else SqliteSessionStore()
+    return builder._make(store, session_id, builder._model, builder._system, builder._tools)
 
 
 @DBOS.workflow(name=WORKFLOW_NAME)
@@ -153,11 +175,14 @@ async def durable_turn(session_id: str, prompt: str) -> str:
     steps = DurableSteps(steering=rt.steering)
     store = _GuardedStore(rt.store)
     builder = rt.agent().with_store(store).with_step_runner(steps).with_phase_hooks(_ShutdownGuard(store))
-    session = builder.build(session_id)
+    session = open_session(builder, session_id)
     steps.lookup = session.registry.get
     session.messages = history
     session.replay = replay  # type: ignore[attr-defined]
-    turn = await session.arun_turn(msgs)
+    try:
+        turn = await session.arun_turn(msgs)
+    except TurnFailedError as failed:  # a failed turn is a result here, not a worker crash
+        turn = failed.turn
     result = TurnResult(
         session_id=session_id,
         ok=turn.ok,
