@@ -171,6 +171,7 @@ class Tracing(PhaseHooks):
 
     def _end_chat(self, span: Any, gen: Generation | None, error: BaseException | None) -> None:
         if gen is not None:
+            attrs: dict[str, Any] = {}
             model = gen.model
             model_id = getattr(model, "model_id", None)
             name = model_id.name() if model_id is not None and hasattr(model_id, "name") else str(model_id)
@@ -178,23 +179,24 @@ class Tracing(PhaseHooks):
             provider = outputs[0].provider if outputs else getattr(model, "provider", None)
             provider = _PROVIDERS.get(str(provider), str(provider or "unknown"))
             span.update_name(f"chat {name}")
-            span.set_attribute("gen_ai.request.model", name)
-            span.set_attribute("gen_ai.provider.name", provider)
+            attrs["gen_ai.request.model"] = name
+            attrs["gen_ai.provider.name"] = provider
             msgs = outputs if gen.error is None else [*outputs, gen.error]
             if msgs:
-                span.set_attribute("gen_ai.response.model", _model_name(msgs[-1].model))
+                attrs["gen_ai.response.model"] = _model_name(msgs[-1].model)
                 # one choice: why it ended (an error, else a tool call, else the last output's)
                 reasons = [finish_reason(m.stop_reason) for m in msgs]
                 pick = next((r for r in ("error", "tool_call") if r in reasons), reasons[-1])
-                span.set_attribute("gen_ai.response.finish_reasons", [pick])
-            span.set_attribute("gen_ai.usage.input_tokens", int(gen.usage.input))
-            span.set_attribute("gen_ai.usage.output_tokens", int(gen.usage.output))
+                attrs["gen_ai.response.finish_reasons"] = [pick]
+            attrs["gen_ai.usage.input_tokens"] = int(gen.usage.input)
+            attrs["gen_ai.usage.output_tokens"] = int(gen.usage.output)
             if self.capture_content:
                 inter = gen.interaction
-                span.set_attribute("gen_ai.input.messages", to_json(list(inter.messages)).decode())
+                attrs["gen_ai.input.messages"] = to_json(list(inter.messages)).decode()
                 if inter.system_prompt:
-                    span.set_attribute("gen_ai.system_instructions", str(inter.system_prompt))
-                span.set_attribute("gen_ai.output.messages", to_json(outputs).decode())
+                    attrs["gen_ai.system_instructions"] = str(inter.system_prompt)
+                attrs["gen_ai.output.messages"] = to_json(outputs).decode()
+            span.set_attributes(attrs)
             if gen.error is not None and error is None:
                 span.set_attribute("error.type", "provider_error")
                 span.set_status(
@@ -205,11 +207,14 @@ class Tracing(PhaseHooks):
 
     def _end_turn(self, span: Any, state: TurnState, error: BaseException | None) -> None:
         snap = state.snapshot
+        attrs: dict[str, Any] = {
+            "foundation_ai.turn.outcome": state.outcome.value,
+            "foundation_ai.turn.generations": state.generations,
+        }
         if snap is not None:
-            span.set_attribute("gen_ai.usage.input_tokens", int(snap.input))
-            span.set_attribute("gen_ai.usage.output_tokens", int(snap.output))
-        span.set_attribute("foundation_ai.turn.outcome", state.outcome.value)
-        span.set_attribute("foundation_ai.turn.generations", state.generations)
+            attrs["gen_ai.usage.input_tokens"] = int(snap.input)
+            attrs["gen_ai.usage.output_tokens"] = int(snap.output)
+        span.set_attributes(attrs)
         if state.error is not None and error is None:
             span.set_attribute("error.type", state.error.kind)
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, state.error.message))
