@@ -204,3 +204,14 @@ def test_an_agent_session_resumes_exactly_from_postgres() -> None:
         assert resumed.run_turn("again").text() == "more"
     finally:
         other.close()
+
+
+def test_a_sqlalchemy_style_url_is_accepted() -> None:
+    url = server_uri()
+    assert url.startswith("postgresql://")
+    store = PostgresSessionStore("postgresql+psycopg://" + url[len("postgresql://") :])
+    try:
+        store.append("sqlalchemy-url", [user("hi")])
+        assert [r.message.content.content for r in store.load("sqlalchemy-url")] == ["hi"]  # type: ignore[union-attr]
+    finally:
+        store.close()

@@ -48,7 +48,7 @@ from ...types import SessionRecord, from_json, to_json
 from ..errors import CorruptRecordError, SessionClosedError, StoreError
 from .base import SessionHeader, SessionMeta, meta_delta
 
-__all__ = ["PostgresSessionStore", "redact_url"]
+__all__ = ["PostgresSessionStore", "libpq_url", "redact_url"]
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,15 @@ _META_ROWS = msgspec.json.Decoder(
 _RETRYABLE_STATES = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300"}
 
 
+def libpq_url(url: str) -> str:
+    """``url`` as libpq takes it: a SQLAlchemy-style scheme (``postgresql+psycopg://``, as DBOS
+    and SQLAlchemy write it) becomes ``postgresql://``; anything else is returned unchanged."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.startswith("postgresql+"):
+        return "postgresql://" + rest
+    return url
+
+
 def redact_url(url: str) -> str:
     """The connection string without its password (for messages and ``StoreError.path``)."""
     try:
@@ -122,7 +131,8 @@ class PostgresSessionStore:
 
     Args:
         url: a libpq connection string or URL (``postgresql://user:pw@host:5432/db``; see
-            https://www.postgresql.org/docs/16/libpq-connect.html#LIBPQ-CONNSTRING).
+            https://www.postgresql.org/docs/16/libpq-connect.html#LIBPQ-CONNSTRING); a
+            ``postgresql+psycopg://`` URL (SQLAlchemy / DBOS style) is accepted too.
         min_size, max_size: the connection pool's bounds (``psycopg_pool.ConnectionPool``).
         timeout: seconds to wait for a pooled connection (and for the first connection) before
             raising a retryable :class:`StoreError`.
@@ -137,6 +147,7 @@ class PostgresSessionStore:
     """
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 4, timeout: float = 10.0) -> None:
+        url = libpq_url(url)
         self.url = redact_url(url)
         self.timeout = timeout
         self.corrupt_records: dict[str, list[int]] = {}
