@@ -3,7 +3,7 @@
 #   make test     set up, then run the whole test suite
 #   make check    lint (ruff) and type-check (mypy --strict on src/)
 #   make bench    run the benchmarks in bench/ (installs the peers they compare against)
-#   make fuzz     the seeded fuzz tests with a long budget (FUZZ_EXAMPLES per test, default 5000)
+#   make fuzz     only the fuzz tests (@pytest.mark.fuzz), with a long budget (FUZZ_EXAMPLES per test)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -36,10 +36,6 @@ chat: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
-FUZZ_EXAMPLES ?= 5000
-fuzz: setup
-	FOUNDATION_AI_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider -k "never_raises_for_any" tests/
-
 check: setup
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
@@ -48,6 +44,14 @@ check: setup
 bench: setup
 	$(BIN)/python -m pip install --quiet -e ".[bench]"
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+# The suite runs each fuzzer on a small fixed budget with a fixed seed; this runs every test
+# marked @pytest.mark.fuzz (tests/_fuzz.py) and the stream fuzzers (*never_raises_for_any*) with
+# FOUNDATION_AI_FUZZ_EXAMPLES raised (tests/_fuzz.py: fresh random inputs each run).
+FUZZ_EXAMPLES ?= 5000
+fuzz: setup
+	FOUNDATION_AI_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider -m fuzz tests/
+	FOUNDATION_AI_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider -m "not fuzz" -k "never_raises_for_any" tests/
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
