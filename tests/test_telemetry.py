@@ -24,6 +24,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from foundation_ai import AgentSession
 from foundation_ai.agentic import ScriptedModel, TurnOutcome, call, fail, say, tool
+from foundation_ai.errors import TurnFailedError
 from foundation_ai.types import ModelParams, ToolChoice
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,7 +133,9 @@ def test_errors_are_recorded_on_the_tool_chat_and_agent_spans(spans: Any) -> Non
     provider, exporter = spans
     model = ScriptedModel([[call("explode", {"text": "x"})], [say("partial"), fail("HTTP 500 boom")]])
     agent = AgentSession.builder(model).with_tools(explode).with_tracing(provider).build()
-    turn_result = agent.run_turn("go")
+    with pytest.raises(TurnFailedError) as failed:
+        agent.run_turn("go")
+    turn_result = failed.value.turn
     assert turn_result.outcome is TurnOutcome.Failed
     finished = exporter.get_finished_spans()
     (tool_span,) = by_op(finished, "execute_tool")
