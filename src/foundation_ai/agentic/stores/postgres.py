@@ -1,8 +1,8 @@
 """``PostgresSessionStore``: session records and metadata in PostgreSQL (many processes, many
 machines).
 
-The same contract as :class:`~foundation_ai.agentic.stores.SqliteSessionStore` (see
-``docs/sessions.md``), on psycopg 3 with a connection pool (``psycopg_pool``). Install with the
+The same contract as :class:`~foundation_ai.agentic.stores.SqliteSessionStore` (the
+``SessionStore`` protocol of :mod:`foundation_ai.agentic.stores.base`), on psycopg 3 with a connection pool (``psycopg_pool``). Install with the
 ``postgres`` extra: ``pip install 'foundation-ai[postgres]'``.
 
 Schema (created on first use, under a transaction-scoped advisory lock so several processes may
