@@ -2,8 +2,9 @@
 machines).
 
 The same contract as :class:`~foundation_ai.agentic.stores.SqliteSessionStore` (the
-``SessionStore`` protocol of :mod:`foundation_ai.agentic.stores.base`), on psycopg 3 with a connection pool (``psycopg_pool``). Install with the
-``postgres`` extra: ``pip install 'foundation-ai[postgres]'``.
+``SessionStore`` protocol of :mod:`foundation_ai.agentic.stores.base`), on psycopg 3 with a
+connection pool (``psycopg_pool``). Install with the ``postgres`` extra:
+``pip install 'foundation-ai[postgres]'``.
 
 Schema (created on first use, under a transaction-scoped advisory lock so several processes may
 open an empty database at once):
