@@ -64,6 +64,7 @@ __all__ = [
     "main",
 ]
 
+
 def _handler(command: str) -> Callable[[argparse.Namespace], int]:
     """The ``cmd_<command>`` function, imported on use so ``--help`` and ``--version`` stay fast."""
     if command in ("models", "keys"):
