@@ -3,13 +3,16 @@
 Four ways to show the answer (:func:`answer_mode`):
 
 - ``"stream"``: each piece written as it arrives (a terminal with ``--plain``);
-- ``"live"``: streamed and shown as Markdown as it grows (a terminal; rich ``Live``);
+- ``"live"``: streamed as plain text, then the final answer redrawn as Markdown in its place
+  (a terminal): the streamed rows are erased with the CLI's own cursor-up and erase-below
+  sequences, only when they all still fit on the screen (else the plain text stays);
 - ``"markdown"``: the whole answer shown as Markdown once complete (a terminal, ``--no-stream``);
 - ``"final"``: the plain answer written once complete (stdout piped or redirected, or
   ``--no-stream --plain``, or ``--schema``): retracted output never reaches a file.
 
 Every piece of model text is written through :func:`~foundation_ai._cli.safe_text.visible`
-(control characters shown escaped); ``--json`` lines are written byte-exact.
+(control characters shown escaped), and Markdown links are shown with their URL, never as
+terminal hyperlinks; ``--json`` lines are written byte-exact.
 """
 
 from __future__ import annotations
@@ -18,15 +21,31 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
-from rich.live import Live
 from rich.markdown import Markdown
 
 from ..types import to_json
 from .render import TurnRenderer
 from .safe_text import visible
 
-__all__ = ["RunOutput", "answer_mode", "silence_stdout"]
+__all__ = ["RunOutput", "answer_mode", "markdown", "rows_of", "silence_stdout"]
+
+
+def markdown(text: str) -> Markdown:
+    """``text`` (escaped) as rich Markdown; links are shown as text with their URL, not as
+    terminal hyperlinks that could hide where they lead."""
+    return Markdown(visible(text), hyperlinks=False)
+
+
+def rows_of(text: str, width: int) -> int:
+    """Terminal rows ``text`` occupies when written from column 0 on a ``width``-column
+    terminal that wraps long lines (tabs every 8 columns)."""
+    rows = 0
+    for line in text.split("\n"):
+        cells = cell_len(line.expandtabs(8))
+        rows += max(1, -(-cells // max(width, 1)))
+    return rows
 
 
 def silence_stdout() -> None:
@@ -89,8 +108,9 @@ class RunOutput:
         self.terminal: Any = None
         self.stdout_closed = False
         """stdout's reader went away: nothing more is printed, the turn was aborted."""
-        self._live: Live | None = None
-        self._live_text: list[str] = []
+        self._segment: list[str] = []
+        """What was streamed since the last tool panel (the rows ``live`` may redraw)."""
+        self._segment_ids: list[str] = []
 
     @property
     def streams(self) -> bool:
@@ -109,25 +129,17 @@ class RunOutput:
             silence_stdout()
             self.abort()
 
-    def _stop_live(self) -> None:
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-            self._live_text = []
-
-    def _live_piece(self, piece: str) -> None:
-        if self._live is None:
-            self._live = Live(
-                console=self.console, auto_refresh=True, refresh_per_second=8, vertical_overflow="visible"
-            )
-            self._live.start()
-        self._live_text.append(piece)
-        self._live.update(Markdown(visible("".join(self._live_text))))
+    def _stream(self, piece: str) -> None:
+        text = visible(piece)
+        self._segment.append(text)
+        self.write(text)
 
     def _side(self, show: Callable[[TurnRenderer], None]) -> None:
         if self.err is None:
             return
-        self._stop_live()
+        if self._segment:
+            self.write("\n")
+        self._segment, self._segment_ids = [], []
         show(self.err)
 
     def handle(self, event: Any) -> None:
@@ -143,17 +155,17 @@ class RunOutput:
             return
         if isinstance(event, TurnEvent.Text):
             self.pieces.setdefault(event.message_id, []).append(event.text)
-            if self.mode == "stream":
-                self.write(visible(event.text))
-            elif self.mode == "live":
-                self._live_piece(event.text)
+            if self.streams:
+                if event.message_id not in self._segment_ids:
+                    if self._segment_ids:
+                        self._stream("\n")
+                    self._segment_ids.append(event.message_id)
+                self._stream(event.text)
         elif isinstance(event, TurnEvent.Retract):
             for mid in event.message_ids:
                 self.pieces.pop(mid, None)
             if self.streams:
-                self._stop_live()
-                if self.err is not None:
-                    self.err.retract(event.reason)
+                self._side(lambda r: r.retract(event.reason))
         elif isinstance(event, TurnEvent.Thinking):
             self._side(lambda r: r.thinking(event.text, event.message_id))
         elif isinstance(event, TurnEvent.ToolCall):
@@ -170,12 +182,27 @@ class RunOutput:
         """Show the rest of the answer once the turn has ended."""
         if self.json_lines or self.stdout_closed:
             return
-        if self.mode == "stream":
-            if self.pieces:
+        if self.mode == "live" and self._segment and self.console is not None:
+            self._redraw_as_markdown()
+        elif self.streams:
+            if self._segment:
                 self.write("\n")
-        elif self.mode == "live":
-            self._stop_live()
         elif (text := self.answer()) and self.mode == "markdown" and self.console is not None:
-            self.console.print(Markdown(visible(text)))
+            self.console.print(markdown(text))
         elif text:
             self.write(visible(text) + "\n")
+
+    def _redraw_as_markdown(self) -> None:
+        """Replace the streamed final answer by its Markdown rendering, when every row of it is
+        still on the screen; otherwise end the plain text's line."""
+        assert self.console is not None
+        streamed = "".join(self._segment)
+        rows = rows_of(streamed, self.console.width)
+        final = [m for m in self._segment_ids if m in self.pieces]
+        text = "\n".join("".join(self.pieces[m]).strip("\n") for m in final)
+        if not text.strip() or rows >= self.console.height:
+            self.write("\n")
+            return
+        up = f"\x1b[{rows - 1}A" if rows > 1 else ""
+        self.write(f"\r{up}\x1b[J")  # to the first streamed row, erase from there down
+        self.console.print(markdown(text))
