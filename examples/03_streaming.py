@@ -1,0 +1,8 @@
+# The answer printed as it is generated, piece by piece.
+from foundation_ai.agentic import AgentSession, TurnEvent
+from foundation_ai.backends import default_model
+
+agent = AgentSession.builder(default_model()).build()
+for event in agent.run_turn_stream("Tell me a very short story.").events():
+    if isinstance(event, TurnEvent.Text):
+        print(event.text, end="", flush=True)
