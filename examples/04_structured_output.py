@@ -1,5 +1,6 @@
 # The answer as a typed object: a JSON Schema the model must follow, decoded and checked.
 import msgspec
+
 from foundation_ai.agentic import AgentSession
 from foundation_ai.backends import default_model
 from foundation_ai.types import ModelParams, OutputFormat

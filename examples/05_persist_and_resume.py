@@ -1,5 +1,6 @@
 # Sessions persist (SQLite in the user data dir); run once, then again with the printed id.
 import sys
+
 from foundation_ai.agentic import AgentSession
 from foundation_ai.backends import default_model
 

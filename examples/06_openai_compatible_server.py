@@ -1,5 +1,6 @@
 # The same agent on any OpenAI-compatible server (llama-server, vLLM, Ollama, LM Studio, ...).
 import os
+
 from foundation_ai.agentic import AgentSession
 from foundation_ai.backends import openai_chat
 
