@@ -3,6 +3,7 @@
 #   make test     set up, then run the whole test suite
 #   make check    lint (ruff) and type-check (mypy --strict on src/)
 #   make bench    run the benchmarks in bench/ (installs the peers they compare against)
+#   make docs     build the API reference from the docstrings into docs/api/ (pdoc)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -11,7 +12,7 @@ PROMPT ?= In one sentence, what is a large language model?
 # llama.cpp's AMX kernels crash (SIGILL) on some VMs whose CPUs advertise AMX: build without them.
 CMAKE_ARGS ?= -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: setup run chat test check bench clean
+.PHONY: setup run chat test check bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +44,9 @@ check: setup
 bench: setup
 	$(BIN)/python -m pip install --quiet -e ".[bench]"
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+docs: setup
+	$(BIN)/python docs/build_api.py docs/api
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
