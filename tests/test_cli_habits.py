@@ -273,6 +273,9 @@ def test_a_stored_key_is_used_when_the_environment_has_none(
     write_key("openai", "sk-stored")
     assert _key_env(choice, None)["OPENAI_API_KEY"] == "sk-stored"  # type: ignore[index]
     assert _key_env(choice, "sk-flag")["OPENAI_API_KEY"] == "sk-flag"  # type: ignore[index]
+    # a stored key never goes to another host than the provider's own
+    assert _key_env(ModelChoice("openai", "m", "http://127.0.0.1:9/v1"), None) is None
+    assert _key_env(ModelChoice("openai", "m", "https://api.openai.com/v1"), None) is not None
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
     assert _key_env(choice, None) is None  # the environment wins
     assert _key_env(ModelChoice("anthropic", "claude"), None) is None

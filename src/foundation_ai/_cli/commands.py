@@ -111,8 +111,8 @@ class SessionSetup:
 
 def _key_env(choice: ModelChoice, explicit: str | None) -> dict[str, str] | None:
     """The environment to read ``choice``'s API key from, when it differs from ``os.environ``:
-    ``--key`` given, or no key in the environment but one in ``keys.json``. ``None``: use the
-    environment as is."""
+    ``--key`` given, or no key in the environment but one in ``keys.json`` (used only for the
+    provider's own host, see :func:`_own_host`). ``None``: use the environment as is."""
     name = PROVIDER_KEY.get(choice.kind)
     if name is None:
         if explicit:
@@ -124,7 +124,22 @@ def _key_env(choice: ModelChoice, explicit: str | None) -> dict[str, str] | None
     if os.environ.get(var):
         return None
     stored = read_keys().get(name)
-    return {**os.environ, var: stored} if stored else None
+    if not stored or not _own_host(name, choice.base_url):
+        return None
+    return {**os.environ, var: stored}
+
+
+_PROVIDER_HOSTS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
+
+
+def _own_host(name: str, base_url: str | None) -> bool:
+    """A stored key goes only to its provider's own host: no ``--base-url``, or one naming that
+    host (``--key`` sends a key anywhere, explicitly)."""
+    if not base_url:
+        return True
+    from urllib.parse import urlsplit
+
+    return (urlsplit(base_url).hostname or "").lower() == _PROVIDER_HOSTS[name]
 
 
 def _session_to_resume(args: argparse.Namespace, store: Any) -> str | None:
