@@ -261,24 +261,34 @@ def test_a_stored_key_is_used_when_the_environment_has_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In-process (a real OpenAI host is never called from tests): the key handed to the
-    backend comes from --key, else the environment, else keys.json."""
-    from foundation_ai._cli.commands import _key_env
+    library comes from the environment, else keys.json."""
+    from foundation_ai._cli.commands import _stored_key_env
     from foundation_ai._cli.config import write_key
     from foundation_ai._cli.model_choice import ModelChoice
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     choice = ModelChoice("responses", "gpt-4o-mini")
-    assert _key_env(choice, None) is None  # nothing stored: the backend reports the missing key
+    assert _stored_key_env(choice) is None  # nothing stored: the library reports the missing key
     write_key("openai", "sk-stored")
-    assert _key_env(choice, None)["OPENAI_API_KEY"] == "sk-stored"  # type: ignore[index]
-    assert _key_env(choice, "sk-flag")["OPENAI_API_KEY"] == "sk-flag"  # type: ignore[index]
-    # a stored key never goes to another host than the provider's own
-    assert _key_env(ModelChoice("openai", "m", "http://127.0.0.1:9/v1"), None) is None
-    assert _key_env(ModelChoice("openai", "m", "https://api.openai.com/v1"), None) is not None
+    assert _stored_key_env(choice)["OPENAI_API_KEY"] == "sk-stored"  # type: ignore[index]
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
-    assert _key_env(choice, None) is None  # the environment wins
-    assert _key_env(ModelChoice("anthropic", "claude"), None) is None
+    assert _stored_key_env(choice) is None  # the environment wins
+    assert _stored_key_env(ModelChoice("anthropic", "claude")) is None
+
+
+def test_a_stored_key_never_goes_to_another_host(tmp_path: Path) -> None:
+    """A stored key follows the environment-key rule: not sent to a --base-url it was not
+    paired with; --key is sent there explicitly."""
+    assert fa(tmp_path, "keys", "set", "openai", "--value", "sk-stored-789").returncode == 0
+    with FixtureServer() as srv:
+        srv.queue(text_stream("ok"))
+        r = fa(tmp_path, *http(srv), "--db", str(tmp_path / "s.db"), "hi")
+        assert r.returncode == 0, r.stderr
+        assert "authorization" not in srv.requests[0].headers
+        r = fa(tmp_path, *http(srv), "--key", "sk-flag", "--db", str(tmp_path / "s.db"), "hi")
+        assert r.returncode == 0, r.stderr
+        assert srv.requests[1].headers["authorization"] == "Bearer sk-flag"
 
 
 def test_models_lists_the_bundled_model_and_those_of_providers_with_a_key(tmp_path: Path) -> None:
@@ -404,3 +414,17 @@ def test_nothing_is_written_outside_the_test_dirs(tmp_path: Path) -> None:
     made = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert made and all(m.startswith(("data/", "config/")) for m in made), made
     assert os.path.exists(tmp_path / "data" / "foundation-ai" / "sessions.sqlite3")
+
+
+def test_options_keep_the_local_models_recommended_sampling() -> None:
+    """--max-tokens or --seed alone change only those fields: the bundled model keeps its
+    recommended temperature (docs/models.md) instead of the generic 0.7."""
+    from foundation_ai._cli.commands import _params
+    from foundation_ai.backends import default_model
+
+    model = default_model()
+    params = _params(model, {"max_tokens": 5, "seed": 3})
+    assert params is not None
+    assert (params.max_tokens, params.seed) == (5, 3)
+    assert params.temperature == model.default_params.temperature != 0.7
+    assert _params(model, {}) is None  # nothing set: the model's own defaults apply

@@ -78,7 +78,8 @@ def apply_config(args: argparse.Namespace, config: Config) -> argparse.Namespace
     return args
 
 
-def _params(args: argparse.Namespace) -> ModelParams | None:
+def _param_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``ModelParams`` fields the options set (checked before any model is loaded)."""
     changes: dict[str, Any] = {}
     if args.max_tokens is not None:
         changes["max_tokens"] = args.max_tokens
@@ -89,7 +90,17 @@ def _params(args: argparse.Namespace) -> ModelParams | None:
     schema = getattr(args, "schema", None)
     if schema:
         changes["output_format"] = OutputFormat.JsonSchema("answer", parse_schema(schema))
-    return ModelParams(**changes) if changes else None
+    return changes
+
+
+def _params(model: Any, changes: dict[str, Any]) -> ModelParams | None:
+    """``changes`` applied to the model's recommended sampling (``default_params`` of a local
+    model, see ``docs/models.md``) or to the generic defaults; ``None`` when nothing changes, so
+    the model keeps its own defaults."""
+    if not changes:
+        return None
+    base = getattr(model, "default_params", None)
+    return (base if isinstance(base, ModelParams) else ModelParams()).with_(**changes)
 
 
 def _decline(command: str) -> bool:
@@ -109,37 +120,19 @@ class SessionSetup:
     """A one-line description of the built-in tools on offer (``""``: none)."""
 
 
-def _key_env(choice: ModelChoice, explicit: str | None) -> dict[str, str] | None:
-    """The environment to read ``choice``'s API key from, when it differs from ``os.environ``:
-    ``--key`` given, or no key in the environment but one in ``keys.json`` (used only for the
-    provider's own host, see :func:`_own_host`). ``None``: use the environment as is."""
+def _stored_key_env(choice: ModelChoice) -> dict[str, str] | None:
+    """The environment with the key stored by ``keys set`` added, when the provider's variable
+    is not set (the environment wins); ``None``: use the environment as is. The stored key is
+    then treated as an environment key: the library sends it only to the provider's own host
+    (or the host paired with it in ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``)."""
     name = PROVIDER_KEY.get(choice.kind)
     if name is None:
-        if explicit:
-            raise ConfigurationError(f"--key is for HTTP models; {choice.label} needs no key")
         return None
     var = KEY_ENV[name]
-    if explicit:
-        return {**os.environ, var: explicit}
     if os.environ.get(var):
         return None
     stored = read_keys().get(name)
-    if not stored or not _own_host(name, choice.base_url):
-        return None
-    return {**os.environ, var: stored}
-
-
-_PROVIDER_HOSTS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
-
-
-def _own_host(name: str, base_url: str | None) -> bool:
-    """A stored key goes only to its provider's own host: no ``--base-url``, or one naming that
-    host (``--key`` sends a key anywhere, explicitly)."""
-    if not base_url:
-        return True
-    from urllib.parse import urlsplit
-
-    return (urlsplit(base_url).hostname or "").lower() == _PROVIDER_HOSTS[name]
+    return {**os.environ, var: stored} if stored else None
 
 
 def _session_to_resume(args: argparse.Namespace, store: Any) -> str | None:
@@ -165,8 +158,7 @@ def setup_session(args: argparse.Namespace) -> SessionSetup:
 
     apply_config(args, load_config(getattr(args, "config", None)))
     choice = parse_model_spec(args.model, args.base_url)
-    key_env = _key_env(choice, getattr(args, "key", None))
-    params = _params(args)
+    changes = _param_changes(args)
     store = open_store(args.db)
     session_id = _session_to_resume(args, store)
     questions = QuestionBox(_decline)
@@ -180,7 +172,10 @@ def setup_session(args: argparse.Namespace) -> SessionSetup:
             raise ConfigurationError(
                 f"--tool-choice {name}: no such tool on offer ({', '.join(offered) or 'none; add --tools'})"
             )
-    model = load_model(choice) if key_env is None else load_model(choice, key_env)
+    key = getattr(args, "key", None)
+    key_env = None if key else _stored_key_env(choice)
+    model = load_model(choice) if key_env is None and not key else load_model(choice, key_env, api_key=key)
+    params = _params(model, changes)
     builder = AgentSession.builder(model).with_store(store).with_tools(tools)
     if args.system:
         builder = builder.with_system_prompt(args.system)
