@@ -1,6 +1,5 @@
 # Two tools the model may call; their JSON arguments are checked against the signatures.
-from foundation_ai.agentic import AgentSession, tool
-from foundation_ai.backends import default_model
+from foundation_ai import AgentSession, tool
 
 
 @tool
@@ -15,5 +14,5 @@ def multiply(a: int, b: int) -> int:
     return a * b
 
 
-agent = AgentSession.builder(default_model()).with_tools(add, multiply).build()
+agent = AgentSession.builder("local").with_tools(add, multiply).build()
 print(agent.ask("What is (2 + 3) * 4? Use the tools."))

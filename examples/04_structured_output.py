@@ -2,7 +2,6 @@
 import msgspec
 
 from foundation_ai.agentic import AgentSession
-from foundation_ai.backends import default_model
 from foundation_ai.types import ModelParams, OutputFormat
 
 
@@ -12,5 +11,5 @@ class City(msgspec.Struct):
 
 
 params = ModelParams(output_format=OutputFormat.JsonSchema("city", msgspec.json.schema(City)))
-agent = AgentSession.builder(default_model()).with_params(params).build()
+agent = AgentSession.builder("local").with_params(params).build()
 print(msgspec.json.decode(agent.ask("The biggest city of Japan?").text, type=City))

@@ -1,10 +1,9 @@
 # Sessions persist (SQLite in the user data dir); run once, then again with the printed id.
 import sys
 
-from foundation_ai.agentic import AgentSession
-from foundation_ai.backends import default_model
+from foundation_ai import AgentSession
 
-builder = AgentSession.builder(default_model())
+builder = AgentSession.builder("local")
 if len(sys.argv) == 1:
     agent = builder.build()
     agent.ask("My name is Ada.")
