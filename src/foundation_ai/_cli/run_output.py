@@ -156,6 +156,8 @@ class RunOutput:
         if isinstance(event, TurnEvent.Text):
             self.pieces.setdefault(event.message_id, []).append(event.text)
             if self.streams:
+                if not self._segment and self.err is not None:
+                    self.err.end_line()  # after streamed thinking (stderr), start on a new line
                 if event.message_id not in self._segment_ids:
                     if self._segment_ids:
                         self._stream("\n")
