@@ -428,3 +428,25 @@ def test_options_keep_the_local_models_recommended_sampling() -> None:
     assert (params.max_tokens, params.seed) == (5, 3)
     assert params.temperature == model.default_params.temperature != 0.7
     assert _params(model, {}) is None  # nothing set: the model's own defaults apply
+
+
+def test_chat_continue_resumes_the_most_recent_session(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with FixtureServer() as srv:
+        srv.queue(text_stream("First."), text_stream("Second."))
+        for prompt in ("older", "newer"):
+            assert fa(tmp_path, *http(srv), "--db", str(db), prompt).returncode == 0
+        newest = json.loads(fa(tmp_path, "sessions", "--json", "--db", str(db)).stdout.splitlines()[0])
+        term = Terminal()
+        child = pexpect.spawn(
+            CLI[0], [*CLI[1:], "chat", "-c", *http(srv), "--db", str(db)],
+            env=cli_env(tmp_path, TERM="xterm"), timeout=60, dimensions=(term.rows, term.cols),
+        )  # fmt: skip
+        child.logfile_read = term.log
+        child.expect_exact("you> ")
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+        child.close()
+    shown = term.text()
+    assert f"session {newest['session_id']} (resumed)" in shown
+    assert "you> newer" in shown and "you> older" not in shown  # the resumed history is shown
