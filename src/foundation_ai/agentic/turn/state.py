@@ -26,7 +26,8 @@ class TurnState:
     """Everything one turn knows, passed from phase to phase (``docs/turn-loop.md``).
 
     Result (read by ``Turn`` once the turn is over): ``records`` (what the turn produced, in
-    order), ``outcome``, ``error``, ``generations`` (model calls made), ``persisted`` (messages
+    order), ``outcome``, ``refusal`` (the refusal text of a ``Refused`` turn), ``error``,
+    ``generations`` (model calls made), ``persisted`` (messages
     persisted), ``snapshot`` (the usage of the ``Summary``).
 
     Progress: ``inner`` (model calls in this round), ``outer`` (follow-up rounds), ``step``
@@ -62,6 +63,7 @@ class TurnState:
         "persisted",
         "prompts",
         "records",
+        "refusal",
         "results",
         "snapshot",
         "step",
@@ -73,6 +75,7 @@ class TurnState:
     ) -> None:
         self.records: list[SessionRecord] = []
         self.outcome = TurnOutcome.Completed
+        self.refusal: str | None = None
         self.error: AgenticError | None = None
         self.generations = 0
         self.persisted = 0
