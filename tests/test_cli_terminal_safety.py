@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
 from collections.abc import Callable
@@ -284,7 +285,11 @@ narrow_text = hostile_text.filter(lambda t: "😀" not in t)
 """Without wide characters, whose tab stops rich and ``str.expandtabs`` count differently."""
 
 
-@settings(max_examples=300, derandomize=True, deadline=None)
+FUZZ_EXAMPLES = int(os.environ.get("FOUNDATION_AI_FUZZ_EXAMPLES", "0"))
+"""A longer fuzz run (``make fuzz``) raises the budgets below; the suite runs them seeded."""
+
+
+@settings(max_examples=FUZZ_EXAMPLES or 300, derandomize=not FUZZ_EXAMPLES, deadline=None)
 @given(hostile_text)
 def test_visible_leaves_no_control_character_and_is_idempotent(text: str) -> None:
     out = visible(text)
@@ -304,7 +309,12 @@ def _screen_of(draw: Callable[[Console], None]) -> pyte.Screen:
     return screen
 
 
-@settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=FUZZ_EXAMPLES or 60,
+    derandomize=not FUZZ_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(narrow_text, hostile_text)
 def test_fuzz_renderer_draws_exactly_the_escaped_text(answer: str, tool_output: str) -> None:
     """Whatever the model and a tool send, the emulated screen shows the escaped text line by

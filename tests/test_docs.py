@@ -10,6 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
 def test_api_reference_builds_from_the_docstrings(tmp_path: Path) -> None:
     builder = runpy.run_path(str(ROOT / "docs" / "build_api.py"))
     pages = builder["build"](tmp_path)
