@@ -40,3 +40,30 @@ def test_relative_links_in_the_docs_point_at_files() -> None:
             assert target.exists(), f"{page.relative_to(ROOT)} links to missing {link}"
             checked += 1
     assert checked >= 5
+
+
+PRIVATE_CITATION = re.compile(
+    r"seed 0\d\d|seed section|the seed's|wire-notes|wire-cases|\bcases? C\d\d|\(C\d\d|\bC\d\d[,;:)]|\.\./shared",
+    re.IGNORECASE,
+)
+"""Citations of documents users do not have (the project's private spec, notes and case list)."""
+
+
+def test_docstrings_and_docs_cite_only_what_users_have() -> None:
+    """Docstrings and pages point at docs/ pages or providers' public docs, never at private
+    documents; test names say the behaviour, not a case id."""
+    files = [*sorted((ROOT / "src").rglob("*.py")), *sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in files
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if PRIVATE_CITATION.search(line)
+    ]
+    assert found == []
+    case_named = [
+        f"{path.name}: {name}"
+        for path in sorted((ROOT / "tests").glob("test_*.py"))
+        for name in re.findall(r"def (test_\w+)", path.read_text())
+        if re.search(r"(^test_|_)c\d\d(_|$)", name)
+    ]
+    assert case_named == []

@@ -1,7 +1,7 @@
 """The exception hierarchy. Every exception the library raises derives from :class:`FoundationAIError`.
 
-Errors that the seed treats as values are *not* raised: a provider error is an
-``Messages.Assistant`` with ``StopReason.Error`` and ``error_detail`` (seed section 4), a failed
+Errors that the library reports as values (docs/concepts.md: The stream contract) are *not* raised: a provider error is an
+``Messages.Assistant`` with ``StopReason.Error`` and ``error_detail`` (docs/concepts.md: Outputs), a failed
 tool is a ``Messages.ToolResult`` with ``error_detail``. Exceptions are for misuse and for
 conditions a caller has to handle in code.
 """

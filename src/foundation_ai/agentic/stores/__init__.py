@@ -1,4 +1,4 @@
-"""Session stores (seed 000, section 11): where a session's ``SessionRecord``s are persisted.
+"""Session stores (docs/concepts.md: Stores): where a session's ``SessionRecord``s are persisted.
 
 :class:`SessionStore` is the protocol; :class:`InMemorySessionStore` keeps records in a dict and
 :class:`SqliteSessionStore` in an SQLite file (the default: ``sessions.sqlite3`` in the user's
