@@ -9,6 +9,7 @@ Commands::
     foundation-ai show ID                      a stored session's transcript
     foundation-ai models                       the bundled and configured models, with prices
     foundation-ai keys set NAME | list | path  API keys kept in the user config directory
+    foundation-ai serve                        agents over an OpenAI-compatible HTTP API (docs/serve.md)
 
 Model and tool options (``chat`` and ``run``): ``--model`` (``local`` = the bundled SmolLM2,
 the default; ``openai:NAME``, ``responses:NAME``, ``anthropic:NAME``, ``gguf:PATH``),
@@ -69,6 +70,8 @@ def _handler(command: str) -> Callable[[argparse.Namespace], int]:
     """The ``cmd_<command>`` function, imported on use so ``--help`` and ``--version`` stay fast."""
     if command in ("models", "keys"):
         from ._cli import setup_commands as module
+    elif command == "serve":
+        from ._cli import serve_cmd as module  # type: ignore[no-redef]
     else:
         from ._cli import commands as module  # type: ignore[no-redef]
     handler: Callable[[argparse.Namespace], int] = getattr(module, f"cmd_{command}")

@@ -7,6 +7,7 @@ Imports go one way (no cycles; ``tests/test_cli_imports.py`` checks it):
 - ``parser``: the argument parser; a bare prompt runs it (``foundation-ai "Hi"``).
 - ``commands``: ``run``, ``chat``, ``sessions``, ``show``; building the session from the options.
 - ``setup_commands``: ``models`` and ``keys``.
+- ``serve_cmd``: ``serve`` (agents over an OpenAI-compatible HTTP API, ``docs/serve.md``).
 - ``config``: ``config.toml`` defaults and the ``keys.json`` key file (mode 0600).
 - ``prompt_input``: piped stdin, ``-a`` attachments, ``--schema``.
 - ``run_output``: how ``run`` shows the answer (streamed, Markdown, plain, JSON lines).

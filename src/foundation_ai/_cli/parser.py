@@ -17,7 +17,7 @@ from .status import EXIT_USAGE, PROG, error_line
 
 __all__ = ["COMMANDS", "build_parser", "with_default_command"]
 
-COMMANDS = ("chat", "run", "sessions", "show", "models", "keys")
+COMMANDS = ("chat", "run", "sessions", "show", "models", "keys", "serve")
 
 EPILOG = """examples:
   foundation-ai "What is 2 + 40?"                      one turn on the bundled model (= run)
@@ -210,7 +210,7 @@ def _add_agent_options(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``foundation-ai`` (commands chat, run, sessions, show, models,
-    keys). Parse ``with_default_command(argv)`` so a bare prompt runs it."""
+    keys, serve). Parse ``with_default_command(argv)`` so a bare prompt runs it."""
     parser = _Parser(
         prog=PROG,
         description="LLM agents on one normalized message model. Runs the bundled SmolLM2 by default. "
@@ -303,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ksub.add_parser("list", help="the stored key names and where each provider's key comes from")
     ksub.add_parser("path", help="the path of the keys file")
+    from .serve_cmd import add_serve_parser
+
+    add_serve_parser(sub)
     return parser
 
 
