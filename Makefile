@@ -4,6 +4,7 @@
 #   make check    lint (ruff) and type-check (mypy --strict on src/)
 #   make bench    run the benchmarks in bench/ (installs the peers they compare against)
 #   make docs     build the API reference from the docstrings into docs/api/ (pdoc)
+#   make durable-proof  the durable-turn proof at full size (200 turns / 50 sessions, 20 SIGKILLs)
 #   make fuzz     the seeded fuzz tests with a long budget (FUZZ_EXAMPLES per test, default 5000)
 
 PYTHON ?= python3
@@ -13,7 +14,7 @@ PROMPT ?= In one sentence, what is a large language model?
 # llama.cpp's AMX kernels crash (SIGILL) on some VMs whose CPUs advertise AMX: build without them.
 CMAKE_ARGS ?= -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: setup run chat test check bench docs clean fuzz
+.PHONY: setup run chat test check bench docs durable-proof clean fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,10 +38,6 @@ chat: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
-FUZZ_EXAMPLES ?= 5000
-fuzz: setup
-	FOUNDATION_AI_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider -k "never_raises_for_any" tests/
-
 check: setup
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
@@ -52,6 +49,17 @@ bench: setup
 
 docs: setup
 	$(BIN)/python docs/build_api.py docs/api
+
+# The suite runs each fuzzer on a small fixed budget with a fixed seed; this runs every test
+# marked @pytest.mark.fuzz (tests/_fuzz.py) and the stream fuzzers (*never_raises_for_any*) with
+# FOUNDATION_AI_FUZZ_EXAMPLES raised (tests/_fuzz.py: fresh random inputs each run).
+FUZZ_EXAMPLES ?= 5000
+fuzz: setup
+	FOUNDATION_AI_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider -m fuzz tests/
+	FOUNDATION_AI_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider -m "not fuzz" -k "never_raises_for_any" tests/
+
+durable-proof: setup
+	FA_DURABLE_FULL=1 $(BIN)/python -m pytest -q tests/test_durable_workers.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

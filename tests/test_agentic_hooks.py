@@ -26,6 +26,7 @@ from foundation_ai.agentic.turn import (
     StepRunner,
     TurnState,
 )
+from foundation_ai.errors import TurnFailedError
 from foundation_ai.types import (
     Messages,
     ModelInteraction,
@@ -283,7 +284,9 @@ def test_ask_ends_the_turn_with_approval_required_and_runs_nothing() -> None:
         ScriptedModel([[call("add", {"a": 1, "b": 2}), call("wipe", {"path": "/tmp/x"})], say("never")]),
         tool_gate=lambda req: Ask("delete /tmp/x?") if req.call.name == "wipe" else Allow(),
     )
-    turn = agent.run_turn("add and wipe")
+    with pytest.raises(TurnFailedError) as caught:  # run_turn raises for a turn that failed
+        agent.run_turn("add and wipe")
+    turn = caught.value.turn
     assert turn.outcome is TurnOutcome.Failed
     assert turn.error is not None and turn.error.kind == "approval_required"
     assert isinstance(turn.records[-1], SessionRecord.FailedAction)

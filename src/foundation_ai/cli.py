@@ -10,6 +10,7 @@ Commands::
     foundation-ai models                       the bundled and configured models, with prices
     foundation-ai keys set NAME | list | path  API keys kept in the user config directory
     foundation-ai serve                        agents over an OpenAI-compatible HTTP API (docs/serve.md)
+    foundation-ai worker | submit | status | follow | steer | abort | recover    durable turns
 
 Model and tool options (``chat`` and ``run``): ``--model`` (``local`` = the bundled SmolLM2,
 the default; ``openai:NAME``, ``responses:NAME``, ``anthropic:NAME``, ``gguf:PATH``),
@@ -68,6 +69,10 @@ __all__ = [
 
 def _handler(command: str) -> Callable[[argparse.Namespace], int]:
     """The ``cmd_<command>`` function, imported on use so ``--help`` and ``--version`` stay fast."""
+    from ._cli.durable_cmds import DURABLE_COMMANDS
+
+    if command in DURABLE_COMMANDS:
+        return DURABLE_COMMANDS[command]
     if command in ("models", "keys"):
         from ._cli import setup_commands as module
     elif command == "serve":

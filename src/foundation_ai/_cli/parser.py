@@ -17,7 +17,11 @@ from .status import EXIT_USAGE, PROG, error_line
 
 __all__ = ["COMMANDS", "build_parser", "with_default_command"]
 
-COMMANDS = ("chat", "run", "sessions", "show", "models", "keys", "serve")
+COMMANDS = (
+    "chat", "run", "sessions", "show", "models", "keys", "serve",
+    "worker", "submit", "status", "follow", "steer", "abort", "recover",
+)  # fmt: skip
+"""The subcommands; a first argument that is none of them is a prompt for ``run``."""
 
 EPILOG = """examples:
   foundation-ai "What is 2 + 40?"                      one turn on the bundled model (= run)
@@ -306,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .serve_cmd import add_serve_parser
 
     add_serve_parser(sub)
+    from .durable_cmds import add_durable_commands
+
+    add_durable_commands(sub)
     return parser
 
 

@@ -81,7 +81,7 @@ def _lookup(provider_id: str, name: str) -> Any:
 
 def _bundled() -> ModelRow:
     try:
-        from ..backends.llamacpp import DEFAULT_N_CTX
+        from ..backends._llamacpp import DEFAULT_N_CTX
 
         n_ctx: int | None = DEFAULT_N_CTX
     except ImportError:
