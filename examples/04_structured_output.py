@@ -1,15 +1,14 @@
-# The answer as a typed object: a JSON Schema the model must follow, decoded and checked.
-import msgspec
+# The answer as a typed object: the model follows the type's JSON Schema; the answer is checked.
+from dataclasses import dataclass
 
-from foundation_ai.agentic import AgentSession
-from foundation_ai.types import ModelParams, OutputFormat
+from foundation_ai import AgentSession
 
 
-class City(msgspec.Struct):
+@dataclass
+class City:
     name: str
     country: str
 
 
-params = ModelParams(output_format=OutputFormat.JsonSchema("city", msgspec.json.schema(City)))
-agent = AgentSession.builder("local").with_params(params).build()
-print(msgspec.json.decode(agent.ask("The biggest city of Japan?").text, type=City))
+agent = AgentSession.builder("local").build()
+print(agent.ask("The biggest city of Japan?", output_type=City))

@@ -22,7 +22,8 @@ SRC = str(Path(__file__).resolve().parent.parent / "src")
 def cli_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment of a CLI subprocess: config and data dirs under ``home`` (a tmp dir), no
     API keys, this worktree's sources first on the path."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    drop = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "FOUNDATION_AI_HOME")  # the XDG dirs below decide
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(
         {
             "NO_PROXY": "127.0.0.1,localhost",
