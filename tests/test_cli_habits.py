@@ -450,3 +450,22 @@ def test_chat_continue_resumes_the_most_recent_session(tmp_path: Path) -> None:
     shown = term.text()
     assert f"session {newest['session_id']} (resumed)" in shown
     assert "you> newer" in shown and "you> older" not in shown  # the resumed history is shown
+
+
+def test_a_resumed_session_keeps_its_model_and_system_prompt(tmp_path: Path) -> None:
+    """`run -S ID` / `-c` without --model or -s continue on the model and system prompt the
+    session recorded (not the bundled model); flags still win."""
+    db = tmp_path / "s.db"
+    with FixtureServer() as srv:
+        srv.queue(text_stream("One."), text_stream("Two."), text_stream("Three."))
+        r = fa(tmp_path, "-m", "openai:remote-model", "--base-url", srv.base_url, "-s", "Be terse.",
+               "--db", str(db), "first")  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        r = fa(tmp_path, "-c", "--base-url", srv.base_url, "--db", str(db), "second")
+        assert r.returncode == 0, r.stderr
+        body = sent(srv, 1)
+        assert body["model"] == "remote-model"
+        assert body["messages"][0] == {"role": "system", "content": "Be terse."}
+        r = fa(tmp_path, "-c", "--base-url", srv.base_url, "-s", "Be kind.", "--db", str(db), "third")
+        assert r.returncode == 0, r.stderr
+        assert sent(srv, 2)["messages"][0]["content"] == "Be kind."

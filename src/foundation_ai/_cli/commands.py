@@ -144,9 +144,24 @@ def _session_to_resume(args: argparse.Namespace, store: Any) -> str | None:
     return resolve_session_id(store, args.session) if args.session else None
 
 
+def _recorded_defaults(args: argparse.Namespace, store: Any, session_id: str) -> None:
+    """A resumed session keeps the model and system prompt it recorded (``--model`` / ``-s``
+    given on the command line win; ``config.toml`` comes after the recording). A base URL is
+    not recorded: pass ``--base-url`` again for a session on another server."""
+    meta_of = getattr(store, "session_meta", None)
+    meta = meta_of(session_id) if callable(meta_of) else None
+    if meta is None:
+        return
+    if args.model is None and meta.model:
+        args.model = meta.model
+    if args.system is None and meta.system_prompt:
+        args.system = meta.system_prompt
+
+
 def setup_session(args: argparse.Namespace) -> SessionSetup:
     """Build the ``AgentSession`` described by the options (model, key, tools, params, store,
-    resume), after filling unset options from ``config.toml`` (:func:`apply_config`).
+    resume), after filling unset options from the resumed session's record
+    (:func:`_recorded_defaults`), then from ``config.toml`` (:func:`apply_config`).
 
     Every option is checked before the model is loaded, so a mistake costs no loading time.
 
@@ -156,11 +171,13 @@ def setup_session(args: argparse.Namespace) -> SessionSetup:
     """
     from ..agentic import AgentSession
 
+    store = open_store(args.db)
+    session_id = _session_to_resume(args, store)
+    if session_id is not None:
+        _recorded_defaults(args, store, session_id)
     apply_config(args, load_config(getattr(args, "config", None)))
     choice = parse_model_spec(args.model, args.base_url)
     changes = _param_changes(args)
-    store = open_store(args.db)
-    session_id = _session_to_resume(args, store)
     questions = QuestionBox(_decline)
     tools, described = _builtin_tools(args, questions)
     tool_choice = None
