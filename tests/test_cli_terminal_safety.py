@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import subprocess
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import pyte
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
@@ -39,6 +38,7 @@ from foundation_ai._cli.status import error_line
 from foundation_ai.types import Messages, ToolCall, ToolResultMessage
 from tests._cli_helpers import CLI, Terminal, cli_env, text_stream, tool_call_stream
 from tests._fixture_server import Canned, FixtureServer
+from tests._fuzz import fuzz_settings
 
 pexpect = pytest.importorskip("pexpect")
 
@@ -285,11 +285,8 @@ narrow_text = hostile_text.filter(lambda t: "😀" not in t)
 """Without wide characters, whose tab stops rich and ``str.expandtabs`` count differently."""
 
 
-FUZZ_EXAMPLES = int(os.environ.get("FOUNDATION_AI_FUZZ_EXAMPLES", "0"))
-"""A longer fuzz run (``make fuzz``) raises the budgets below; the suite runs them seeded."""
-
-
-@settings(max_examples=FUZZ_EXAMPLES or 300, derandomize=not FUZZ_EXAMPLES, deadline=None)
+@pytest.mark.fuzz
+@fuzz_settings(300)
 @given(hostile_text)
 def test_visible_leaves_no_control_character_and_is_idempotent(text: str) -> None:
     out = visible(text)
@@ -309,12 +306,8 @@ def _screen_of(draw: Callable[[Console], None]) -> pyte.Screen:
     return screen
 
 
-@settings(
-    max_examples=FUZZ_EXAMPLES or 60,
-    derandomize=not FUZZ_EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@pytest.mark.fuzz
+@fuzz_settings(60)
 @given(narrow_text, hostile_text)
 def test_fuzz_renderer_draws_exactly_the_escaped_text(answer: str, tool_output: str) -> None:
     """Whatever the model and a tool send, the emulated screen shows the escaped text line by
