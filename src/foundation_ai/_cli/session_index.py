@@ -67,22 +67,7 @@ def describe_session(store: Any, session_id: str) -> SessionInfo:
 
 
 def describe_sessions(store: Any, limit: int | None = None) -> list[SessionInfo]:
-    """The newest ``limit`` sessions (all when ``None``), most recently updated first.
-
-    A store with a metadata table (``list_sessions(limit)``, rows with ``session_id``,
-    ``updated`` in Unix seconds, ``message_count`` and ``title``) is read from it without
-    decoding any message; other stores are summarised from their records."""
-    lister = getattr(store, "list_sessions", None)
-    if callable(lister):
-        return [
-            SessionInfo(
-                row.session_id,
-                datetime.fromtimestamp(row.updated, UTC) if row.updated else None,
-                row.message_count,
-                " ".join((row.title or "").split()),
-            )
-            for row in lister(limit)
-        ]
+    """The newest ``limit`` sessions (all when ``None``), most recently updated first."""
     ids = list(store.sessions())
     infos = [describe_session(store, sid) for sid in reversed(ids)]
     floor = datetime.min.replace(tzinfo=UTC)
