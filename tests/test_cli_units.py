@@ -233,7 +233,7 @@ def test_session_index_and_prefix_resolution() -> None:
     b = _session(store, [say("two")], "second")
     rows = describe_sessions(store)
     assert [r.session_id for r in rows] == [b, a]  # most recently updated first
-    assert rows[1].first_prompt == "first prompt with lines"
+    assert rows[1].first_prompt == "first prompt"  # the session's title: its first line, spaces folded
     assert rows[1].message_count == 2
     assert rows[0].updated is not None and rows[0].updated >= rows[1].updated  # type: ignore[operator]
     lines = session_table(rows, width=80)

@@ -1,9 +1,12 @@
 """Listing stored sessions for ``foundation-ai sessions`` and finding one by id or prefix.
 
-Built only on the ``SessionStore`` protocol (``sessions()`` and ``load(id)``): the message count
-is the size of the rebuilt conversation (``conversation_of``: retracted outputs left out), the
-first prompt is the first human message, and the update time is the newest message time (message
-ids are SCRU128, which carry their creation time in milliseconds).
+A store with session metadata (``list_sessions``: the SQLite, in-memory and Postgres stores)
+is listed from that table alone, without decoding any record: the message count, the title
+(first line of the first user text) and the update time written with each append. A store
+without it is described from its records: the message count is the size of the rebuilt
+conversation (``conversation_of``), the first prompt is the first human message, and the update
+time is the newest message time (message ids are SCRU128, which carry their creation time in
+milliseconds).
 """
 
 from __future__ import annotations
@@ -67,7 +70,18 @@ def describe_session(store: Any, session_id: str) -> SessionInfo:
 
 
 def describe_sessions(store: Any, limit: int | None = None) -> list[SessionInfo]:
-    """The newest ``limit`` sessions (all when ``None``), most recently updated first."""
+    """The newest ``limit`` sessions (all when ``None``), most recently updated first (from the
+    store's metadata table when it has one: no record is decoded)."""
+    if callable(getattr(store, "list_sessions", None)):
+        return [
+            SessionInfo(
+                m.session_id,
+                datetime.fromtimestamp(m.updated, UTC) if m.updated else None,
+                m.message_count,
+                " ".join((m.title or "").split()),
+            )
+            for m in store.list_sessions(limit)
+        ]
     ids = list(store.sessions())
     infos = [describe_session(store, sid) for sid in reversed(ids)]
     floor = datetime.min.replace(tzinfo=UTC)
