@@ -221,6 +221,7 @@ class AgentSessionBuilder:
         self._tool_choice: Any = None
         self._chat_template: str | None = None
         self._cooldown = 30.0
+        self._shed: Any = None
 
     def with_model_id(self, model_id: Any) -> AgentSessionBuilder:
         """For a ``ProviderRouter``: the ``ModelId`` (or name) to route to (default: the
@@ -246,6 +247,13 @@ class AgentSessionBuilder:
                 self._tools.extend(t)
             else:
                 self._tools.append(t)
+        return self
+
+    def with_tool_shed(self, shed: Any) -> AgentSessionBuilder:
+        """Discover tools with ``shed`` (a ``toolsets.ToolShed``): each request declares the
+        ``shed`` meta-tool plus the active tools only; tools given to :meth:`with_tools` stay
+        always declared. See ``docs/tools.md``."""
+        self._shed = shed
         return self
 
     def with_params(self, params: ModelParams) -> AgentSessionBuilder:
@@ -309,11 +317,16 @@ class AgentSessionBuilder:
         models = [_resolve_model(self._model, self._model_id)] + [
             _resolve_model(m, None if router is None else m, router) for m in self._fallbacks
         ]
-        return AgentSession(
+        registry: Any = (
+            ToolRegistry(self._tools, default_timeout=self._tool_timeout)
+            if self._shed is None
+            else self._shed.registry(pinned=self._tools, default_timeout=self._tool_timeout)
+        )
+        session = AgentSession(
             models=models,
             system_prompt=self._system,
             soul=self._soul,
-            registry=ToolRegistry(self._tools, default_timeout=self._tool_timeout),
+            registry=registry,
             params=self._params,
             max_inner=self._inner,
             max_outer=self._outer,
@@ -324,6 +337,9 @@ class AgentSessionBuilder:
             chat_template=self._chat_template,
             breaker=CircuitBreaker(self._cooldown),
         )
+        if self._shed is not None:
+            registry.bind(session)
+        return session
 
     def resume(self, session_id: str) -> AgentSession:
         """Rebuild a stored session: its conversation exactly as persisted (retracted outputs
@@ -337,6 +353,9 @@ class AgentSessionBuilder:
         if not records:
             raise FoundationAIError(f"no stored session {session_id!r}")
         session.messages = conversation_of(records)
+        restore = getattr(session.registry, "restore", None)
+        if restore is not None:
+            restore(session.messages)
         open_calls = dangling_calls(session.messages)
         if open_calls:
             fix = interrupted_results(open_calls, "the process stopped")
