@@ -222,6 +222,7 @@ class AgentSessionBuilder:
         self._chat_template: str | None = None
         self._cooldown = 30.0
         self._shed: Any = None
+        self._factories: list[Any] = []
 
     def with_model_id(self, model_id: Any) -> AgentSessionBuilder:
         """For a ``ProviderRouter``: the ``ModelId`` (or name) to route to (default: the
@@ -254,6 +255,12 @@ class AgentSessionBuilder:
         ``shed`` meta-tool plus the active tools only; tools given to :meth:`with_tools` stay
         always declared. See ``docs/tools.md``."""
         self._shed = shed
+        return self
+
+    def with_tool_factory(self, make: Any) -> AgentSessionBuilder:
+        """Session-aware tools: ``make(session)`` returns tools for each session built or
+        resumed (e.g. ``toolsets.SubAgents``); with a tool shed they are always declared."""
+        self._factories.append(make)
         return self
 
     def with_params(self, params: ModelParams) -> AgentSessionBuilder:
@@ -339,6 +346,12 @@ class AgentSessionBuilder:
         )
         if self._shed is not None:
             registry.bind(session)
+        for make in self._factories:
+            for t in make(session):
+                if self._shed is None:
+                    registry.add(t)
+                else:
+                    registry.pin(t)
         return session
 
     def resume(self, session_id: str) -> AgentSession:

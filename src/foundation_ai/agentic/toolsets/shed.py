@@ -280,8 +280,7 @@ class ShedRegistry(ToolRegistry):
         self._index: tuple[list[str], Any] | None = None
         self._shed_tool = _ShedTool(self)
         for p in pinned:
-            t = self.add(p)
-            self.pinned.append(t.declaration.name())
+            self.pin(p)
 
     def add(self, obj: Any) -> AgentTool:
         """Register a tool (inactive unless pinned).
@@ -294,6 +293,17 @@ class ShedRegistry(ToolRegistry):
             raise ConfigurationError(f"the tool name {SHED_NAME!r} is reserved for tool discovery")
         super().add(t)
         self._index = None
+        return t
+
+    def pin(self, obj: Any) -> AgentTool:
+        """Register a tool that is always declared (never needs ``shed``).
+
+        Raises:
+            ConfigurationError: see :meth:`add`.
+        """
+        t = self.add(obj)
+        self.pinned.append(t.declaration.name())
+        self._decls = None
         return t
 
     def bind(self, session: AgentSession) -> None:
