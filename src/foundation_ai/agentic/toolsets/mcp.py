@@ -50,7 +50,16 @@ _BAD = re.compile(r"[^a-zA-Z0-9_-]")
 
 class MCPToolError(FoundationAIError):
     """An MCP tool call failed: the server answered ``isError``, timed out, refused the request,
-    or stopped. The agent loop reports it to the model as an error result."""
+    or stopped. The agent loop reports it to the model as an error result.
+
+    Attributes:
+        transient: True when the server could not be reached, stopped or timed out (a retry
+            may succeed; see ``toolsets.policy.is_transient``).
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class _Background:
@@ -260,7 +269,8 @@ class MCPServerTools:
             except TimeoutError:
                 await self._disconnect()
                 raise MCPToolError(
-                    f"the MCP server {self.name!r} did not complete its handshake within {self.connect_timeout:g} s"
+                    f"the MCP server {self.name!r} did not complete its handshake within {self.connect_timeout:g} s",
+                    transient=True,
                 ) from None
             except MCPToolError:
                 raise
@@ -313,7 +323,8 @@ class MCPServerTools:
             call.cancel()
             await self._disconnect()
             raise MCPToolError(
-                f"the MCP server {self.name!r} stopped during the call; it will be restarted on the next call"
+                f"the MCP server {self.name!r} stopped during the call; it will be restarted on the next call",
+                transient=True,
             )
         try:
             return call.result()
@@ -322,13 +333,20 @@ class MCPServerTools:
             if code == _CONNECTION_CLOSED or "connection closed" in str(exc).lower():
                 await self._disconnect()
                 raise MCPToolError(
-                    f"the MCP server {self.name!r} closed the connection ({exc}); it will be restarted on the next call"
+                    f"the MCP server {self.name!r} closed the connection ({exc}); it will be restarted on the next call",
+                    transient=True,
+                ) from None
+            timed_out = code == _REQUEST_TIMEOUT or "timed out" in str(exc).lower()
+            if timed_out:
+                raise MCPToolError(
+                    f"the MCP call timed out after {self.call_timeout:g} s ({exc})", transient=True
                 ) from None
             raise MCPToolError(f"the MCP server {self.name!r} refused the call: {exc}") from None
         except Exception as exc:
             await self._disconnect()
             raise MCPToolError(
-                f"the MCP server {self.name!r} failed ({_describe(exc)}); it will be restarted on the next call"
+                f"the MCP server {self.name!r} failed ({_describe(exc)}); it will be restarted on the next call",
+                transient=True,
             ) from None
 
     # -- public API ------------------------------------------------------------------------------
@@ -402,6 +420,9 @@ class MCPServerTools:
 
 
 _CONNECTION_CLOSED = -32000
+"""``mcp_types.CONNECTION_CLOSED``."""
+_REQUEST_TIMEOUT = -32001
+"""``mcp_types.REQUEST_TIMEOUT``."""
 
 
 def _describe(exc: BaseException) -> str:
