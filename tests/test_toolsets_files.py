@@ -5,6 +5,7 @@ for a link while writing), size caps and non-UTF-8 content; the tools through a 
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from pathlib import Path
@@ -258,24 +259,30 @@ def test_a_parent_swapped_for_a_symlink_never_redirects_a_write(tmp_path: Path) 
     stop = threading.Event()
     swaps = 0
 
+    made = itertools.count()
+    errors: list[BaseException] = []
+
     def swapper() -> None:
         # The writer creates a missing parent: a directory "a" it made while the real one was
         # moved aside is moved away too (to "made_<n>"), then the real one comes back.
         nonlocal swaps
-        while not stop.is_set():
-            os.rename(root / "a", root / "a_real")
-            try:
-                os.symlink(outside, root / "a")
-                os.unlink(root / "a")
-            except FileExistsError:
-                pass
-            while True:
+        try:
+            while not stop.is_set():
+                os.rename(root / "a", root / "a_real")
                 try:
-                    os.rename(root / "a_real", root / "a")
-                    break
-                except OSError:
-                    os.rename(root / "a", root / f"made_{swaps}")
-            swaps += 1
+                    os.symlink(outside, root / "a")
+                    os.unlink(root / "a")
+                except FileExistsError:
+                    pass
+                while True:
+                    try:
+                        os.rename(root / "a_real", root / "a")
+                        break
+                    except OSError:
+                        os.rename(root / "a", root / f"made_{next(made)}")
+                swaps += 1
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            errors.append(exc)
 
     t = threading.Thread(target=swapper, daemon=True)
     t.start()
@@ -290,7 +297,7 @@ def test_a_parent_swapped_for_a_symlink_never_redirects_a_write(tmp_path: Path) 
     finally:
         stop.set()
         t.join()
-    assert swaps > 0 and written + refused == 4000
+    assert errors == [] and swaps > 0 and written + refused == 4000
     assert list(outside.iterdir()) == []
     assert written > 0
 
