@@ -147,6 +147,7 @@ async def test_async_stream_matches_sync(fresh: FixtureServer) -> None:
 
 def test_base_url_with_v1_and_env_key(fresh: FixtureServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env-0000")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fresh.base_url)  # the env key goes to a paired host only
     fresh.queue(sse_canned("text.sse"))
     m = anthropic("claude-haiku-4-5", base_url=fresh.base_url + "/v1/")
     assert m.generate(ask())[-1].text() == "Hello there!"

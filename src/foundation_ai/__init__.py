@@ -1,8 +1,9 @@
 """foundation-ai: LLM agents on one normalized message model.
 
 The seed's types are importable from here or from :mod:`foundation_ai.types`. Heavier parts
-load lazily on first use (``AgentSession``, ``tool``, ``backends``), so ``import foundation_ai``
-stays fast.
+load lazily on first use (``AgentSession``, ``tool``, ``model``, ``backends``), so
+``import foundation_ai`` stays fast. ``model("openai:gpt-4o-mini")`` builds a model from a model
+string (``docs/models.md``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .types import (
 )
 
 if TYPE_CHECKING:
+    from ._model_string import model
     from .agentic import AgentSession, tool
     from .router import ProviderRouter
 
@@ -42,6 +44,7 @@ _LAZY = {
     "AgentSession": "foundation_ai.agentic",
     "tool": "foundation_ai.agentic",
     "ProviderRouter": "foundation_ai.router",
+    "model": "foundation_ai._model_string",
 }
 
 __all__ = [
@@ -66,6 +69,7 @@ __all__ = [
     "UsageReport",
     "__version__",
     "from_json",
+    "model",
     "to_json",
     "tool",
 ]

@@ -154,7 +154,8 @@ def _is_model(obj: Any) -> bool:
 
 def _resolve_model(obj: Any, model_id: Any = None, router: Any = None) -> Any:
     """A ``Model``; a ``ProviderRouter`` resolved with ``router.as_model`` (its ``model_id`` or
-    its default); a model name or ``ModelId`` resolved through ``router`` (for fallbacks).
+    its default); a model name or ``ModelId`` resolved through ``router`` (for fallbacks); without
+    a router, a model string such as ``"anthropic:claude-sonnet-4-5"`` (``foundation_ai.model``).
 
     Raises:
         ConfigurationError: none of these (or the router cannot resolve it).
@@ -164,6 +165,10 @@ def _resolve_model(obj: Any, model_id: Any = None, router: Any = None) -> Any:
     if isinstance(obj, ProviderRouter):
         return as_model(obj, model_id)
     if isinstance(obj, str | ModelId):
+        if router is None and isinstance(obj, str):
+            from .._model_string import model
+
+            return model(obj)  # a model string: "openai:gpt-4o-mini", "local", ... (docs/models.md)
         if router is None:
             raise ConfigurationError(f"a model name ({obj!r}) needs a ProviderRouter as the session's model")
         return router.resolve(obj)
@@ -429,7 +434,8 @@ class AgentSession:
 
     @staticmethod
     def builder(model_or_router: Any) -> AgentSessionBuilder:
-        """Start configuring a session on a ``Model`` (or a ``ProviderRouter``)."""
+        """Start configuring a session on a ``Model``, a ``ProviderRouter`` or a model string
+        (``"openai:gpt-4o-mini"``, ``"local"``: ``foundation_ai.model``, ``docs/models.md``)."""
         return AgentSessionBuilder(model_or_router)
 
     def context(self) -> list[Messages]:

@@ -19,7 +19,12 @@ Rules applied here:
   byte-exact and in order, only when the message came from Anthropic (signatures are only valid
   for their issuer, C21); a thinking block with empty text and a signature is kept (C23); one
   without a signature cannot be replayed and is dropped. Text and tool calls of any provider
-  are kept.
+  are kept. Models without extended thinking (Claude 2, 3, 3.5) get no thinking blocks, and a
+  request continuing a tool loop whose assistant turn has no leading thinking block is sent
+  without ``thinking`` (the API requires one there).
+- Before all this, the history is sanitized (``docs/sanitation.md``): call ids fitted to
+  ``^[a-zA-Z0-9_-]+$`` and made unique (call and result alike; empty ids paired by position),
+  malformed arguments sent as ``{}``, blank text left out, no trailing whitespace in a prefill.
 - User messages with role System / Agent / Tool / custom keep their meaning: Anthropic has only
   ``user`` and ``assistant`` roles, so their text is wrapped in a tag naming the role
   (``<system_instruction>``, ``<agent_message>``, ``<tool_context>``, ``<message from="...">``).
@@ -50,6 +55,7 @@ from ..types import (
     ToolResultMessage,
     UserMessage,
 )
+from ._sanitize import ANTHROPIC, anthropic_accepts_thinking, sanitize_history
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -211,14 +217,20 @@ def _missing_results(expected: list[str], found: dict[str, dict[str, Any]]) -> l
     ]
 
 
-def wire_messages(messages: list[Messages] | list[Any]) -> list[dict[str, Any]]:
+def wire_messages(
+    messages: list[Messages] | list[Any], *, keep_thinking: bool = True
+) -> list[dict[str, Any]]:
     """The ``messages`` array for ``messages`` (oldest first).
 
-    Returns a list of ``{"role": "user" | "assistant", "content": [block, ...]}`` with adjacent
-    same-role messages merged and tool results paired with their calls (see the module doc).
+    The history first goes through the sanitation step of ``docs/sanitation.md``
+    (:func:`~foundation_ai.backends._sanitize.sanitize_history` with the Anthropic rules: ids
+    matching ``^[a-zA-Z0-9_-]+$``, unique, results paired by position; no blank text; thinking
+    only when ``keep_thinking``). Returns a list of ``{"role": "user" | "assistant", "content":
+    [block, ...]}`` with adjacent same-role messages merged and tool results paired with their
+    calls (see the module doc).
     """
     wire: list[dict[str, Any]] = []
-    for m in messages:
+    for m in sanitize_history(messages, ANTHROPIC, keep_thinking=keep_thinking):
         if isinstance(m, AssistantMessage):
             role, blocks = "assistant", _assistant_blocks(m)
         elif isinstance(m, ToolResultMessage):
@@ -233,7 +245,28 @@ def wire_messages(messages: list[Messages] | list[Any]) -> list[dict[str, Any]]:
             wire[-1]["content"].extend(blocks)
         else:
             wire.append({"role": role, "content": blocks})
-    return _pair_tool_results(wire)
+    return _strip_prefill(_pair_tool_results(wire))
+
+
+def _strip_prefill(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A request ending in assistant text (a prefill) without its trailing whitespace: the API
+    rejects "final assistant content cannot end with trailing whitespace"."""
+    if wire and wire[-1]["role"] == "assistant":
+        last = wire[-1]["content"][-1]
+        if last["type"] == "text" and last["text"] != last["text"].rstrip():
+            wire[-1]["content"][-1] = {**last, "text": last["text"].rstrip()}
+    return wire
+
+
+def _thinking_leads_open_turn(messages: list[dict[str, Any]]) -> bool:
+    """True unless the request continues a tool loop (it ends with tool results) whose
+    assistant turn does not start with a thinking block."""
+    if len(messages) < 2 or messages[-1]["role"] != "user":
+        return True
+    if not any(b["type"] == "tool_result" for b in messages[-1]["content"]):
+        return True
+    turn = messages[-2]["content"]
+    return bool(turn) and turn[0]["type"] in ("thinking", "redacted_thinking")
 
 
 def json_instruction(fmt: Any) -> str | None:
@@ -336,7 +369,13 @@ def build_request(
         else:
             body["system"] = system_text
 
-    messages = wire_messages(interaction.messages)
+    messages = wire_messages(interaction.messages, keep_thinking=anthropic_accepts_thinking(model))
+    if budget is not None and not _thinking_leads_open_turn(messages):
+        # A tool loop in progress must continue from a turn that began with thinking
+        # (https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking): a turn from
+        # another provider (a fallback) has none, so this request runs without thinking.
+        budget = None
+        body["max_tokens"] = params.max_tokens
     if cache is not None and messages:
         last = messages[-1]["content"]
         if last and last[-1]["type"] in ("text", "image", "tool_result", "tool_use"):

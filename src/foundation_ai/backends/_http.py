@@ -31,6 +31,18 @@ What a backend gets from here (issue 3, "Failure"; wire-notes sections 2-4):
   - a dropped connection mid-stream: ``"connection dropped mid-stream: ..."``;
   - a wrong content type, a timeout, a connection failure after the retries.
 
+  - a deadline: ``"no complete answer within the deadline of 900 s (deadline)"`` (final) or
+    ``"the server did not start answering within 300 s (first_byte_timeout)"`` (retried while
+    time is left);
+  - a TLS certificate that does not verify: final, never retried.
+
+  Every network wait has a deadline (``docs/models.md``, "Deadlines"): ``timeout`` bounds each
+  connect / read / write, ``first_byte_timeout`` the wait for the response to start, and
+  ``deadline`` the whole call, retries and the streamed answer included. Sync requests are
+  watched by one shared watchdog thread that shuts the connection's socket at the due time (a
+  read blocked on a server trickling a byte a second wakes up); async requests run each wait
+  under ``asyncio.timeout_at``.
+
   The backend catches ``HttpStreamError`` (and its own parse errors, see :class:`WireError`)
   and turns it into the contract's error tail with :func:`error_items`: an Assistant message
   with a fresh id, empty ``TextContent``, ``StopReason.Error`` and the text in
@@ -59,15 +71,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import email.utils
+import heapq
+import itertools
 import math
 import os
 import random
 import re
+import socket
+import ssl
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 import httpx
 import msgspec
@@ -87,6 +103,9 @@ from ..types import (
 from .base import _sync_iter
 
 __all__ = [
+    "DEFAULT_DEADLINE",
+    "DEFAULT_FIRST_BYTE_TIMEOUT",
+    "Endpoint",
     "HttpOptions",
     "HttpStreamError",
     "SseEvent",
@@ -96,9 +115,12 @@ __all__ = [
     "error_items",
     "error_text",
     "join_url",
+    "mask_url",
     "redact",
     "resolve_api_key",
+    "resolve_endpoint",
     "retry_delay",
+    "secret_forms",
     "stream_events",
 ]
 
@@ -151,13 +173,161 @@ def resolve_api_key(api_key: str | None, env_var: str | None, *, required: bool)
     return key
 
 
+class Endpoint(msgspec.Struct, frozen=True):
+    """Where a backend sends its requests and with which key (see :func:`resolve_endpoint`).
+
+    Attributes:
+        base_url: the API base URL.
+        api_key: the key to send, or ``None``.
+        official: ``base_url`` is the provider's own host over HTTPS.
+    """
+
+    base_url: str
+    api_key: str | None
+    official: bool
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``, lower-cased, the default port filled in; a URL whose
+    port does not parse gives port ``-1`` (it pairs with nothing)."""
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if port is None:
+        port = {"http": 80, "https": 443}.get(scheme)
+    return scheme, (parts.hostname or "").lower(), port
+
+
+def resolve_endpoint(
+    *,
+    api_key: str | None,
+    base_url: str | None,
+    key_env: str,
+    base_env: str,
+    default_base_url: str,
+    env: Mapping[str, str] | None = None,
+) -> Endpoint:
+    """The base URL and the key of a provider backend, by the key rule of ``docs/models.md``.
+
+    The base URL is ``base_url``, else the environment variable ``base_env``
+    (``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, as the official SDKs read them), else
+    ``default_base_url``. The key is ``api_key`` when given (the caller chose where it goes).
+    A key read from the environment variable ``key_env`` is sent only to the provider's own
+    host (the origin of ``default_base_url``, over HTTPS) or to the host the user paired with
+    it in the environment (the origin of ``base_env``); to any other host no key is sent, so an
+    ``OPENAI_API_KEY`` never reaches a third-party server by accident.
+
+    Raises:
+        ConfigurationError: the provider's own host and no key at all (the message names
+            ``key_env``, never a key).
+    """
+    env = os.environ if env is None else env
+    env_base = (env.get(base_env) or "").strip() or None
+    chosen = (base_url or "").strip() or env_base or default_base_url
+    here = _origin(chosen)
+    official = here == _origin(default_base_url) and here[0] == "https"
+    key = api_key or None
+    if key is None:
+        paired = env_base is not None and here == _origin(env_base)
+        if official or paired:
+            key = env.get(key_env) or None
+    if key is None and official:
+        raise ConfigurationError(f"no API key: pass api_key=... or set the {key_env} environment variable")
+    return Endpoint(base_url=chosen, api_key=key, official=official)
+
+
+MIN_FRAGMENT = 12
+"""Shortest prefix or suffix of a secret (or of an encoded form of it) that :func:`redact`
+masks when a server echoes the secret cut short."""
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def secret_forms(secret: str) -> list[str]:
+    """The forms a server or a log may show ``secret`` in: as is, URL-encoded (``quote`` with
+    and without ``/`` kept, ``quote_plus``), base64 and URL-safe base64 (without padding), and
+    the three alignments of its base64 inside a longer base64 text (e.g. ``Basic`` auth of
+    ``user:secret``). Case is handled by :func:`redact` itself."""
+    forms = [secret, quote(secret, safe=""), quote(secret, safe="/"), quote_plus(secret)]
+    raw = secret.encode("utf-8", "surrogatepass")
+    for pad in (0, 1, 2):
+        enc = base64.b64encode(b"\0" * pad + raw).decode()
+        start = 4 if pad else 0
+        stop = ((pad + len(raw)) // 3) * 4
+        core = enc[start:stop]
+        if pad == 0:
+            core = enc.rstrip("=")
+        forms += [core, core.replace("+", "-").replace("/", "_")]
+    seen: list[str] = []
+    for f in forms:
+        if len(f) >= 4 and f not in seen:
+            seen.append(f)
+    return seen
+
+
+def _secret_spans(low: str, form: str, min_frag: int) -> list[tuple[int, int]]:
+    """Spans of ``low`` (ASCII-lower-cased text) holding ``form`` whole, or a prefix or suffix
+    of it at least ``min_frag`` characters long (case-insensitive)."""
+    f = form.translate(_ASCII_LOWER)
+    n = len(f)
+    k = min(min_frag, n)
+    spans: list[tuple[int, int]] = []
+    head, tail = f[:k], f[n - k :]
+    i = low.find(head)
+    while i >= 0:
+        j = i + k
+        while j < len(low) and j - i < n and low[j] == f[j - i]:
+            j += 1
+        spans.append((i, j))
+        i = low.find(head, i + 1)
+    i = low.find(tail)
+    while i >= 0:
+        a = i
+        while a > 0 and (i + k) - a < n and low[a - 1] == f[n - k - (i - a) - 1]:
+            a -= 1
+        spans.append((a, i + k))
+        i = low.find(tail, i + 1)
+    return spans
+
+
 def redact(text: str, *secrets: str | None) -> str:
-    """``text`` with every secret of 4 or more characters replaced by ``***`` (longest first, so
-    a secret containing another is masked whole; ``Bearer <secret>`` becomes ``Bearer ***``)."""
-    for s in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
-        if s in text:
-            text = text.replace(s, "***")
-    return text
+    """``text`` with every secret replaced by ``***``, in every derived form
+    (:func:`secret_forms`: URL-encoded, base64, inside a longer base64 text), in any letter
+    case, and cut short: a prefix or suffix of at least :data:`MIN_FRAGMENT` characters of a
+    form (a server echoing ``"sk-proj-AbCdEf..."``) is masked too. Secrets shorter than 8
+    characters are masked only exactly; shorter than 4, not at all. ``Bearer <secret>`` becomes
+    ``Bearer ***``."""
+    if not text:
+        return text
+    spans: list[tuple[int, int]] = []
+    low = text.translate(_ASCII_LOWER)
+    for sec in {s for s in secrets if s and len(s) >= 4}:
+        if len(sec) < 8:
+            i = text.find(sec)
+            while i >= 0:
+                spans.append((i, i + len(sec)))
+                i = text.find(sec, i + 1)
+            continue
+        for form in secret_forms(sec):
+            spans += _secret_spans(low, form, MIN_FRAGMENT)
+    if not spans:
+        return text
+    spans.sort()
+    out: list[str] = []
+    pos = 0
+    cur_a, cur_b = spans[0]
+    for a, b in spans[1:]:
+        if a <= cur_b:
+            cur_b = max(cur_b, b)
+            continue
+        out += [text[pos:cur_a], "***"]
+        pos = cur_b
+        cur_a, cur_b = a, b
+    out += [text[pos:cur_a], "***", text[cur_b:]]
+    return "".join(out)
 
 
 _CREDENTIAL_HEADER = re.compile(r"key|token|secret|auth|passw|cookie|credential|signature", re.IGNORECASE)
@@ -178,27 +348,61 @@ def header_secrets(headers: Mapping[str, str]) -> list[str]:
     return out
 
 
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+
+def _userinfo(url: str) -> tuple[str, str] | None:
+    """(``scheme://``, userinfo) of ``url`` or ``None``. The userinfo ends at the last ``@``
+    before the query, so a password holding an unencoded ``/`` (which ``urlsplit`` reads as
+    the start of the path) is still found whole."""
+    m = _SCHEME.match(url)
+    if m is None:
+        return None
+    rest = url[m.end() :].split("?", 1)[0].split("#", 1)[0]
+    if "@" not in rest:
+        return None
+    return m.group(0), rest.rpartition("@")[0]
+
+
 def url_secrets(url: str) -> list[str]:
-    """The userinfo of ``url`` (``http://user:pass@host``): ``user:pass``, the password, and the
-    base64 ``user:pass`` httpx would send as Basic auth."""
-    parts = urlsplit(url)
-    if not parts.username and not parts.password:
+    """The userinfo of ``url`` (``http://user:pass@host``): ``user:pass``, the password (as
+    written and decoded), and the base64 ``user:pass`` httpx would send as Basic auth."""
+    found = _userinfo(url)
+    if found is None:
         return []
-    userinfo = parts.netloc.rpartition("@")[0]
+    userinfo = found[1]
+    user, _, password = userinfo.partition(":")
     out = [userinfo, unquote(userinfo)]
-    if parts.password:
-        out += [parts.password, unquote(parts.password)]
-    plain = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    if password:
+        out += [password, unquote(password)]
+    plain = f"{unquote(user)}:{unquote(password)}"
     out.append(base64.b64encode(plain.encode()).decode())
     return out
 
 
 def mask_url(url: str) -> str:
-    """``url`` with any userinfo replaced: ``http://u:pw@h/v1`` -> ``http://***@h/v1``."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
+    """``url`` with any userinfo replaced: ``http://u:pw@h/v1`` -> ``http://***@h/v1`` (also
+    when the password holds an unencoded ``/``)."""
+    found = _userinfo(url)
+    if found is None:
         return url
-    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
+    scheme, userinfo = found
+    return scheme + "***@" + url[len(scheme) + len(userinfo) + 1 :]
+
+
+DEFAULT_DEADLINE = 900.0
+"""Seconds a request may take in all, retries and the whole streamed answer included."""
+
+DEFAULT_FIRST_BYTE_TIMEOUT = 300.0
+"""Seconds an attempt may wait for the response to start (status line and headers)."""
+
+
+def _seconds(value: float | None, name: str) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0 or math.isnan(value):
+        raise ConfigurationError(f"{name} must be a positive number of seconds or None, got {value!r}")
+    return float(value)
 
 
 class HttpOptions:
@@ -211,7 +415,12 @@ class HttpOptions:
     Attributes:
         api_key: the key or ``None`` (local servers need none).
         base_url: the base URL without a trailing ``/``.
-        timeout: seconds for connect / read / write / pool (``httpx.Timeout``).
+        timeout: seconds for each connect / read / write / pool wait (``httpx.Timeout``).
+        deadline: seconds the whole request may take, retries and the streamed answer included
+            (default :data:`DEFAULT_DEADLINE`, 900; ``None``: no total deadline).
+        first_byte_timeout: seconds each attempt may wait for the response to start (status
+            line and headers; default :data:`DEFAULT_FIRST_BYTE_TIMEOUT`, 300; ``None``: only
+            ``timeout`` and ``deadline`` apply).
         max_retries: retries after the first attempt (0 disables retrying).
         headers: extra headers sent on every request.
         async_client / sync_client: user-supplied clients (used as given, never closed here).
@@ -225,6 +434,8 @@ class HttpOptions:
         "api_key",
         "async_client",
         "base_url",
+        "deadline",
+        "first_byte_timeout",
         "headers",
         "max_retries",
         "max_retry_delay",
@@ -245,8 +456,12 @@ class HttpOptions:
         sync_client: httpx.Client | None = None,
         retry_base_delay: float = 0.5,
         max_retry_delay: float = 60.0,
+        deadline: float | None = DEFAULT_DEADLINE,
+        first_byte_timeout: float | None = DEFAULT_FIRST_BYTE_TIMEOUT,
     ) -> None:
         self.api_key = api_key
+        self.deadline = _seconds(deadline, "deadline")
+        self.first_byte_timeout = _seconds(first_byte_timeout, "first_byte_timeout")
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.max_retries = max(0, int(max_retries))
@@ -272,6 +487,8 @@ class HttpOptions:
         http_client: httpx.AsyncClient | httpx.Client | tuple[Any, ...] | None = None,
         retry_base_delay: float = 0.5,
         max_retry_delay: float = 60.0,
+        deadline: float | None = DEFAULT_DEADLINE,
+        first_byte_timeout: float | None = DEFAULT_FIRST_BYTE_TIMEOUT,
     ) -> HttpOptions:
         """Options with the key resolved (:func:`resolve_api_key`) and ``http_client`` sorted
         into its async / sync slot (a tuple may hold one of each).
@@ -304,6 +521,8 @@ class HttpOptions:
             sync_client=s,
             retry_base_delay=retry_base_delay,
             max_retry_delay=max_retry_delay,
+            deadline=deadline,
+            first_byte_timeout=first_byte_timeout,
         )
 
     def secrets(self) -> tuple[str, ...]:
@@ -508,19 +727,227 @@ _RETRY_EXC = (
 """Transport failures retried when no event was yielded yet (connect, timeouts, resets)."""
 
 
+class _Expired(Exception):
+    """An asyncio deadline fired (the kind is in the request's ``_Clock``)."""
+
+
+class _Clock:
+    """The deadlines of one request: ``end`` (total, monotonic seconds) and, per attempt,
+    ``first_due`` (the response must have started by then). ``expired`` names the one that
+    fired: ``"deadline"`` or ``"first_byte"``."""
+
+    __slots__ = ("end", "expired", "first_due", "opts")
+
+    def __init__(self, opts: HttpOptions) -> None:
+        self.opts = opts
+        d = opts.deadline
+        self.end = time.monotonic() + d if d is not None else math.inf
+        self.first_due = self.end
+        self.expired: str | None = None
+
+    def new_attempt(self) -> None:
+        fb = self.opts.first_byte_timeout
+        self.first_due = min(time.monotonic() + fb, self.end) if fb is not None else self.end
+        if self.expired == "first_byte":
+            self.expired = None
+
+    def remaining(self) -> float:
+        return self.end - time.monotonic()
+
+    def httpx_timeout(self) -> float:
+        """The per-operation httpx timeout of an attempt: ``opts.timeout`` capped by the time
+        left to the first byte (a connect or read never outlives a deadline by much)."""
+        left = self.first_due - time.monotonic()
+        return max(min(self.opts.timeout, left), 0.001)
+
+    def expire(self, kind: str) -> None:
+        if self.expired != "deadline":
+            self.expired = kind
+
+    def check(self) -> None:
+        """Raise the deadline error when a deadline fired or the total one is past."""
+        if self.expired is None and time.monotonic() >= self.end:
+            self.expired = "deadline"
+        if self.expired is not None:
+            raise self.error()
+
+    def error(self) -> HttpStreamError:
+        if self.expired == "first_byte":
+            fb = self.opts.first_byte_timeout
+            return HttpStreamError(
+                f"the server did not start answering within {fb:g} s (first_byte_timeout)", retryable=True
+            )
+        return HttpStreamError(
+            f"no complete answer within the deadline of {self.opts.deadline:g} s (deadline)"
+        )
+
+    @staticmethod
+    def loop_due(loop: asyncio.AbstractEventLoop, due: float) -> float | None:
+        """``due`` (``time.monotonic`` seconds) on ``loop``'s clock; ``None`` for no deadline."""
+        if math.isinf(due):
+            return None
+        return loop.time() + (due - time.monotonic())
+
+
+class _Reaper:
+    """One daemon thread calling scheduled functions at their due time (``time.monotonic``):
+    the watchdogs of the sync requests, without a thread per request."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._heap: list[list[Any]] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, due: float, fn: Any) -> list[Any]:
+        entry = [due, next(self._seq), fn]
+        with self._cv:
+            heapq.heappush(self._heap, entry)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="foundation-ai-deadlines", daemon=True)
+                self._thread.start()
+            self._cv.notify()
+        return entry
+
+    @staticmethod
+    def cancel(entry: list[Any]) -> None:
+        entry[2] = None
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while self._heap and self._heap[0][2] is None:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cv.wait()
+                    continue
+                delay = self._heap[0][0] - time.monotonic()
+                if delay > 0:
+                    self._cv.wait(delay)
+                    continue
+                entry = heapq.heappop(self._heap)
+                fn, entry[2] = entry[2], None
+            try:
+                fn()
+            except Exception:  # a watchdog must never kill the thread
+                pass
+
+
+_REAPER = _Reaper()
+
+
+class _Watch:
+    """The watchdog of one sync attempt: at the due time it marks the clock expired and shuts
+    the connection's socket down, which wakes a read blocked on a trickling server. The socket
+    is learnt from httpcore's ``trace`` events (a new connection) or the response's
+    ``network_stream`` (a pooled one); a transport with neither is bounded by the checks
+    between events."""
+
+    __slots__ = ("_entry", "_kind", "_lock", "_sock", "active", "clock")
+
+    def __init__(self, clock: _Clock) -> None:
+        self.clock = clock
+        self._sock: Any = None
+        self._entry: list[Any] | None = None
+        self._kind = "deadline"
+        self._lock = threading.Lock()
+        self.active = True
+
+    def arm(self, due: float, kind: str) -> None:
+        """Fire at ``due`` (monotonic seconds) as ``kind`` (``"first_byte"`` / ``"deadline"``)."""
+        if self._entry is not None:
+            _REAPER.cancel(self._entry)
+            self._entry = None
+        self._kind = kind
+        if not math.isinf(due):
+            self._entry = _REAPER.schedule(due, self._fire)
+
+    def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            self._remember(info.get("return_value"))
+
+    def started(self, resp: httpx.Response) -> None:
+        """The response started: remember its socket and watch the total deadline."""
+        self._remember(resp.extensions.get("network_stream"))
+        self.arm(self.clock.end, "deadline")
+
+    def _remember(self, stream: Any) -> None:
+        get = getattr(stream, "get_extra_info", None)
+        sock = get("socket") if get is not None else None
+        if isinstance(sock, socket.socket):
+            with self._lock:
+                self._sock = sock
+
+    def _fire(self) -> None:
+        with self._lock:
+            if not self.active:
+                return
+            self.clock.expire(self._kind)
+            sock = self._sock
+            if sock is not None:
+                try:  # the plain socket's shutdown, also under an SSL socket: wakes a blocked read
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def disarm(self) -> None:
+        with self._lock:
+            self.active = False
+        if self._entry is not None:
+            _REAPER.cancel(self._entry)
+            self._entry = None
+
+
+def _attempt_error(
+    exc: Exception, clock: _Clock, opts: HttpOptions, attempt: int, started: bool, yielded: bool
+) -> HttpStreamError | None:
+    """The error to raise for ``exc`` (a transport failure, or the effect of an expired
+    deadline), or ``None`` when the attempt is to be retried: no event yielded yet, a retryable
+    kind, retries and time left. ``started``: the response headers had arrived."""
+    if clock.expired is not None:
+        err = clock.error()
+    elif _is_cert_error(exc):
+        return HttpStreamError(opts.redact(f"TLS certificate verification failed: {exc}"), retryable=False)
+    elif yielded or not isinstance(exc, _RETRY_EXC):
+        return _mid_stream_error(exc, opts) if started else _connect_error(exc, opts)
+    else:
+        err = _mid_stream_error(exc, opts) if started else _connect_error(exc, opts)
+        err.retryable = True
+    if yielded or not err.retryable or attempt >= opts.max_retries or clock.remaining() <= 0:
+        return err
+    return None
+
+
+def _is_cert_error(exc: BaseException) -> bool:
+    """True when ``exc`` (or what caused it) is a TLS certificate verification failure: final,
+    never retried (the same certificate fails the same way)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def stream_events(
     opts: HttpOptions, url: str, body: bytes | Mapping[str, Any], headers: Mapping[str, str]
 ) -> Iterator[SseEvent]:
     """POST ``body`` (JSON bytes or an object) to ``url`` and yield its server-sent events.
 
-    Retries before the first event as the module docstring says; never after. With only a
-    user ``httpx.AsyncClient`` configured, the request goes through that client (on a private
-    event loop in a worker thread, :func:`~foundation_ai.backends.base._sync_iter`, with
-    ``Connection: close`` so no pooled connection outlives that loop), never through a client of
-    our own.
+    Retries before the first event as the module docstring says; never after. The request
+    ends by ``opts.deadline`` (total, from the first attempt) and each attempt must start
+    answering within ``opts.first_byte_timeout``: a watchdog shuts the connection's socket at
+    the due time, so a server trickling one byte a second cannot hold the call past the
+    deadline. With only a user ``httpx.AsyncClient`` configured, the request goes through that
+    client (on a private event loop in a worker thread,
+    :func:`~foundation_ai.backends.base._sync_iter`, with ``Connection: close`` so no pooled
+    connection outlives that loop), never through a client of our own.
 
     Raises:
-        HttpStreamError: HTTP error status, connection failure, dropped stream, bad content type.
+        HttpStreamError: HTTP error status, connection failure, TLS certificate failure (never
+            retried), dropped stream, bad content type, deadline or first-byte timeout.
     """
     if opts.sync_client is None and opts.async_client is not None:
         # An AsyncClient's pooled connections belong to the event loop that opened them, and this
@@ -532,50 +959,82 @@ def stream_events(
     client = opts.get_sync_client()
     content = body if isinstance(body, bytes) else msgspec.json.encode(body)
     hdrs = _request_headers(opts, headers)
+    clock = _Clock(opts)
     attempt = 0
     while True:
+        clock.new_attempt()
+        watch = _Watch(clock)
+        started = yielded = False
+        wait: float | None = None
         try:
-            with client.stream("POST", url, content=content, headers=hdrs, timeout=opts.timeout) as resp:
+            watch.arm(clock.first_due, "first_byte" if clock.first_due < clock.end else "deadline")
+            with client.stream(
+                "POST",
+                url,
+                content=content,
+                headers=hdrs,
+                timeout=clock.httpx_timeout(),
+                extensions={"trace": watch.trace},
+            ) as resp:
+                watch.started(resp)
+                started = True
                 if resp.status_code >= 400:
                     err = _status_error(resp.status_code, resp.read(), opts)
-                    if err.retryable and attempt < opts.max_retries:
-                        time.sleep(retry_delay(attempt, resp.headers, opts))
-                        attempt += 1
-                        continue
-                    raise err
-                if _is_json(resp):
-                    yield SseEvent("json", resp.read().decode("utf-8", "replace"))
-                    return
-                _check_event_stream(resp, opts)
-                yielded = False
-                try:
+                    wait = _retry_wait(err, attempt, resp.headers, clock, opts)
+                    if wait is None:
+                        raise err
+                else:
+                    if _is_json(resp):
+                        raw = resp.read()
+                        clock.check()
+                        yield SseEvent("json", raw.decode("utf-8", "replace"))
+                        return
+                    _check_event_stream(resp, opts)
                     for sse in EventSource(resp).iter_sse():
+                        clock.check()
                         yielded = True
                         yield SseEvent(sse.event, sse.data)
-                except _STREAM_ERRORS as exc:
-                    if yielded or not isinstance(exc, _RETRY_EXC) or attempt >= opts.max_retries:
-                        raise _mid_stream_error(exc, opts) from None
-                    time.sleep(retry_delay(attempt, None, opts))  # dropped before any event
-                    attempt += 1
-                    continue
-                return
-        except _RETRY_EXC as exc:
-            # raised before any event was yielded (mid-stream errors are converted above)
-            if attempt < opts.max_retries:
-                time.sleep(retry_delay(attempt, None, opts))
-                attempt += 1
-                continue
-            raise _connect_error(exc, opts) from None
-        except httpx.TransportError as exc:
-            raise _connect_error(exc, opts) from None
+                    clock.check()  # a socket shut by the watchdog can look like a clean end
+                    return
+        except HttpStreamError:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, _STREAM_ERRORS) and clock.expired is None:
+                raise
+            failure = _attempt_error(exc, clock, opts, attempt, started, yielded)
+            if failure is not None:
+                raise failure from None
+            wait = _retry_wait(None, attempt, None, clock, opts)
+            if wait is None:
+                raise (clock.error() if clock.expired else _connect_error(exc, opts)) from None
+        finally:
+            watch.disarm()
+        time.sleep(wait)
+        attempt += 1
+
+
+def _retry_wait(
+    err: HttpStreamError | None, attempt: int, headers: httpx.Headers | None, clock: _Clock, opts: HttpOptions
+) -> float | None:
+    """Seconds to wait before the next attempt, or ``None`` when there is none: ``err`` not
+    retryable, no retries left, or the wait would end past the total deadline."""
+    if err is not None and (not err.retryable or attempt >= opts.max_retries):
+        return None
+    if attempt >= opts.max_retries:
+        return None
+    wait = retry_delay(attempt, headers, opts)
+    if wait >= clock.remaining():
+        return None
+    return wait
 
 
 async def astream_events(
     opts: HttpOptions, url: str, body: bytes | Mapping[str, Any], headers: Mapping[str, str]
 ) -> AsyncIterator[SseEvent]:
-    """Async :func:`stream_events`: same events, retries and errors. With only a user
-    ``httpx.Client`` configured, the request goes through that client, each blocking step in a
-    worker thread (``asyncio.to_thread``), never through a client of our own."""
+    """Async :func:`stream_events`: same events, retries, deadlines and errors (every wait runs
+    under ``asyncio.timeout_at``). With only a user ``httpx.Client`` configured, the request
+    goes through that client, each blocking step in a worker thread (``asyncio.to_thread``),
+    never through a client of our own."""
     if opts.async_client is None and opts.sync_client is not None:
         async for ev in _in_thread(stream_events(opts, url, body, headers)):
             yield ev
@@ -583,43 +1042,78 @@ async def astream_events(
     client = opts.get_async_client()
     content = body if isinstance(body, bytes) else msgspec.json.encode(body)
     hdrs = _request_headers(opts, headers)
+    clock = _Clock(opts)
+    loop = asyncio.get_running_loop()
     attempt = 0
     while True:
+        clock.new_attempt()
+        started = yielded = False
+        wait: float | None = None
+        request = client.build_request(
+            "POST", url, content=content, headers=hdrs, timeout=clock.httpx_timeout()
+        )
         try:
-            async with client.stream(
-                "POST", url, content=content, headers=hdrs, timeout=opts.timeout
-            ) as resp:
+            try:
+                async with asyncio.timeout_at(clock.loop_due(loop, clock.first_due)):
+                    resp = await client.send(request, stream=True)
+            except TimeoutError:
+                clock.expire("first_byte" if clock.first_due < clock.end else "deadline")
+                raise _Expired from None
+            started = True
+            try:
+                end = clock.loop_due(loop, clock.end)
                 if resp.status_code >= 400:
-                    err = _status_error(resp.status_code, await resp.aread(), opts)
-                    if err.retryable and attempt < opts.max_retries:
-                        await asyncio.sleep(retry_delay(attempt, resp.headers, opts))
-                        attempt += 1
-                        continue
-                    raise err
-                if _is_json(resp):
-                    yield SseEvent("json", (await resp.aread()).decode("utf-8", "replace"))
+                    async with asyncio.timeout_at(end):
+                        raw = await resp.aread()
+                    err = _status_error(resp.status_code, raw, opts)
+                    wait = _retry_wait(err, attempt, resp.headers, clock, opts)
+                    if wait is None:
+                        raise err
+                else:
+                    if _is_json(resp):
+                        async with asyncio.timeout_at(end):
+                            raw = await resp.aread()
+                        yield SseEvent("json", raw.decode("utf-8", "replace"))
+                        return
+                    _check_event_stream(resp, opts)
+                    events = EventSource(resp).aiter_sse()
+                    try:
+                        while True:
+                            async with asyncio.timeout_at(end):
+                                try:
+                                    sse = await anext(events)
+                                except StopAsyncIteration:
+                                    break
+                            yielded = True
+                            yield SseEvent(sse.event, sse.data)
+                    finally:
+                        await _aclose_quietly(events)
                     return
-                _check_event_stream(resp, opts)
-                yielded = False
-                try:
-                    async for sse in EventSource(resp).aiter_sse():
-                        yielded = True
-                        yield SseEvent(sse.event, sse.data)
-                except _STREAM_ERRORS as exc:
-                    if yielded or not isinstance(exc, _RETRY_EXC) or attempt >= opts.max_retries:
-                        raise _mid_stream_error(exc, opts) from None
-                    await asyncio.sleep(retry_delay(attempt, None, opts))  # dropped before any event
-                    attempt += 1
-                    continue
-                return
-        except _RETRY_EXC as exc:
-            if attempt < opts.max_retries:
-                await asyncio.sleep(retry_delay(attempt, None, opts))
-                attempt += 1
-                continue
-            raise _connect_error(exc, opts) from None
-        except httpx.TransportError as exc:
-            raise _connect_error(exc, opts) from None
+            except TimeoutError:
+                clock.expire("deadline")
+                raise _Expired from None
+            finally:
+                await resp.aclose()
+        except HttpStreamError:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, (*_STREAM_ERRORS, _Expired)):
+                raise
+            failure = _attempt_error(exc, clock, opts, attempt, started, yielded)
+            if failure is not None:
+                raise failure from None
+            wait = _retry_wait(None, attempt, None, clock, opts)
+            if wait is None:
+                raise (clock.error() if clock.expired else _connect_error(exc, opts)) from None
+        await asyncio.sleep(wait)
+        attempt += 1
+
+
+async def _aclose_quietly(agen: Any) -> None:
+    try:
+        await agen.aclose()
+    except Exception:
+        pass
 
 
 _END = object()

@@ -21,6 +21,11 @@ wire-notes section 3; cases C29, C31 and C32 of ``cases/wire-cases.md``.
   that follows it by these ids ("reasoning was provided without its required following item").
   With ``store=False`` no ids are sent (nothing is stored to look up) and reasoning travels by
   ``encrypted_content`` alone.
+- Reasoning goes only to models that accept it (:func:`accepts_reasoning`, or a
+  ``thinking_level`` set): after a fallback from ``gpt-5-mini`` to ``gpt-4.1`` the reasoning
+  items, and the item ids that refer to them, are left out.
+- The history is sanitized first (``docs/sanitation.md``): ``call_id`` of at most 64
+  characters from ``[a-zA-Z0-9_-]`` (call and output alike), malformed arguments as ``{}``.
 - Every ``function_call`` gets a ``function_call_output`` (an error output saying it was not run
   when the history has none); an output whose call is not in the input becomes user text.
 """
@@ -51,11 +56,23 @@ from ..types import (
     UserMessage,
 )
 from ._anthropic_request import role_text
+from ._sanitize import OPENAI_RESPONSES, sanitize_history
 
-__all__ = ["build_request", "input_items", "is_reasoning_model"]
+__all__ = ["accepts_reasoning", "build_request", "input_items", "is_reasoning_model"]
 
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5", "codex")
 _ENCODE = msgspec.json.encode
+
+
+_NON_REASONING_PREFIXES = ("gpt-3", "gpt-4", "chatgpt-4o")
+
+
+def accepts_reasoning(name: str) -> bool:
+    """False for OpenAI models known to take no reasoning items (``gpt-3.5*``, ``gpt-4*`` —
+    ``gpt-4o``, ``gpt-4.1``... — and ``chatgpt-4o*``): they answer 400 to a replayed reasoning
+    item. True for reasoning models and unknown names (a compatible server's own models)."""
+    base = name.rsplit("/", 1)[-1].lower()
+    return is_reasoning_model(name) or not base.startswith(_NON_REASONING_PREFIXES)
 
 
 def is_reasoning_model(name: str) -> bool:
@@ -90,7 +107,9 @@ def _arguments_text(call: ToolCall) -> str:
     return call.raw_arguments if call.raw_arguments is not None else "{}"
 
 
-def _assistant_item(msg: AssistantMessage, store: bool | None) -> dict[str, Any] | None:
+def _assistant_item(
+    msg: AssistantMessage, store: bool | None, keep_reasoning: bool = True
+) -> dict[str, Any] | None:
     if isinstance(msg.stop_reason, StopReason.Error):
         return None
     c = msg.content
@@ -117,7 +136,13 @@ def _assistant_item(msg: AssistantMessage, store: bool | None) -> dict[str, Any]
         return {"type": "reasoning", "id": c.item_id, "summary": summary, "encrypted_content": c.signature}
     else:
         return None
-    if ours and msg.signature and store is not False and not isinstance(c, ThinkingContent):
+    if (
+        ours
+        and msg.signature
+        and store is not False
+        and keep_reasoning
+        and not isinstance(c, ThinkingContent)
+    ):
         # the output item's own id (msg_... / fc_...): pairs it with the reasoning item before it
         item["id"] = msg.signature
         item["status"] = "completed"
@@ -167,12 +192,21 @@ def _result_items(msg: ToolResultMessage) -> list[dict[str, Any]]:
     return items
 
 
-def input_items(messages: list[Messages] | list[Any], *, store: bool | None = None) -> list[dict[str, Any]]:
-    """The ``input`` array for ``messages`` (oldest first); see the module docstring."""
+def input_items(
+    messages: list[Messages] | list[Any], *, store: bool | None = None, keep_reasoning: bool = True
+) -> list[dict[str, Any]]:
+    """The ``input`` array for ``messages`` (oldest first); see the module docstring.
+
+    The history first goes through the sanitation step of ``docs/sanitation.md``
+    (:func:`~foundation_ai.backends._sanitize.sanitize_history` with the Responses rules:
+    ``call_id`` of at most 64 characters, malformed arguments as ``{}``). Without
+    ``keep_reasoning`` (a target model that takes none, :func:`accepts_reasoning`) no
+    reasoning item is sent, nor the output-item ids that would ask for one.
+    """
     items: list[dict[str, Any]] = []
-    for m in messages:
+    for m in sanitize_history(messages, OPENAI_RESPONSES, keep_thinking=keep_reasoning):
         if isinstance(m, AssistantMessage):
-            item = _assistant_item(m, store)
+            item = _assistant_item(m, store, keep_reasoning)
             if item is not None:
                 items.append(item)
         elif isinstance(m, ToolResultMessage):
@@ -185,13 +219,26 @@ def input_items(messages: list[Messages] | list[Any], *, store: bool | None = No
 
 
 def _pair_outputs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    calls = {it["call_id"] for it in items if it["type"] == "function_call"}
-    answered = {it["call_id"] for it in items if it["type"] == "function_call_output"}
+    """Every ``function_call`` answered by one ``function_call_output`` after it (a missing one
+    says the call was not run); an output before or without its call, or a second output of
+    one call, becomes user text naming the call."""
+    calls: set[str] = set()
+    answered: set[str] = set()
+    for it in items:
+        if it["type"] == "function_call":
+            calls.add(it["call_id"])
+        elif it["type"] == "function_call_output" and it["call_id"] in calls:
+            answered.add(it["call_id"])
+    calls = set()
     out: list[dict[str, Any]] = []
     open_calls: list[str] = []
+    done: set[str] = set()
     for it in items:
         kind = it["type"]
-        if kind == "function_call_output" and it["call_id"] not in calls:
+        if kind == "function_call":
+            calls.add(it["call_id"])
+        if kind == "function_call_output" and (it["call_id"] not in calls or it["call_id"] in done):
+            # an output of no call, or a second output of one call: user text naming the call
             out.append(
                 {
                     "type": "message",
@@ -210,6 +257,8 @@ def _pair_outputs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             open_calls = []
         if kind == "function_call" and it["call_id"] not in answered:
             open_calls.append(it["call_id"])
+        if kind == "function_call_output":
+            done.add(it["call_id"])
         out.append(it)
     out += _missing_outputs(open_calls)
     return out
@@ -271,11 +320,12 @@ def build_request(
     system = interaction.full_system_prompt()
     if system:
         body["instructions"] = system
-    items = input_items(interaction.messages, store=store)
-    body["input"] = items
-    body["max_output_tokens"] = params.max_tokens
     level = params.thinking_level
     reasoning_on = level is not None and level is not ThinkingLevel.Off
+    keep = reasoning_on or accepts_reasoning(model)
+    items = input_items(interaction.messages, store=store, keep_reasoning=keep)
+    body["input"] = items
+    body["max_output_tokens"] = params.max_tokens
     if not reasoning_on and not is_reasoning_model(model):
         body["temperature"] = params.temperature
         body["top_p"] = params.top_p

@@ -28,11 +28,14 @@ from ._anthropic_request import ANTHROPIC_VERSION, build_request, check_output_f
 from ._anthropic_stream import AnthropicStreamParser, parse_message
 from ._common import SnapshotHttpModel, describe, price_key
 from ._http import (
+    DEFAULT_DEADLINE,
+    DEFAULT_FIRST_BYTE_TIMEOUT,
     HttpOptions,
     SseEvent,
     Timer,
     error_items,
     join_url,
+    resolve_endpoint,
 )
 from .base import ModelDescriptor, ModelStream
 
@@ -136,14 +139,18 @@ def anthropic(
     streaming: bool = True,
     retry_base_delay: float = 0.5,
     max_retry_delay: float = 60.0,
+    deadline: float | None = DEFAULT_DEADLINE,
+    first_byte_timeout: float | None = DEFAULT_FIRST_BYTE_TIMEOUT,
 ) -> AnthropicModel:
     """An Anthropic Messages API model.
 
     Args:
         model: the model name sent to the API, e.g. ``"claude-sonnet-4-5"``.
-        api_key: the key; default ``ANTHROPIC_API_KEY`` from the environment. Required for the
-            default ``base_url``; optional for another server (e.g. llama.cpp on loopback).
-        base_url: the API host, with or without ``/v1`` (default ``https://api.anthropic.com``).
+        api_key: the key. Default: ``ANTHROPIC_API_KEY``, sent only to Anthropic's own host or to
+            the host named by ``ANTHROPIC_BASE_URL`` (the key rule of ``docs/models.md``).
+            Required for Anthropic's host; optional for another server (e.g. llama.cpp).
+        base_url: the API host, with or without ``/v1``; default ``ANTHROPIC_BASE_URL`` from the
+            environment, else ``https://api.anthropic.com``.
         timeout: seconds for connect / read / write (an ``httpx`` timeout).
         max_retries: retries of 429 / 5xx / 529 / connection failures before any output,
             honouring ``Retry-After``; auth and request errors are never retried.
@@ -160,25 +167,38 @@ def anthropic(
         max_output_tokens: the model's output cap in tokens, when known.
         anthropic_version: the ``anthropic-version`` header.
         streaming: ``False`` sends ``stream: false`` and maps the whole JSON response.
+        deadline: seconds the whole request may take, retries and the streamed answer included
+            (default 900; ``None``: none). A server trickling bytes cannot hold a call longer.
+        first_byte_timeout: seconds each attempt may wait for the response to start (default
+            300; ``None``: none); an attempt that times out is retried while time is left.
         retry_base_delay: seconds of the first backoff step.
         max_retry_delay: cap in seconds on any single wait between retries.
 
     Raises:
         ConfigurationError: no API key for the default Anthropic host.
     """
-    options = HttpOptions.create(
+    ep = resolve_endpoint(
         api_key=api_key,
-        env_var="ANTHROPIC_API_KEY",
-        key_required=base_url is None,
-        base_url=base_url or DEFAULT_BASE_URL,
+        base_url=base_url,
+        key_env="ANTHROPIC_API_KEY",
+        base_env="ANTHROPIC_BASE_URL",
+        default_base_url=DEFAULT_BASE_URL,
+    )
+    options = HttpOptions.create(
+        api_key=ep.api_key,
+        env_var=None,
+        key_required=False,
+        base_url=ep.base_url,
         timeout=timeout,
         max_retries=max_retries,
         headers=headers,
         http_client=http_client,
         retry_base_delay=retry_base_delay,
         max_retry_delay=max_retry_delay,
+        deadline=deadline,
+        first_byte_timeout=first_byte_timeout,
     )
-    key = price_key(base_url or DEFAULT_BASE_URL, "anthropic", official=base_url is None)
+    key = price_key(ep.base_url, "anthropic", official=ep.official)
     descriptor = describe(
         model,
         ModelProviders.Anthropic,

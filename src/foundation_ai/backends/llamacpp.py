@@ -39,7 +39,8 @@ the next token (evaluating the prompt, one llama.cpp call, is not interruptible)
 the file has one; ``chat_template=`` and ``ModelInteraction.chat_template`` override it), system prompt + soul, every role, and
 exactly one BOS token. **Sampling**: ``ModelParams`` temperature (0 = greedy), top_p, top_k,
 repeat_penalty (over the last 64 tokens), frequency/presence penalties, seed, stop_tokens,
-max_tokens, logit_bias (token id -> bias); min_p stays at llama.cpp's 0.05. ``output_format``
+max_tokens, logit_bias (token id -> bias); min_p stays at llama.cpp's 0.05. A call without
+``ModelParams`` uses the model's recommended sampling (``default_params``, ``docs/models.md``). ``output_format``
 JSON object / JSON Schema is enforced by a grammar. **Tools** (``_llama_tools``): native when the
 template reads ``tools``, else the ``<tool_call>`` text protocol in the system prompt;
 ``ToolChoice.Required`` / ``Function`` are enforced by a grammar producing exactly one call.
@@ -100,6 +101,7 @@ from ._llama_source import (
     shard_files,
 )
 from ._llama_tools import ParseEvent, ToolCallStreamParser, partial_suffix, tool_call_grammar
+from ._sampling import recommended_params
 from .base import BaseModel, ChunkMode, ModelDescriptor, ModelStream
 
 __all__ = ["DEFAULT_N_CTX", "LlamaCppModel", "default_model", "llamacpp"]
@@ -312,6 +314,9 @@ class LlamaCppModel(BaseModel):
             output_price=0.0,
         )
         metadata = getattr(llama, "metadata", None) or {}
+        self.default_params = recommended_params(metadata)
+        """The ``ModelParams`` used when a call passes none: the model's recommended sampling
+        (``backends/_sampling.py``, ``docs/models.md``)."""
         self._template = chat_template or metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
         # Some GGUFs (Hermes, Command-R) carry a second template for requests with tools.
         self._tool_template: str | None = (
@@ -409,7 +414,9 @@ class LlamaCppModel(BaseModel):
         self, interaction: ModelInteraction, params: ModelParams | None = None
     ) -> Iterator[ModelStream]:
         """Stream the answer; closing or dropping the iterator stops generation (module docstring)."""
-        return _threaded_iter(lambda cancel: self._produce(interaction, params or ModelParams(), cancel))
+        return _threaded_iter(
+            lambda cancel: self._produce(interaction, params or self.default_params, cancel)
+        )
 
     async def astream(
         self, interaction: ModelInteraction, params: ModelParams | None = None
@@ -428,7 +435,7 @@ class LlamaCppModel(BaseModel):
 
         def run() -> None:
             try:
-                for item in self._produce(interaction, params or ModelParams(), cancel):
+                for item in self._produce(interaction, params or self.default_params, cancel):
                     put(item)
                     if cancel.is_set():
                         break

@@ -4,14 +4,17 @@
 ``openai_chat("smollm2", base_url="http://127.0.0.1:8080")`` talks to llama-server (likewise
 OpenRouter, Ollama, vLLM, LM Studio). A base URL with no path gets ``/v1`` appended; one with a
 path (``.../v1``, ``https://openrouter.ai/api/v1``) is used as given. Only OpenAI's own host
-requires a key and reads ``OPENAI_API_KEY``: another host gets a key only when passed
-explicitly, so an OpenAI key is never sent to a third party.
+requires a key. ``OPENAI_API_KEY`` is sent only to OpenAI's host or to the host the user paired
+with it in ``OPENAI_BASE_URL``; another host gets a key only when passed explicitly, so an
+OpenAI key is never sent to a third party (``docs/models.md``).
 
 Request mapping (wire-notes section 2): the system prompt plus ``soul`` is the first ``system``
 message; a ``Messages.User`` with role System is a ``system`` message, role Agent (or Tool, or a
 custom role) a ``user`` message with ``name`` set to the role; the Assistant outputs of one turn
 become ONE assistant message (text in ``content``, every call in ``tool_calls``, ``content:
-null`` when tool-only, case C35), arguments re-sent as the JSON text of the original object;
+null`` when tool-only, case C35; ``""`` with ``tool_call_content=""``), arguments re-sent as the
+JSON text of the original object (``{}`` for arguments that never parsed); the history is
+sanitized first (``docs/sanitation.md``: call ids of at most 40 characters, every call answered);
 thinking is never replayed (Chat Completions has no field for it; signatures of other providers
 are invalid here, case C21); tool results are ``role: tool`` messages; an image in a user message
 is an ``image_url`` data URL; a tool result holding an image becomes a placeholder text in the
@@ -68,6 +71,8 @@ from ..types import (
 from ..types.interaction import CacheRetention
 from ._common import LOCAL_HOSTS, HttpBackend, describe, price_key
 from ._http import (
+    DEFAULT_DEADLINE,
+    DEFAULT_FIRST_BYTE_TIMEOUT,
     HttpOptions,
     HttpStreamError,
     SseEvent,
@@ -76,8 +81,10 @@ from ._http import (
     astream_events,
     error_items,
     error_text,
+    resolve_endpoint,
     stream_events,
 )
+from ._sanitize import OPENAI_CHAT, sanitize_history
 from .base import ModelStream
 
 __all__ = ["OpenAIChatModel", "build_request", "openai_chat"]
@@ -103,12 +110,17 @@ def openai_chat(
     max_retry_delay: float = 60.0,
     streaming: bool = True,
     forced_tool_mode: Literal["auto", "native", "json_schema"] = "auto",
+    tool_call_content: Literal[""] | None = None,
+    deadline: float | None = DEFAULT_DEADLINE,
+    first_byte_timeout: float | None = DEFAULT_FIRST_BYTE_TIMEOUT,
 ) -> OpenAIChatModel:
     """A Chat Completions backend for ``model`` (the name sent as ``"model"``).
 
     Args:
-        api_key: the key; default ``OPENAI_API_KEY`` when ``base_url`` is OpenAI's (or absent).
-        base_url: another OpenAI-compatible server, with or without ``/v1``.
+        api_key: the key. Default: ``OPENAI_API_KEY``, sent only to OpenAI's own host or to the
+            host named by ``OPENAI_BASE_URL`` (the key rule of ``docs/models.md``).
+        base_url: another OpenAI-compatible server, with or without ``/v1``; default
+            ``OPENAI_BASE_URL`` from the environment, else ``https://api.openai.com/v1``.
         timeout: seconds per connect/read/write. max_retries: retries on 429/5xx/connection
             errors before output (``Retry-After`` honoured).
         headers: extra headers on every request (e.g. OpenRouter's ``HTTP-Referer``, Azure's
@@ -133,22 +145,38 @@ def openai_chat(
             and the answer is parsed into one ``ToolCall`` with a generated id. ``"auto"``:
             ``json_schema`` for a loopback server (llama-server does not enforce
             ``tool_choice`` for models whose template lacks tool support), else ``native``.
+        deadline: seconds the whole request may take, retries and the streamed answer included
+            (default 900; ``None``: none). A server trickling bytes cannot hold a call longer.
+        first_byte_timeout: seconds each attempt may wait for the response to start (default
+            300; ``None``: none); an attempt that times out is retried while time is left.
+        tool_call_content: the ``content`` of a replayed assistant message that holds only
+            tool calls: ``None`` sends JSON ``null`` (the default, what OpenAI documents);
+            ``""`` for servers that reject ``null`` there (``docs/sanitation.md``).
 
     Raises:
         ConfigurationError: OpenAI's host and no key in the argument or ``OPENAI_API_KEY``.
     """
-    official = base_url is None or urlsplit(base_url).hostname == "api.openai.com"
-    opts = HttpOptions.create(
+    ep = resolve_endpoint(
         api_key=api_key,
-        env_var="OPENAI_API_KEY" if official else None,
-        key_required=official,
-        base_url=base_url or OPENAI_BASE_URL,
+        base_url=base_url,
+        key_env="OPENAI_API_KEY",
+        base_env="OPENAI_BASE_URL",
+        default_base_url=OPENAI_BASE_URL,
+    )
+    official = ep.official
+    opts = HttpOptions.create(
+        api_key=ep.api_key,
+        env_var=None,
+        key_required=False,
+        base_url=ep.base_url,
         timeout=timeout,
         max_retries=max_retries,
         headers=headers,
         http_client=http_client,
         retry_base_delay=retry_base_delay,
         max_retry_delay=max_retry_delay,
+        deadline=deadline,
+        first_byte_timeout=first_byte_timeout,
     )
     return OpenAIChatModel(
         model,
@@ -159,6 +187,7 @@ def openai_chat(
         extra_body=extra_body,
         streaming=streaming,
         forced_tool_mode=forced_tool_mode,
+        tool_call_content=tool_call_content,
     )
 
 
@@ -190,8 +219,10 @@ class OpenAIChatModel(HttpBackend):
         extra_body: Mapping[str, Any] | None = None,
         streaming: bool = True,
         forced_tool_mode: Literal["auto", "native", "json_schema"] = "auto",
+        tool_call_content: str | None = None,
     ) -> None:
         self.options = options
+        self.tool_call_content = tool_call_content
         self.streaming = streaming
         self.official = official
         self.url = _endpoint(options.base_url)
@@ -230,6 +261,7 @@ class OpenAIChatModel(HttpBackend):
             official=self.official,
             stream=self.streaming,
             emulate_forced_tools=self.emulate_forced_tools,
+            tool_call_content=self.tool_call_content,
         )
         if self.extra_body:
             body.update(self.extra_body)
@@ -305,8 +337,19 @@ def _args_text(call: ToolCall) -> str:
     return call.raw_arguments if call.raw_arguments is not None else "{}"
 
 
-def build_messages(interaction: ModelInteraction) -> list[dict[str, Any]]:
-    """The ``messages`` array for ``interaction`` (see the module docstring for the rules)."""
+def build_messages(
+    interaction: ModelInteraction, *, tool_call_content: str | None = None
+) -> list[dict[str, Any]]:
+    """The ``messages`` array for ``interaction`` (see the module docstring for the rules).
+
+    The history first goes through the sanitation step of ``docs/sanitation.md``
+    (:func:`~foundation_ai.backends._sanitize.sanitize_history` with the OpenAI Chat rules: ids
+    of at most 40 characters, malformed arguments as ``{}``); then every
+    assistant message with ``tool_calls`` is followed directly by one ``tool`` message per
+    call (:func:`pair_tool_messages`). ``tool_call_content`` is the ``content`` of an assistant
+    message holding only tool calls: ``None`` (JSON ``null``, the default) or ``""`` for
+    servers that reject ``null``.
+    """
     out: list[dict[str, Any]] = []
     system = interaction.full_system_prompt()
     if system:
@@ -319,7 +362,7 @@ def build_messages(interaction: ModelInteraction) -> list[dict[str, Any]]:
             out.extend(images)
             images.clear()
 
-    for m in interaction.messages:
+    for m in sanitize_history(interaction.messages, OPENAI_CHAT):
         if isinstance(m, AssistantMessage):
             flush_images()
             c = m.content
@@ -368,7 +411,55 @@ def build_messages(interaction: ModelInteraction) -> list[dict[str, Any]]:
     if turn is not None and turn["content"] is None and "tool_calls" not in turn:
         out.pop()
     flush_images()
+    if tool_call_content is not None:
+        for msg in out:
+            if msg["role"] == "assistant" and msg["content"] is None:
+                msg["content"] = tool_call_content
+    return pair_tool_messages(out)
+
+
+_NOT_RUN = "No result: the tool call was not run."
+
+
+def pair_tool_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every assistant message with ``tool_calls`` directly followed by exactly one ``tool``
+    message per call, in call order (OpenAI rejects an unanswered call and a ``tool`` message
+    that answers no preceding call): a missing answer becomes a ``tool`` message saying the
+    call was not run; an answer to no call of the preceding assistant message (or a second
+    answer) becomes ``user`` text naming the call; user messages met before the answers move
+    after them."""
+    out: list[dict[str, Any]] = []
+    i = 0
+    n = len(messages)
+    while i < n:
+        msg = messages[i]
+        i += 1
+        if msg["role"] == "tool":
+            out.append(_orphan_tool(msg))
+            continue
+        out.append(msg)
+        calls = [c["id"] for c in msg.get("tool_calls", ())] if msg["role"] == "assistant" else []
+        if not calls:
+            continue
+        answers: dict[str, dict[str, Any]] = {}
+        later: list[dict[str, Any]] = []
+        while i < n and messages[i]["role"] != "assistant":
+            nxt = messages[i]
+            i += 1
+            if nxt["role"] == "tool" and nxt["tool_call_id"] in calls and nxt["tool_call_id"] not in answers:
+                answers[nxt["tool_call_id"]] = nxt
+            elif nxt["role"] == "tool":
+                later.append(_orphan_tool(nxt))
+            else:
+                later.append(nxt)
+        for cid in calls:
+            out.append(answers.get(cid) or {"role": "tool", "tool_call_id": cid, "content": _NOT_RUN})
+        out.extend(later)
     return out
+
+
+def _orphan_tool(msg: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "user", "content": f"[result of tool call {msg['tool_call_id']}]\n{msg['content']}"}
 
 
 def _tool_choice(choice: Any) -> Any:
@@ -429,8 +520,12 @@ def build_request(
     official: bool = True,
     stream: bool = True,
     emulate_forced_tools: bool = False,
+    tool_call_content: str | None = None,
 ) -> dict[str, Any]:
     """The Chat Completions request body (a JSON-ready dict).
+
+    ``messages`` is :func:`build_messages` (the sanitation step of ``docs/sanitation.md``
+    included; ``tool_call_content`` as there).
 
     With ``emulate_forced_tools`` and a forcing ``tool_choice``, the call is requested through
     ``response_format`` instead of ``tools`` (see ``openai_chat(forced_tool_mode=...)``).
@@ -443,7 +538,10 @@ def build_request(
     ``output_format``). ``top_k`` and ``repeat_penalty`` are not OpenAI fields: ignored (use
     ``extra_body`` for servers that take them).
     """
-    body: dict[str, Any] = {"model": model, "messages": build_messages(interaction)}
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": build_messages(interaction, tool_call_content=tool_call_content),
+    }
     fns = interaction.tools_shed.functions()
     forced = forced_call_schema(interaction) if emulate_forced_tools else None
     if forced is not None:

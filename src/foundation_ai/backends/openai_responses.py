@@ -25,10 +25,13 @@ from ..errors import ProviderError
 from ..types import ModelInteraction, ModelParams, ModelProviders, Stream
 from ._common import SnapshotHttpModel, describe, price_key
 from ._http import (
+    DEFAULT_DEADLINE,
+    DEFAULT_FIRST_BYTE_TIMEOUT,
     HttpOptions,
     SseEvent,
     Timer,
     join_url,
+    resolve_endpoint,
 )
 from ._responses_request import build_request
 from ._responses_stream import ResponsesStreamParser, parse_response
@@ -122,14 +125,18 @@ def openai_responses(
     store: bool | None = None,
     retry_base_delay: float = 0.5,
     max_retry_delay: float = 60.0,
+    deadline: float | None = DEFAULT_DEADLINE,
+    first_byte_timeout: float | None = DEFAULT_FIRST_BYTE_TIMEOUT,
 ) -> OpenAIResponsesModel:
     """An OpenAI Responses API model.
 
     Args:
         model: the model name sent to the API, e.g. ``"gpt-5-mini"``.
-        api_key: the key; default ``OPENAI_API_KEY`` from the environment. Required for the
-            default ``base_url``; optional for another server (e.g. llama.cpp on loopback).
-        base_url: the API base, with or without ``/v1`` (default ``https://api.openai.com/v1``).
+        api_key: the key. Default: ``OPENAI_API_KEY``, sent only to OpenAI's own host or to the
+            host named by ``OPENAI_BASE_URL`` (the key rule of ``docs/models.md``). Required for
+            OpenAI's host; optional for another server (e.g. llama.cpp on loopback).
+        base_url: the API base, with or without ``/v1``; default ``OPENAI_BASE_URL`` from the
+            environment, else ``https://api.openai.com/v1``.
         timeout: seconds for connect / read / write (an ``httpx`` timeout).
         max_retries: retries of 429 / 5xx / connection failures before any output, honouring
             ``Retry-After``; auth and request errors are never retried.
@@ -147,25 +154,38 @@ def openai_responses(
         streaming: ``False`` sends ``stream: false`` and maps the whole JSON response.
         store: sent as ``store`` when given. ``False`` (stateless) replays reasoning through
             ``encrypted_content`` only and drops reasoning items that have none.
+        deadline: seconds the whole request may take, retries and the streamed answer included
+            (default 900; ``None``: none). A server trickling bytes cannot hold a call longer.
+        first_byte_timeout: seconds each attempt may wait for the response to start (default
+            300; ``None``: none); an attempt that times out is retried while time is left.
         retry_base_delay: seconds of the first backoff step.
         max_retry_delay: cap in seconds on any single wait between retries.
 
     Raises:
         ConfigurationError: no API key for the default OpenAI base URL.
     """
-    options = HttpOptions.create(
+    ep = resolve_endpoint(
         api_key=api_key,
-        env_var="OPENAI_API_KEY",
-        key_required=base_url is None,
-        base_url=base_url or DEFAULT_BASE_URL,
+        base_url=base_url,
+        key_env="OPENAI_API_KEY",
+        base_env="OPENAI_BASE_URL",
+        default_base_url=DEFAULT_BASE_URL,
+    )
+    options = HttpOptions.create(
+        api_key=ep.api_key,
+        env_var=None,
+        key_required=False,
+        base_url=ep.base_url,
         timeout=timeout,
         max_retries=max_retries,
         headers=headers,
         http_client=http_client,
         retry_base_delay=retry_base_delay,
         max_retry_delay=max_retry_delay,
+        deadline=deadline,
+        first_byte_timeout=first_byte_timeout,
     )
-    key = price_key(base_url or DEFAULT_BASE_URL, "openai", official=base_url is None)
+    key = price_key(ep.base_url, "openai", official=ep.official)
     descriptor = describe(
         model,
         ModelProviders.OpenAIResponses,
