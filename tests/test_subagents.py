@@ -178,3 +178,27 @@ def test_aborting_the_parent_aborts_the_running_child(tmp_path: Path) -> None:
     assert type(kept[-1].stop_reason).__name__.endswith("Aborted")  # type: ignore[union-attr]
     assert isinstance(child_records[-1], SessionRecord.Summary)
     parent.close()
+
+
+def test_steering_the_parent_interrupts_the_child_and_the_parent_goes_on(tmp_path: Path) -> None:
+    entered = threading.Event()
+    child_model = ScriptedModel([[say("half"), hook(entered.set), pause(60), say("never")]])
+    agents = SubAgents(SubAgent("slow", model=child_model))
+    parent = _parent(tmp_path, [_run("slow", "take forever"), say("changed course")], agents)
+
+    def steer_when_child_runs() -> None:
+        entered.wait(60)
+        parent.steer("forget it, just answer")
+
+    t = threading.Thread(target=steer_when_child_runs)
+    t.start()
+    turn = parent.run_turn("go")
+    t.join()
+    assert turn.ok and turn.text() == "changed course"
+    interrupted = turn.tool_results()[0]
+    assert interrupted.error_detail is not None and "steered" in interrupted.error_detail
+    child_id = next(s for s in parent.store.sessions() if s != parent.session_id)
+    kept = [r.message for r in parent.store.load(child_id) if isinstance(r, SessionRecord.Conversation)]
+    assert kept[-1].content == TextContent("half")
+    assert type(kept[-1].stop_reason).__name__.endswith("Aborted")  # type: ignore[union-attr]
+    parent.close()
