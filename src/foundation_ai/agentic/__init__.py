@@ -5,9 +5,10 @@ steered while it runs.
     from foundation_ai.agentic import AgentSession, tool, ScriptedModel, say, call
 
 Modules: ``tools`` (``@tool``, class tools, MultiCommands, registry), ``dag`` (``depends_on``
-stages), ``session`` (builder, ``AgentSession``, ``Turn``, ``Answer``), ``loop`` (the turn loop),
-``events`` (``TurnStream``, ``TurnEvent``), ``steering``, ``ledger``, ``context`` (trimming),
-``stores`` (in-memory and SQLite), ``scripted`` (a deterministic ``Model``).
+stages), ``session`` (builder, ``AgentSession``, ``Turn``, ``Answer``), ``turn`` (the turn loop:
+its phases and hooks, see ``docs/turn-loop.md``; ``loop`` re-exports its entry points),
+``events`` (``TurnStream``, ``TurnEvent``), ``steering``, ``ledger``, ``context`` (the window,
+trimming), ``stores`` (in-memory and SQLite), ``scripted`` (a deterministic ``Model``).
 """
 
 from __future__ import annotations

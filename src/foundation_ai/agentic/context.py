@@ -1,9 +1,9 @@
 """The context window of a session: what part of the conversation a request carries.
 
-History goes to the model oldest-first (wire-notes section 7). On a context overflow the loop
+History goes to the model oldest-first (``docs/turn-loop.md``). On a context overflow the loop
 drops the **oldest whole exchanges**: an exchange starts at a user-side message before which
 every tool call has its result, so a tool call is never separated from its result or from the
-thinking and text of its generation (cases C28, C40).
+thinking and text of its generation (providers reject a tool result without its call).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ __all__ = [
     "next_round_cut",
     "next_trim_start",
     "round_starts",
+    "trimmed_window",
+    "window",
 ]
 
 
@@ -98,3 +100,27 @@ def interrupted_results(calls: Sequence[ToolCall], why: str) -> list[ToolResultM
         )
         for c in calls
     ]
+
+
+def window(messages: list[Messages], start: int, cut: tuple[int, int] | None) -> list[Messages]:
+    """The messages a request carries, oldest first: ``messages[start:]``, or after a cut inside
+    the running turn ``messages[start:cut[0]] + messages[cut[1]:]`` (its prompt, then its latest
+    rounds)."""
+    if cut is None:
+        return messages[start:]
+    return messages[start : cut[0]] + messages[cut[1] :]
+
+
+def trimmed_window(
+    messages: Sequence[Messages], start: int, cut: tuple[int, int] | None, keep_from: int, head_end: int
+) -> tuple[int, tuple[int, int] | None] | None:
+    """The window ``(start, cut)`` after dropping the oldest whole exchange before the current
+    turn (which starts at ``keep_from``), else the oldest round of the current turn, keeping
+    its prompt (``messages[keep_from:head_end]``); ``None`` when nothing more can be dropped."""
+    nxt = next_trim_start(messages, start, keep_from)
+    if nxt is not None:
+        return nxt, cut
+    rounds = next_round_cut(messages, head_end, cut[1] if cut else head_end)
+    if rounds is None:
+        return None
+    return start, (head_end, rounds)

@@ -12,11 +12,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
 from ..types import ToolCall, ToolResultMessage
-from .tools import ToolRegistry, error_result
+from .tools import error_result
 
-__all__ = ["plan_stages", "run_calls"]
+__all__ = ["CallExecutor", "plan_stages", "run_calls"]
+
+
+class CallExecutor(Protocol):
+    """What ``run_calls`` needs to run calls (a ``ToolRegistry`` is one): ``prepare`` validates
+    a call (an error result, or what ``execute`` takes), ``is_sequential``, ``execute``."""
+
+    def prepare(self, call: ToolCall) -> Any: ...
+
+    def is_sequential(self, call: ToolCall) -> bool: ...
+
+    async def execute(self, call: ToolCall, prepared: Any) -> ToolResultMessage: ...
 
 
 def plan_stages(calls: Sequence[ToolCall]) -> tuple[list[list[int]], dict[int, str]]:
@@ -83,7 +95,7 @@ def plan_stages(calls: Sequence[ToolCall]) -> tuple[list[list[int]], dict[int, s
 
 async def run_calls(
     calls: Sequence[ToolCall],
-    registry: ToolRegistry,
+    registry: CallExecutor,
     results: list[ToolResultMessage | None],
     on_result: Callable[[int, ToolResultMessage], Awaitable[None] | None] | None = None,
 ) -> list[ToolResultMessage | None]:
@@ -118,7 +130,7 @@ async def run_calls(
         elif concurrent:
 
             async def one(i: int, p: object) -> None:
-                store(i, await registry.execute(calls[i], p))  # type: ignore[arg-type]
+                store(i, await registry.execute(calls[i], p))
 
             tasks = [asyncio.ensure_future(one(i, p)) for i, p in concurrent]
             try:

@@ -21,6 +21,7 @@ running event loop, ``run_turn``/``ask`` run in a worker thread instead.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import weakref
 from collections.abc import Sequence
@@ -42,14 +43,24 @@ from ..types import (
     ToolResultMessage,
     UsageReport,
 )
-from .context import dangling_calls, interrupted_results
+from .context import dangling_calls, interrupted_results, window
 from .errors import SessionClosedError
 from .events import TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
-from .loop import CircuitBreaker, TurnState, run_turn_loop, summary_of
 from .steering import Steering, checked_message
 from .stores import SessionStore, SqliteSessionStore, conversation_of
 from .tools import ToolRegistry
+from .turn import (
+    ChainedPhaseHooks,
+    CircuitBreaker,
+    ContextAssembler,
+    PhaseHooks,
+    StepRunner,
+    ToolGate,
+    TurnHooks,
+    TurnState,
+    run_turn,
+)
 
 __all__ = ["AgentSession", "AgentSessionBuilder", "Answer", "Turn"]
 
@@ -72,7 +83,13 @@ class Turn:
         self.outcome: TurnOutcome = state.outcome
         self.error: AgenticError | None = state.error
         self._usage = usage
-        self.summary: TurnSummary = summary_of(state, state.snapshot or TokenSnapshot.from_usage(usage))
+        self.summary = TurnSummary(
+            outcome=state.outcome,
+            message_count=state.persisted,
+            usage=state.snapshot or TokenSnapshot.from_usage(usage),
+            generations=state.generations,
+            error=state.error,
+        )
 
     @property
     def stop_reason(self) -> StopReason:
@@ -228,6 +245,7 @@ class AgentSessionBuilder:
         self._cooldown = 30.0
         self._shed: Any = None
         self._factories: list[Any] = []
+        self._hooks = TurnHooks()
 
     def with_model_id(self, model_id: Any) -> AgentSessionBuilder:
         """For a ``ProviderRouter``: the ``ModelId`` (or name) to route to (default: the
@@ -316,6 +334,41 @@ class AgentSessionBuilder:
         self._chat_template = template
         return self
 
+    def with_phase_hooks(self, *hooks: PhaseHooks) -> AgentSessionBuilder:
+        """Call ``hooks.before_phase(phase, state)`` / ``hooks.after_phase(phase, state, error)``
+        around every phase of every turn (e.g. a tracing span per phase). Calling it again adds
+        hooks: ``before_phase`` runs in the order they were added, ``after_phase`` in reverse.
+        See ``docs/turn-loop.md``."""
+        current = self._hooks.phases
+        if isinstance(current, ChainedPhaseHooks):
+            hooks = (*current.hooks, *hooks)
+        elif current is not None:
+            hooks = (current, *hooks)
+        phases = hooks[0] if len(hooks) == 1 else ChainedPhaseHooks(*hooks) if hooks else None
+        self._hooks = dataclasses.replace(self._hooks, phases=phases)
+        return self
+
+    def with_context_assembler(self, assembler: ContextAssembler) -> AgentSessionBuilder:
+        """Build the request of every generation with ``assembler(ContextRequest) ->
+        ModelInteraction`` (sync or async), e.g. to add memories; it receives the request the
+        session would send. See ``docs/turn-loop.md``."""
+        self._hooks = dataclasses.replace(self._hooks, context=assembler)
+        return self
+
+    def with_tool_gate(self, gate: ToolGate) -> AgentSessionBuilder:
+        """Decide about every tool call before it runs: ``gate(GateRequest) -> Allow() |
+        Deny(reason) | Ask(question)`` (sync or async). A denied call gets an error result with
+        the reason; ``Ask`` ends the turn (``approval_required``; pausing is not supported
+        yet). See ``docs/turn-loop.md``."""
+        self._hooks = dataclasses.replace(self._hooks, gate=gate)
+        return self
+
+    def with_step_runner(self, runner: StepRunner) -> AgentSessionBuilder:
+        """Run every generation and tool call through ``runner`` (e.g. durable steps; default
+        ``InProcessSteps``). See ``docs/turn-loop.md``."""
+        self._hooks = dataclasses.replace(self._hooks, steps=runner)
+        return self
+
     def build(self, session_id: str | None = None) -> AgentSession:
         """A new session (fresh id unless given).
 
@@ -348,6 +401,7 @@ class AgentSessionBuilder:
             tool_choice=self._tool_choice,
             chat_template=self._chat_template,
             breaker=CircuitBreaker(self._cooldown),
+            hooks=self._hooks,
         )
         if self._shed is not None:
             registry.bind(session)
@@ -406,6 +460,7 @@ class AgentSession:
         tool_choice: Any = None,
         chat_template: str | None = None,
         breaker: CircuitBreaker | None = None,
+        hooks: TurnHooks | None = None,
     ) -> None:
         self.models = list(models)
         self.system_prompt = system_prompt
@@ -420,6 +475,8 @@ class AgentSession:
         self.tool_choice = tool_choice
         self.chat_template = chat_template
         self.breaker = breaker or CircuitBreaker()
+        self.hooks = hooks or TurnHooks()
+        """The turn hooks (phase hooks, context assembler, tool gate, step runner)."""
         self.steering = Steering()
         self.messages: list[Messages] = []
         """The conversation, oldest first (what ``resume`` rebuilds)."""
@@ -441,10 +498,7 @@ class AgentSession:
     def context(self) -> list[Messages]:
         """The messages the next request carries, oldest first (see ``context_start``,
         ``context_cut``)."""
-        cut = self.context_cut
-        if cut is None:
-            return self.messages[self.context_start :]
-        return self.messages[self.context_start : cut[0]] + self.messages[cut[1] :]
+        return window(self.messages, self.context_start, self.context_cut)
 
     @property
     def model(self) -> Any:
@@ -517,9 +571,9 @@ class AgentSession:
     ) -> tuple[Any, Any]:
         prompts = _prompt_messages(prompt)
         self._check_open()
-        state = TurnState()
         tc = tool_choice if tool_choice is not None else self.tool_choice
-        agen = run_turn_loop(self, prompts, state, tc, emit=emit, on_exit=self._enter)
+        state = TurnState(prompts, tc, emit=emit)
+        agen = run_turn(self, state, on_exit=self._enter)
 
         def finish() -> Turn:
             return Turn(state, self.ledger.turn)

@@ -1,4 +1,4 @@
-"""Steering a running turn from another thread or task (seed 000, section 12: ``Steering``).
+"""Steering a running turn from another thread or task (``docs/turn-loop.md``).
 
 - ``steer(msg)``: interrupt generation or tool execution at the next safe point and continue the
   turn with ``msg`` added to the conversation (a ``str`` becomes ``Messages.agent(text)``). With
@@ -60,7 +60,7 @@ def checked_message(message: object, *, what: str = "prompt", agent: bool = Fals
 class Steering:
     """The steering queues of one session (thread-safe)."""
 
-    __slots__ = ("_aborted", "_follow", "_interrupts", "_lock", "_loop", "_steer", "_waiting")
+    __slots__ = ("_aborted", "_follow", "_interrupts", "_lock", "_loop", "_steer", "waiting", "wanted")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -68,14 +68,17 @@ class Steering:
         self._follow: collections.deque[Messages] = collections.deque()
         self._aborted = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiting: asyncio.Task[Any] | None = None
+        self.waiting: asyncio.Task[Any] | None = None
+        """The task now awaiting at an interruptible point (set by the loop), else ``None``."""
+        self.wanted = False
+        """True when a steer or an abort is pending (kept up to date under the lock)."""
         self._interrupts = 0
 
     # -- called by users, from any thread -------------------------------------------------------
 
     def steer(self, message: str | Messages) -> None:
         """Interrupt at the next safe point and continue with ``message``; a ``str`` becomes
-        ``Messages.agent(text)`` (seed 000 section 1: steering is ``Messages::agent``). With no
+        ``Messages.agent(text)`` (steering comes from the agent's side). With no
         turn running it behaves like :meth:`follow_up`: the message is queued and sent right
         after the next turn's prompt.
 
@@ -86,6 +89,7 @@ class Steering:
         msg = checked_message(message, what="steering message", agent=True)
         with self._lock:
             self._steer.append(msg)
+            self.wanted = True
         self._poke()
 
     def follow_up(self, message: str | Messages) -> None:
@@ -108,6 +112,7 @@ class Steering:
             return
         with self._lock:
             self._aborted = True
+            self.wanted = True
         self._poke()
 
     # -- used by the loop -----------------------------------------------------------------------
@@ -115,12 +120,7 @@ class Steering:
     def bind(self, loop: asyncio.AbstractEventLoop | None) -> None:
         """Attach to the event loop running the turn (``None`` when the turn ends)."""
         self._loop = loop
-        self._waiting = None
-
-    @property
-    def wanted(self) -> bool:
-        """True when a steer or an abort is pending."""
-        return self._aborted or bool(self._steer)
+        self.waiting = None
 
     @property
     def aborted(self) -> bool:
@@ -130,6 +130,7 @@ class Steering:
         if self._aborted:
             with self._lock:
                 self._aborted = False
+                self.wanted = bool(self._steer)
 
     def take_steers(self) -> list[Messages]:
         """Pop every pending steering message."""
@@ -138,6 +139,7 @@ class Steering:
         with self._lock:
             out = list(self._steer)
             self._steer.clear()
+            self.wanted = self._aborted
         return out
 
     def take_follow_ups(self) -> list[Messages]:
@@ -150,8 +152,9 @@ class Steering:
         return out
 
     def wait_here(self, task: asyncio.Task[Any] | None) -> None:
-        """Publish (or with ``None`` withdraw) the task now awaiting at an interruptible point."""
-        self._waiting = task
+        """Publish (or with ``None`` withdraw) the task now awaiting at an interruptible point
+        (the same as setting :attr:`waiting`)."""
+        self.waiting = task
 
     def is_interrupt(self, exc: BaseException) -> bool:
         """True when ``exc`` is our own steering cancellation (then the task was uncancelled)."""
@@ -182,11 +185,11 @@ class Steering:
                 pass
 
     def _interrupt(self) -> None:
-        task = self._waiting
+        task = self.waiting
         if task is None or task.done() or not self.wanted:
             return
         if task is asyncio.current_task():
             return  # called from inside the awaiting code itself: it checks the flag later
-        self._waiting = None
+        self.waiting = None
         self._interrupts += 1
         task.cancel(STEER_MARKER)

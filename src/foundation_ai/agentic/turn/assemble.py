@@ -1,0 +1,55 @@
+"""Phase ``assemble_context``: build the request of the next generation."""
+
+from __future__ import annotations
+
+import inspect
+
+from ...types import ModelInteraction
+from ..context import window
+from .generate import Generation
+from .hooks import ContextRequest, Phase
+from .host import TurnHost
+from .state import TurnState
+
+__all__ = ["assemble_context", "default_interaction"]
+
+
+def default_interaction(host: TurnHost, state: TurnState) -> ModelInteraction:
+    """The request the loop sends by default: the context window oldest-first (``messages``
+    from ``context_start``, minus the rounds cut after an overflow, see
+    :mod:`foundation_ai.agentic.context`), the system prompt and soul (never messages), the
+    session's tools, the turn's ``tool_choice`` for this step and the chat template."""
+    choices = state.choices
+    return ModelInteraction(
+        messages=window(host.messages, host.context_start, host.context_cut),
+        system_prompt=host.system_prompt,
+        soul=host.soul,
+        tools_shed=host.registry.declarations(),
+        tool_choice=choices[state.step] if state.step < len(choices) else None,
+        chat_template=host.chat_template,
+    )
+
+
+async def assemble_context(host: TurnHost, state: TurnState) -> Phase:
+    """Build the request (:func:`default_interaction`, then the session's
+    :data:`~foundation_ai.agentic.turn.hooks.ContextAssembler` when one is set) and the
+    :class:`Generation` step that will send it (``state.generation``). Emits nothing.
+    Next: ``generate``.
+
+    Raises:
+        TypeError: the context assembler returned something else than a ``ModelInteraction``.
+    """
+    interaction = default_interaction(host, state)
+    state.step += 1
+    model = host.models[state.model_index]
+    assembler = host.hooks.context
+    if assembler is not None:
+        request = ContextRequest(host.session_id, interaction, host.messages, model, state)
+        made = assembler(request)
+        interaction = await made if inspect.isawaitable(made) else made
+        if not isinstance(interaction, ModelInteraction):
+            raise TypeError(f"a context assembler must return a ModelInteraction, got {interaction!r:.80}")
+    gen = Generation(host, state, model, interaction)
+    state.generation = gen
+    state.live = gen.outputs
+    return Phase.GENERATE

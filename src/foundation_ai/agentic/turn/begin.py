@@ -1,0 +1,37 @@
+"""Phases ``open`` and ``prompt``: start the turn and persist what it answers."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ...types import AgentProgress, Messages, SessionRecord, Stream
+from .hooks import Phase
+from .host import TurnHost
+from .persist import persist
+from .state import TurnState
+
+__all__ = ["open_turn", "persist_prompt"]
+
+
+def open_turn(host: TurnHost, state: TurnState) -> Phase:
+    """Bind steering to the running event loop, start the ledger's turn, note where the turn
+    starts in the conversation. Emits ``Stream.Init`` and ``AgentProgress.Initializing``.
+    Next: ``prompt``."""
+    host.steering.bind(asyncio.get_running_loop())
+    host.ledger.start_turn()
+    state.keep_from = state.head_end = len(host.messages)
+    if state.emit:
+        state.out += (Stream.Init(), Stream.Pending(AgentProgress.Initializing(step="turn")))
+    return Phase.PROMPT
+
+
+def persist_prompt(host: TurnHost, state: TurnState) -> Phase:
+    """Persist the prompt and any follow-ups queued before the turn (they end the turn's head,
+    which context trimming never drops). Emits a ``Conversation`` per message (streaming only).
+    Next: ``drain_steering``."""
+    queued = [Messages.coerce(p) for p in state.prompts] + host.steering.take_follow_ups()
+    persist(host, state, queued)
+    state.head_end = state.keep_from + len(queued)
+    if state.emit:
+        state.out += [Stream.Next(SessionRecord.Conversation(message=m)) for m in queued]
+    return Phase.DRAIN_STEERING

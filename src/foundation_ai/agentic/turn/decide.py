@@ -1,0 +1,59 @@
+"""Phase ``decide``: what a finished generation means for the turn."""
+
+from __future__ import annotations
+
+from ...types import AgentProgress, SessionRecord, Stream, TextContent, ToolCall
+from ..ledger import price_usage
+from .hooks import Phase
+from .host import TurnHost
+from .persist import persist
+from .policy import is_vacuous
+from .recover import after_error, after_interrupt, overflowed
+from .state import TurnState
+
+__all__ = ["decide"]
+
+
+def decide(host: TurnHost, state: TurnState) -> Phase:
+    """Record the generation's usage in the ledger, then:
+
+    - interrupted by steering or abort: :func:`~.recover.after_interrupt`;
+    - a provider error, or a context overflow: :func:`~.recover.after_error` (retry with less
+      context, fall back to another model, or fail);
+    - an answer with no tool calls: a vacuous one (empty, punctuation) is ``Retracted`` and
+      retried once, else it is persisted (emits ``FlushingRecords``) -> ``follow_ups``;
+    - tool calls (text before them never makes a response final): the response is persisted
+      (emits ``FlushingRecords`` and ``ExecutingTools(completed=0)``) -> ``execute_tools``.
+    """
+    gen = state.generation
+    assert gen is not None
+    state.live = {}  # from here on, every path persists or retracts the outputs before yielding
+    host.ledger.record(price_usage(gen.usage, getattr(gen.model, "descriptor", None)))
+    produced = list(gen.outputs.values())
+    if gen.interrupted:
+        return after_interrupt(host, state, produced)
+    if gen.error is not None or overflowed(host, state, produced):
+        return after_error(host, state, produced)
+    out, emit = state.out, state.emit
+    calls = [m.content for m in produced if isinstance(m.content, ToolCall)]
+    if not calls:
+        text = "".join(m.content.content for m in produced if isinstance(m.content, TextContent))
+        if is_vacuous(text) and not state.vacuous_retried:
+            state.vacuous_retried = True
+            rec = SessionRecord.Retracted(
+                reason="vacuous answer; retrying once", message_ids=[m.id for m in produced]
+            )
+            state.records.append(rec)
+            out.append(Stream.Next(rec))
+            return Phase.DRAIN_STEERING
+        persist(host, state, produced)
+        if emit:
+            out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
+        return Phase.FOLLOW_UPS
+    persist(host, state, produced)
+    state.calls = calls
+    state.results = [None] * len(calls)
+    if emit:
+        out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
+        out.append(Stream.Pending(AgentProgress.ExecutingTools(total=len(calls), completed=0)))
+    return Phase.EXECUTE_TOOLS

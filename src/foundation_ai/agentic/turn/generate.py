@@ -1,0 +1,175 @@
+"""Phase ``generate``: one model call, streamed; a :class:`Generation` is the step a
+:class:`~foundation_ai.agentic.turn.hooks.StepRunner` runs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+
+from ...backends.base import merge_chunk
+from ...types import (
+    AgentProgress,
+    AssistantMessage,
+    Messages,
+    ModelInteraction,
+    ModelState,
+    SessionRecord,
+    StopReason,
+    Stream,
+    TextContent,
+    ToolCall,
+    UsageReport,
+)
+
+if TYPE_CHECKING:
+    from .host import TurnHost
+    from .state import TurnState
+
+__all__ = ["Generation", "GenerationRecord", "generate"]
+
+
+class GenerationRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The result of a generation as data (``Generation.snapshot()``; JSON/msgpack-encodable
+    with msgspec): merged ``outputs`` in order, the provider ``error`` (an assistant message
+    with ``StopReason.Error``), the last ``usage`` report, ``interrupted`` by steering."""
+
+    outputs: list[AssistantMessage]
+    error: AssistantMessage | None = None
+    usage: UsageReport = msgspec.field(default_factory=UsageReport)
+    interrupted: bool = False
+
+
+class Generation:
+    """One model call of a turn: ``key`` (``"generation:<n>"``), ``model``, ``interaction``;
+    its result ``outputs`` (merged messages by id), ``error``, ``usage``, ``interrupted``."""
+
+    __slots__ = ("emit", "error", "host", "index", "interaction", "interrupted", "model", "outputs", "usage")
+
+    def __init__(self, host: TurnHost, state: TurnState, model: Any, interaction: ModelInteraction) -> None:
+        self.host = host
+        self.emit = state.emit
+        self.index = state.generations
+        self.model = model
+        self.interaction = interaction
+        self.outputs: dict[str, AssistantMessage] = {}
+        self.error: AssistantMessage | None = None
+        self.usage = UsageReport()
+        self.interrupted = False
+
+    @property
+    def key(self) -> str:
+        """``"generation:<n>"``: ``n`` counts the turn's model calls from 1 (retries included)."""
+        return f"generation:{self.index}"
+
+    def snapshot(self) -> GenerationRecord:
+        """The result as a :class:`GenerationRecord` (after the stream ended)."""
+        return GenerationRecord(
+            outputs=list(self.outputs.values()),
+            error=self.error,
+            usage=self.usage,
+            interrupted=self.interrupted,
+        )
+
+    def restore(self, record: GenerationRecord) -> None:
+        """Take the result from ``record`` instead of calling the model (a replayed step)."""
+        self.outputs.clear()
+        self.outputs.update((m.id, m) for m in record.outputs)
+        self.error, self.usage, self.interrupted = record.error, record.usage, record.interrupted
+
+    def _failed(self, detail: str) -> AssistantMessage:
+        return Messages.Assistant(
+            model=self.model.model_id,
+            content=TextContent(""),
+            stop_reason=StopReason.Error(),
+            error_detail=detail,
+        )
+
+    async def stream(self) -> AsyncGenerator[Any, None]:
+        """Call the model and merge every chunk (snapshot or delta) into one message per output.
+        Emits ``Generating`` (at 0 tokens, then when the output count grows), a
+        ``Conversation`` snapshot per chunk and ``ToolCallRequested`` per new call (streaming
+        only). Stops early, ``interrupted``, when steered or aborted; a raised exception or a
+        ``ModelState.Error`` becomes ``error``."""
+        steering, emit, model, outputs = self.host.steering, self.emit, self.model, self.outputs
+        name = model.descriptor.name
+        mode: Literal["snapshot", "delta"] = (
+            "delta" if getattr(model, "chunk_mode", "snapshot") == "delta" else "snapshot"
+        )
+        reported = 0  # Generating is emitted once at 0, then only when the count grows
+        if emit:
+            yield Stream.Pending(AgentProgress.Generating(model=name, tokens_so_far=0))
+        # The task consuming the turn, which an interrupt cancels: it can only change across a
+        # yield (a consumer may pull each item from another task), so it is looked up once when
+        # nothing is yielded.
+        current_task = asyncio.current_task
+        task = None if emit else current_task()
+        agen = model.astream(self.interaction, self.host.params)
+        anext_ = agen.__anext__
+        try:
+            while True:
+                if steering.wanted:
+                    self.interrupted = True
+                    break
+                steering.waiting = current_task() if emit else task
+                try:
+                    item = await anext_()
+                except StopAsyncIteration:
+                    break
+                except asyncio.CancelledError as exc:
+                    if steering.is_interrupt(exc):
+                        self.interrupted = True
+                        break
+                    raise
+                except Exception as exc:  # a backend that raised: treat as a provider error
+                    self.error = self._failed(f"{type(exc).__name__}: {exc}")
+                    break
+                finally:
+                    steering.waiting = None
+                if isinstance(item, Stream.Next):
+                    batch: tuple[Any, ...] = (item.value,)
+                elif isinstance(item, Stream.Spread):
+                    batch = tuple(item.value)
+                elif isinstance(item, Stream.Pending):
+                    v = item.value
+                    if isinstance(v, ModelState.Error):
+                        if self.error is None:
+                            self.error = self._failed(v.message)
+                    elif emit and getattr(v, "usage", None) is not None:
+                        tokens = int(v.usage.output)
+                        if tokens > reported:
+                            reported = tokens
+                            yield Stream.Pending(AgentProgress.Generating(model=name, tokens_so_far=tokens))
+                    continue
+                else:
+                    continue
+                for m in batch:
+                    if not isinstance(m, AssistantMessage):
+                        continue
+                    self.usage = m.usage
+                    if isinstance(m.stop_reason, StopReason.Error):
+                        self.error = m
+                        continue
+                    prev = outputs.get(m.id)
+                    merged = merge_chunk(prev, m, mode)
+                    outputs[m.id] = merged
+                    if emit:
+                        yield Stream.Next(SessionRecord.Conversation(message=merged))
+                        if prev is None and isinstance(m.content, ToolCall):
+                            yield Stream.Pending(AgentProgress.ToolCallRequested(name=m.content.name))
+        finally:
+            steering.waiting = None
+            try:
+                await agen.aclose()
+            except Exception:
+                pass
+
+
+def generate(host: TurnHost, state: TurnState) -> AsyncGenerator[Any, None]:
+    """Phase ``generate``: stream ``state.generation`` through the session's step runner
+    (``StepRunner.generation``; in-process by default). Next: ``decide``."""
+    gen = state.generation
+    assert gen is not None
+    return host.hooks.steps.generation(gen)

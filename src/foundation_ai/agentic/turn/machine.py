@@ -1,0 +1,188 @@
+"""``run_turn``: drives a turn from phase to phase and streams what they emit."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from ...errors import FoundationAIError
+from .assemble import assemble_context
+from .begin import open_turn, persist_prompt
+from .decide import decide
+from .drain import admit, drain_steering
+from .execute import execute_tools
+from .finish import close_abandoned, close_crashed, finish, release
+from .follow_ups import take_follow_ups
+from .generate import generate
+from .hooks import Phase, PhaseHooks
+from .host import TurnHost
+from .state import TurnState
+
+__all__ = ["run_turn"]
+
+_SETTLE_STEPS = 50
+"""Event-loop iterations a new turn waits for an abandoned stream to finish closing."""
+
+
+_PLAIN = (
+    open_turn,
+    persist_prompt,
+    drain_steering,
+    admit,
+    assemble_context,
+    generate,
+    decide,
+    execute_tools,
+    take_follow_ups,
+    finish,
+)
+"""The phases in the order ``run_turn`` unpacks them (see ``_watched``)."""
+
+
+async def run_turn(
+    host: TurnHost, state: TurnState, *, on_exit: Callable[[bool], bool] | None = None
+) -> AsyncIterator[Any]:
+    """Run one turn of ``host`` (a session) and stream its ``Stream[SessionRecord,
+    AgentProgress]`` items; fills ``state`` (see ``docs/turn-loop.md``).
+
+    ``on_exit(True)`` is called first and must return True (False: a turn is already running,
+    after a short wait for an abandoned stream to close, ``FoundationAIError``); ``on_exit(False)``
+    is called once the turn is over, however it ends.
+    """
+    if on_exit is not None and not on_exit(True):
+        # A stream abandoned by ``break`` in ``async for`` is closed by a task the event loop
+        # schedules when the iterator is dropped: let it run before deciding the session is busy.
+        for _ in range(_SETTLE_STEPS):
+            await asyncio.sleep(0)
+            if on_exit(True):
+                break
+        else:
+            raise FoundationAIError("a turn is already running on this session")
+    try:
+        watch = host.hooks.phases
+        open_, prompt, drain, admit_, assemble, generate_, decide_, tools, follow, finish_ = (
+            _PLAIN if watch is None else _watched(watch)
+        )
+        out = state.out
+        abandoned = False
+        try:
+            open_(host, state)
+            if out:
+                for item in out:
+                    yield item
+                out.clear()
+            prompt(host, state)
+            if out:
+                for item in out:
+                    yield item
+                out.clear()
+            while True:
+                nxt = drain(host, state)
+                if out:
+                    for item in out:
+                        yield item
+                    out.clear()
+                if nxt is Phase.ADMIT:
+                    nxt = admit_(host, state)
+                if nxt is Phase.FINISH:
+                    break
+                await assemble(host, state)
+                stream = generate_(host, state)
+                try:
+                    async for item in stream:
+                        yield item
+                except BaseException:
+                    await stream.aclose()  # its cleanup runs now, not when it is collected
+                    raise
+                nxt = decide_(host, state)
+                if out:
+                    for item in out:
+                        yield item
+                    out.clear()
+                if nxt is Phase.DRAIN_STEERING:
+                    continue
+                if nxt is Phase.FINISH:
+                    break
+                nxt = await tools(host, state) if nxt is Phase.EXECUTE_TOOLS else follow(host, state)
+                if out:
+                    for item in out:
+                        yield item
+                    out.clear()
+                if nxt is Phase.FINISH:
+                    break
+            state.finished = True
+        except (GeneratorExit, asyncio.CancelledError):
+            abandoned = True  # the consumer closed (or dropped) the stream, or the task was cancelled
+            raise
+        finally:
+            release(host)
+            if abandoned:
+                close_abandoned(host, state)
+            elif not state.finished:
+                close_crashed(host, state)
+        finish_(host, state)
+        for item in out:
+            yield item
+        out.clear()
+    finally:
+        if on_exit is not None:
+            on_exit(False)
+
+
+def _watched(watch: PhaseHooks) -> Any:
+    """``_PLAIN`` with every phase wrapped in ``watch.before_phase`` / ``watch.after_phase``
+    (``after_phase`` gets the exception that escaped the phase, if any)."""
+
+    def sync(phase: Phase, fn: Callable[[TurnHost, TurnState], Any]) -> Callable[[TurnHost, TurnState], Any]:
+        def run(host: TurnHost, state: TurnState) -> Any:
+            watch.before_phase(phase, state)
+            try:
+                nxt = fn(host, state)
+            except BaseException as exc:
+                watch.after_phase(phase, state, exc)
+                raise
+            watch.after_phase(phase, state, None)
+            return nxt
+
+        return run
+
+    def coro(
+        phase: Phase, fn: Callable[[TurnHost, TurnState], Awaitable[Phase]]
+    ) -> Callable[[TurnHost, TurnState], Awaitable[Phase]]:
+        async def run(host: TurnHost, state: TurnState) -> Phase:
+            watch.before_phase(phase, state)
+            try:
+                nxt = await fn(host, state)
+            except BaseException as exc:
+                watch.after_phase(phase, state, exc)
+                raise
+            watch.after_phase(phase, state, None)
+            return nxt
+
+        return run
+
+    async def streamed(host: TurnHost, state: TurnState) -> AsyncGenerator[Any, None]:
+        watch.before_phase(Phase.GENERATE, state)
+        stream = generate(host, state)
+        try:
+            async for item in stream:
+                yield item
+        except BaseException as exc:
+            await stream.aclose()
+            watch.after_phase(Phase.GENERATE, state, exc)
+            raise
+        watch.after_phase(Phase.GENERATE, state, None)
+
+    return (
+        sync(Phase.OPEN, open_turn),
+        sync(Phase.PROMPT, persist_prompt),
+        sync(Phase.DRAIN_STEERING, drain_steering),
+        sync(Phase.ADMIT, admit),
+        coro(Phase.ASSEMBLE_CONTEXT, assemble_context),
+        streamed,
+        sync(Phase.DECIDE, decide),
+        coro(Phase.EXECUTE_TOOLS, execute_tools),
+        sync(Phase.FOLLOW_UPS, take_follow_ups),
+        sync(Phase.FINISH, finish),
+    )
