@@ -161,3 +161,54 @@ async def test_loop_detection_can_be_disabled() -> None:
     for _ in range(6):
         await _run(ex, [ToolCall(id="c", name="flaky", arguments={"x": 7})])
     assert flaky.calls == 6
+
+
+# -- through a real session -----------------------------------------------------------------------
+
+
+def _agent(model: Any, tools: list[Any], policy: ToolPolicy | None = None) -> Any:
+    from foundation_ai.agentic import AgentSession, InMemorySessionStore
+
+    b = AgentSession.builder(model).with_tools(*tools).with_store(InMemorySessionStore())
+    if policy is not None:
+        b = b.with_tool_policy(policy)
+    return b.build()
+
+
+def test_a_session_nudges_a_repeated_call_then_ends_the_turn_as_loop_detected() -> None:
+    from foundation_ai.agentic import ScriptedModel, TurnOutcome, call, say
+
+    flaky = Flaky(0, ValueError())
+    same = call("flaky", {"x": 7})
+    model = ScriptedModel([same, same, same, same, say("never")])
+    turn = _agent(model, flaky.tools()).run_turn("go")  # the default policy: loop_limit=3
+    assert turn.outcome is TurnOutcome.LoopDetected
+    assert turn.error is not None and turn.error.kind == "loop_detected"
+    results = turn.tool_results()
+    assert [r.error_detail is None for r in results] == [True, True, False, False]
+    assert results[2].error_detail.startswith("loop detected")  # type: ignore[union-attr]
+    assert flaky.calls == 2
+    # the model saw the nudge before repeating itself once more
+    assert model.interactions[3].messages[-1] == results[2]
+
+
+def test_a_session_retries_transient_tool_errors_with_its_policy() -> None:
+    from foundation_ai.agentic import ScriptedModel, call, say
+
+    flaky = Flaky(2, TimeoutError("slow network"))
+    model = ScriptedModel([call("flaky", {"x": 1}), say("got it")])
+    turn = _agent(model, flaky.tools(), ToolPolicy(max_retries=3, backoff=0.001)).run_turn("go")
+    assert turn.ok and turn.tool_results()[0].content == TextContent("ok 1") and flaky.calls == 3
+
+
+def test_a_session_fails_the_turn_when_the_error_policy_says_so() -> None:
+    from foundation_ai.agentic import ScriptedModel, TurnOutcome, call, say
+
+    flaky = Flaky(1, PermissionError("forbidden"))
+    policy = ToolPolicy(on_error=lambda c, e: "fail" if isinstance(e, PermissionError) else "report")
+    model = ScriptedModel([call("flaky", {"x": 1}), say("never")])
+    turn = _agent(model, flaky.tools(), policy).run_turn("go")
+    assert turn.outcome is TurnOutcome.Failed
+    assert turn.error is not None and turn.error.kind == "tool_failed" and "forbidden" in turn.error.message
+    assert turn.tool_results()[0].error_detail is not None  # the call is paired with its result
+    assert len(model.interactions) == 1

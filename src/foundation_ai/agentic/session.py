@@ -44,7 +44,7 @@ from ..types import (
     UsageReport,
 )
 from .context import dangling_calls, interrupted_results, window
-from .errors import SessionClosedError
+from .errors import ApprovalPendingError, SessionClosedError
 from .events import TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
 from .steering import Steering, checked_message
@@ -76,12 +76,14 @@ class Turn:
         summary: the :class:`TurnSummary`.
     """
 
-    __slots__ = ("_usage", "error", "outcome", "records", "summary")
+    __slots__ = ("_usage", "awaiting", "error", "outcome", "records", "summary")
 
     def __init__(self, state: TurnState, usage: UsageReport) -> None:
         self.records: list[SessionRecord] = state.records
         self.outcome: TurnOutcome = state.outcome
         self.error: AgenticError | None = state.error
+        self.awaiting: list[ToolCall] = list(state.awaiting)
+        """The tool calls the turn paused on (outcome ``AwaitingApproval``), else empty."""
         self._usage = usage
         self.summary = TurnSummary(
             outcome=state.outcome,
@@ -194,6 +196,14 @@ def _resolve_model(obj: Any, model_id: Any = None, router: Any = None) -> Any:
     raise ConfigurationError(f"expected a Model or a ProviderRouter, got {type(obj).__name__}")
 
 
+def _awaiting_ids(records: Sequence[SessionRecord]) -> set[str]:
+    """The call ids the last ``Summary`` of ``records`` says its turn paused on."""
+    for r in reversed(records):
+        if isinstance(r, SessionRecord.Summary):
+            return set(r.awaiting_approval)
+    return set()
+
+
 def _prompt_messages(prompt: object) -> list[Messages]:
     """The prompt of a turn as messages: a ``str``, a ``Messages`` or a non-empty list/tuple of
     them.
@@ -245,6 +255,7 @@ class AgentSessionBuilder:
         self._cooldown = 30.0
         self._shed: Any = None
         self._factories: list[Any] = []
+        self._can_use_tool: Any = None
         self._hooks = TurnHooks()
 
     def with_model_id(self, model_id: Any) -> AgentSessionBuilder:
@@ -363,6 +374,34 @@ class AgentSessionBuilder:
         self._hooks = dataclasses.replace(self._hooks, gate=gate)
         return self
 
+    def with_can_use_tool(self, can_use_tool: Any) -> AgentSessionBuilder:
+        """Decide about every tool call with ``can_use_tool(call, context) -> Allow() |
+        Deny(reason) | Ask(question)`` (sync or async; ``context`` is a
+        ``toolsets.approval.ToolContext``). For a tool marked ``requires_approval`` an ``Allow``
+        counts as the approval. ``Ask`` pauses the turn until ``approve``/``deny``. Replaces a
+        :meth:`with_tool_gate` gate. See ``docs/tools.md``."""
+        self._can_use_tool = can_use_tool
+        return self
+
+    def with_tool_policy(self, policy: Any) -> AgentSessionBuilder:
+        """Retries, error policy and loop detection for tool calls (a
+        ``toolsets.policy.ToolPolicy``; default: no retries, errors reported to the model, loop
+        detection at 3 identical calls). See ``docs/tools.md``."""
+        self._hooks = dataclasses.replace(self._hooks, policy=policy)
+        return self
+
+    def with_can_spend(self, check: Any = None) -> AgentSessionBuilder:
+        """Check before each generation that the session may spend on it: ``check(SpendRequest)
+        -> None | True | False | reason`` (default: ``toolsets.approval.estimated_spend_check``,
+        the request's estimated size against the budget's remaining tokens and USD). A refusal
+        ends the turn ``BudgetExhausted`` before the model is called."""
+        if check is None:
+            from .toolsets.approval import estimated_spend_check
+
+            check = estimated_spend_check
+        self._hooks = dataclasses.replace(self._hooks, can_spend=check)
+        return self
+
     def with_step_runner(self, runner: StepRunner) -> AgentSessionBuilder:
         """Run every generation and tool call through ``runner`` (e.g. durable steps; default
         ``InProcessSteps``). See ``docs/turn-loop.md``."""
@@ -401,7 +440,7 @@ class AgentSessionBuilder:
             tool_choice=self._tool_choice,
             chat_template=self._chat_template,
             breaker=CircuitBreaker(self._cooldown),
-            hooks=self._hooks,
+            hooks=self._session_hooks(registry),
         )
         if self._shed is not None:
             registry.bind(session)
@@ -412,6 +451,13 @@ class AgentSessionBuilder:
                 else:
                     registry.pin(t)
         return session
+
+    def _session_hooks(self, registry: Any) -> TurnHooks:
+        if self._can_use_tool is None:
+            return self._hooks
+        from .toolsets.approval import can_use_tool_gate
+
+        return dataclasses.replace(self._hooks, gate=can_use_tool_gate(self._can_use_tool, registry))
 
     def resume(self, session_id: str) -> AgentSession:
         """Rebuild a stored session: its conversation exactly as persisted (retracted outputs
@@ -429,7 +475,11 @@ class AgentSessionBuilder:
         if restore is not None:
             restore(session.messages)
         open_calls = dangling_calls(session.messages)
-        if open_calls:
+        waiting = _awaiting_ids(records)
+        if open_calls and waiting and waiting <= {c.id for c in open_calls}:
+            session.paused_calls = open_calls  # paused for approval: kept open, see approve()
+            session.awaiting = [c for c in open_calls if c.id in waiting]
+        elif open_calls:
             fix = interrupted_results(open_calls, "the process stopped")
             session.messages.extend(fix)
             session.store.append(session_id, [SessionRecord.Conversation(message=m) for m in fix])
@@ -485,6 +535,11 @@ class AgentSession:
         self.context_cut: tuple[int, int] | None = None
         """Within the running turn, after an overflow with no older exchange left: send
         ``messages[context_start:head_end] + messages[cut:]`` (the prompt, then the latest rounds)."""
+        self.awaiting: list[ToolCall] = []
+        """The tool calls the last turn paused on, waiting for :meth:`approve`/:meth:`deny`."""
+        self.paused_calls: list[ToolCall] = []
+        """Every call of the paused response (run, or denied, once the turn continues)."""
+        self._decisions: dict[str, Any] = {}
         self._busy = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -571,6 +626,11 @@ class AgentSession:
     ) -> tuple[Any, Any]:
         prompts = _prompt_messages(prompt)
         self._check_open()
+        if self.awaiting:
+            ids = ", ".join(c.id for c in self.awaiting)
+            raise ApprovalPendingError(
+                f"the last turn is waiting for approval of tool call(s) {ids}: approve() or deny() them first"
+            )
         tc = tool_choice if tool_choice is not None else self.tool_choice
         state = TurnState(prompts, tc, emit=emit)
         agen = run_turn(self, state, on_exit=self._enter)
@@ -644,6 +704,66 @@ class AgentSession:
     def ask(self, prompt: str | Messages, *, tool_choice: Any = None) -> Answer:
         """Blocking :meth:`aask`."""
         return Answer(self.run_turn(prompt, tool_choice=tool_choice))
+
+    # -- approvals -------------------------------------------------------------------------------
+
+    def pending_approvals(self) -> list[ToolCall]:
+        """The tool calls waiting for :meth:`approve`/:meth:`deny` (empty when none)."""
+        return [c for c in self.awaiting if c.id not in self._decisions]
+
+    def _decide(self, call_id: str, decision: Any) -> bool:
+        self._check_open()
+        if call_id not in {c.id for c in self.awaiting}:
+            known = ", ".join(c.id for c in self.awaiting) or "none"
+            raise ApprovalPendingError(f"no tool call {call_id!r} is waiting for approval (waiting: {known})")
+        self._decisions[call_id] = decision
+        return not self.pending_approvals()
+
+    async def _acontinue(self) -> Turn:
+        state = TurnState([], None, emit=False)
+        state.resuming = True
+        state.calls = list(self.paused_calls)
+        state.results = [None] * len(state.calls)
+        state.decisions = dict(self._decisions)
+        self.awaiting, self.paused_calls, self._decisions = [], [], {}
+        agen: Any = run_turn(self, state, on_exit=self._enter)
+        try:
+            async for _ in agen:
+                pass
+        finally:
+            await agen.aclose()
+        return Turn(state, self.ledger.turn)
+
+    async def aapprove(self, call_id: str) -> Turn | None:
+        """Approve a pending tool call; once every pending call is decided the paused turn
+        continues (its allowed and approved calls run, denied ones get error results, then the
+        model is called again) and its :class:`Turn` is returned; ``None`` while others wait.
+
+        Raises:
+            ApprovalPendingError: no pending call has this id.
+        """
+        from .turn import Allow
+
+        if not self._decide(call_id, Allow()):
+            return None
+        return await self._acontinue()
+
+    async def adeny(self, call_id: str, reason: str = "the user denied it") -> Turn | None:
+        """Deny a pending tool call (it gets an error result with ``reason``); see
+        :meth:`aapprove`."""
+        from .turn import Deny
+
+        if not self._decide(call_id, Deny(reason)):
+            return None
+        return await self._acontinue()
+
+    def approve(self, call_id: str) -> Turn | None:
+        """Blocking :meth:`aapprove`."""
+        return self._run_sync(lambda: self.aapprove(call_id))  # type: ignore[no-any-return]
+
+    def deny(self, call_id: str, reason: str = "the user denied it") -> Turn | None:
+        """Blocking :meth:`adeny`."""
+        return self._run_sync(lambda: self.adeny(call_id, reason))  # type: ignore[no-any-return]
 
     # -- sync plumbing ---------------------------------------------------------------------------
 

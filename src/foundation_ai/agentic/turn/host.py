@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ...types import Messages, ModelParams
+from ...types import Messages, ModelParams, ToolCall
 from ..ledger import TokenLedger
 from ..steering import Steering
 from ..stores import SessionStore
@@ -30,7 +30,9 @@ class TurnHost(Protocol):
     ``breaker`` (rate-limit circuit breakers), ``steering`` (steer / follow-up / abort queues).
     Conversation (read and updated by the loop): ``messages`` (oldest first, appended to),
     ``context_start`` and ``context_cut`` (the window sent to the model, moved on overflow; see
-    :mod:`foundation_ai.agentic.context`).
+    :mod:`foundation_ai.agentic.context`). Approvals (written by ``execute_tools`` when a turn
+    pauses): ``awaiting`` (the calls asked about) and ``paused_calls`` (all calls of the paused
+    response).
     """
 
     models: list[Any]
@@ -48,5 +50,7 @@ class TurnHost(Protocol):
     breaker: CircuitBreaker
     steering: Steering
     messages: list[Messages]
+    awaiting: list[ToolCall]
+    paused_calls: list[ToolCall]
     context_start: int
     context_cut: tuple[int, int] | None

@@ -72,12 +72,16 @@ async def run_turn(
                 for item in out:
                     yield item
                 out.clear()
-            prompt(host, state)
+            paused = Phase.DRAIN_STEERING
+            if state.resuming:  # a turn paused for approval goes on with its calls
+                paused = await tools(host, state)
+            else:
+                prompt(host, state)
             if out:
                 for item in out:
                     yield item
                 out.clear()
-            while True:
+            while paused is not Phase.FINISH:
                 nxt = drain(host, state)
                 if out:
                     for item in out:
@@ -87,7 +91,8 @@ async def run_turn(
                     nxt = admit_(host, state)
                 if nxt is Phase.FINISH:
                     break
-                await assemble(host, state)
+                if await assemble(host, state) is Phase.FINISH:
+                    break
                 stream = generate_(host, state)
                 try:
                     async for item in stream:

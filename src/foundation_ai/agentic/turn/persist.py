@@ -26,7 +26,11 @@ def persist(host: TurnHost, state: TurnState, msgs: Sequence[Messages]) -> None:
 def persist_summary(host: TurnHost, state: TurnState) -> SessionRecord:
     """Store the turn's ``Summary`` (messages persisted, cumulative usage) and return it; it is
     not added to ``state.records`` (the caller places it)."""
-    summary = SessionRecord.Summary(message_count=state.persisted, usage=host.ledger.snapshot())
+    summary = SessionRecord.Summary(
+        message_count=state.persisted,
+        usage=host.ledger.snapshot(),
+        awaiting_approval=[c.id for c in state.awaiting],
+    )
     state.snapshot = summary.usage
     host.store.append(host.session_id, [summary])
     return summary
