@@ -369,8 +369,9 @@ class AgentSessionBuilder:
     def with_tool_gate(self, gate: ToolGate) -> AgentSessionBuilder:
         """Decide about every tool call before it runs: ``gate(GateRequest) -> Allow() |
         Deny(reason) | Ask(question)`` (sync or async). A denied call gets an error result with
-        the reason; ``Ask`` ends the turn (``approval_required``; pausing is not supported
-        yet). See ``docs/turn-loop.md``."""
+        the reason; ``Ask`` pauses the turn until :meth:`AgentSession.approve` /
+        :meth:`AgentSession.deny` (outcome ``AwaitingApproval``). See ``docs/turn-loop.md`` and
+        ``docs/tools.md``."""
         self._hooks = dataclasses.replace(self._hooks, gate=gate)
         return self
 
