@@ -88,6 +88,7 @@ class SubAgentRun:
         self.turn: Any = None
         self.error: BaseException | None = None
         self.done = threading.Event()
+        self.stopped = False
 
     def status(self) -> dict[str, Any]:
         """``{"id", "agent", "session_id", "status", "tokens"}`` (status: running/completed/...)."""
@@ -249,9 +250,9 @@ class SubAgents:
             finally:
                 run.done.set()
 
-        def watch() -> None:  # the parent's abort reaches the child
+        def watch() -> None:  # the parent's abort (or stop) reaches the child, even before it started
             while not run.done.wait(_WATCH_INTERVAL):
-                if parent.steering.aborted:
+                if run.stopped or parent.steering.aborted:
                     child.abort()
 
         run.thread = threading.Thread(target=work, name=f"foundation-ai-subagent-{run.id}", daemon=True)
@@ -291,7 +292,7 @@ class SubAgents:
         """Abort a background run; its status as JSON."""
         run = self._run_of(run_id)
         if not run.done.is_set():
-            run.child.abort()
+            run.stopped = True  # the watcher aborts the child until its turn ends
             run.done.wait(30.0)
         return _json(run.status())
 
