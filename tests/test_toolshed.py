@@ -302,3 +302,15 @@ def test_the_bundled_model_calls_shed_and_the_hits_become_active(tmp_path: Path)
     assert 1 <= len(hits) <= 50
     assert session.registry.active() == [h["name"] for h in hits]  # type: ignore[attr-defined]
     session.close()
+
+
+def test_the_default_embedder_of_the_memory_package_ranks_semantically() -> None:
+    pytest.importorskip("foundation_ai.memory.embedders")
+    reg = (
+        ToolShed()
+        .with_default_embedder(min_similarity=0.45)
+        .tools([celsius_to_fahrenheit, send_email, get_forecast, *_numbered(10)])
+        .registry()
+    )
+    assert [h.name for h in reg.search("mail someone", 1)] == ["send_email"]
+    assert reg._keyword_score("mail someone", "send_email") == 0
