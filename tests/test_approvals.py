@@ -241,3 +241,12 @@ def test_can_spend_refuses_a_generation_before_it_is_made() -> None:
     assert calls[0].ledger is agent.ledger and calls[0].interaction.messages[-1].content == TextContent(
         "1 + 1"
     )
+
+
+def test_a_call_that_would_not_run_is_never_asked_about(tmp_path: Path) -> None:
+    model = ScriptedModel([call("shell", {"comand": "typo"}), say("fixed nothing")])
+    agent = _session(model, shell_tools(tmp_path))
+    turn = agent.run_turn("go")
+    assert turn.ok and turn.awaiting == []
+    result = turn.tool_results()[0]
+    assert result.error_detail is not None and "invalid arguments" in result.error_detail

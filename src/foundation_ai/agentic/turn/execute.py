@@ -90,9 +90,12 @@ async def execute_tools(host: TurnHost, state: TurnState) -> Phase:
 
 def requires_approval(registry: ToolRegistry, call: ToolCall) -> bool:
     """True when the tool behind ``call`` is marked ``requires_approval`` (an attribute of the
-    tool object, e.g. ``toolsets.shell_tools``)."""
+    tool object, e.g. ``toolsets.shell_tools``) and the call would run: a call that fails
+    validation (unknown or inactive tool, bad arguments) gets its error result without asking."""
     t = registry.get(call.name)
-    return bool(t is not None and getattr(t, "requires_approval", False))
+    if t is None or not getattr(t, "requires_approval", False):
+        return False
+    return not isinstance(registry.prepare(call), ToolResultMessage)
 
 
 async def decide_calls(host: TurnHost, state: TurnState) -> list[GateDecision]:
