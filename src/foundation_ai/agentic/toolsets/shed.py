@@ -278,6 +278,7 @@ class ShedRegistry(ToolRegistry):
         self._active: dict[str, None] = {}
         self.pinned: list[str] = []
         self._index: tuple[list[str], Any] | None = None
+        self._words: dict[str, tuple[ShedHit, frozenset[str], frozenset[str], frozenset[str]]] = {}
         self._shed_tool = _ShedTool(self)
         for p in pinned:
             self.pin(p)
@@ -294,6 +295,20 @@ class ShedRegistry(ToolRegistry):
         super().add(t)
         self._index = None
         return t
+
+    def _entry(self, name: str) -> tuple[ShedHit, frozenset[str], frozenset[str], frozenset[str]]:
+        """The tool's hit and the words of its name, category and description (cached)."""
+        entry = self._words.get(name)
+        if entry is None:
+            hit = _hit_of(self._tools[name])
+            entry = (
+                hit,
+                frozenset(_words(hit.name)),
+                frozenset(_words(hit.category)),
+                frozenset(_words(hit.description)),
+            )
+            self._words[name] = entry
+        return entry
 
     def pin(self, obj: Any) -> AgentTool:
         """Register a tool that is always declared (never needs ``shed``).
@@ -443,24 +458,26 @@ class ShedRegistry(ToolRegistry):
         Pinned tools are not returned (they are always declared)."""
         names = [n for n in self._tools if n not in self.pinned]
         if not description.strip():
-            return [_hit_of(self._tools[n]) for n in sorted(names)]
+            return [self._entry(n)[0] for n in sorted(names)]
         order: list[str] = []
         if self.shed.embedder is not None and names:
             order = self._semantic(description, names, limit)
         if len(order) < limit:
             taken = set(order)
-            scored = [(self._keyword_score(description, n), n) for n in names if n not in taken]
+            query = frozenset(_words(description))
+            exact = description.strip().lower()
+            scored = [(self._score(query, exact, n), n) for n in names if n not in taken]
             scored = [(s, n) for s, n in scored if s > 0]
             scored.sort(key=lambda sn: (-sn[0], sn[1]))
             order += [n for _, n in scored[: limit - len(order)]]
-        return [_hit_of(self._tools[n]) for n in order]
+        return [self._entry(n)[0] for n in order]
 
     def _semantic(self, description: str, names: list[str], limit: int) -> list[str]:
         import numpy as np
 
         index = self._index
         if index is None or index[0] != names:
-            texts = [f"{h.name}: {h.description}" for h in (_hit_of(self._tools[n]) for n in names)]
+            texts = [f"{h.name}: {h.description}" for h in (self._entry(n)[0] for n in names)]
             index = (names, self.shed._embed(texts))
             self._index = index
         query = self.shed._embed([description])[0]
@@ -473,15 +490,15 @@ class ShedRegistry(ToolRegistry):
         ]
 
     def _keyword_score(self, description: str, name: str) -> float:
-        hit = _hit_of(self._tools[name])
-        query = set(_words(description))
+        """The keyword score of tool ``name`` for ``description`` (see the module docstring)."""
+        return self._score(frozenset(_words(description)), description.strip().lower(), name)
+
+    def _score(self, query: frozenset[str], exact: str, name: str) -> float:
         if not query:
             return 0.0
-        name_words = set(_words(hit.name))
-        cat_words = set(_words(hit.category))
-        desc_words = set(_words(hit.description))
+        hit, name_words, cat_words, desc_words = self._entry(name)
         score = 3.0 * len(query & name_words) + 2.0 * len(query & cat_words) + 1.0 * len(query & desc_words)
-        if description.strip().lower() == hit.name.lower():
+        if exact == hit.name.lower():
             score += 10.0
         return score
 
