@@ -48,8 +48,6 @@ async def execute_tools(host: TurnHost, state: TurnState) -> Phase:
             if executor is None:
                 state.outcome = TurnOutcome.AwaitingApproval
                 state.results = []
-                if state.emit:
-                    out.append(Stream.Pending(AgentProgress.ExecutingTools(total=len(calls), completed=0)))
                 return Phase.FINISH
             await run_calls(calls, executor, results)
         except asyncio.CancelledError as exc:
