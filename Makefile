@@ -3,6 +3,7 @@
 #   make test     set up, then run the whole test suite
 #   make check    lint (ruff) and type-check (mypy --strict on src/)
 #   make bench    run the benchmarks in bench/ (installs the peers they compare against)
+#   make fuzz     the seeded fuzz tests with a long budget (FUZZ_EXAMPLES per test, default 5000)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -11,7 +12,7 @@ PROMPT ?= In one sentence, what is a large language model?
 # llama.cpp's AMX kernels crash (SIGILL) on some VMs whose CPUs advertise AMX: build without them.
 CMAKE_ARGS ?= -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: setup run chat test check bench clean
+.PHONY: setup run chat test check bench clean fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +35,10 @@ chat: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+FUZZ_EXAMPLES ?= 5000
+fuzz: setup
+	FOUNDATION_AI_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider -k "never_raises_for_any" tests/
 
 check: setup
 	$(BIN)/ruff check src tests bench

@@ -402,3 +402,59 @@ def test_streamed_turn_with_every_hook_set_yields_the_same_items() -> None:
     )
     assert hooked == plain
     assert "AgentProgress.TurnComplete" in plain and "AgentProgress.ToolCallRequested" in plain
+
+
+# -- with a real model -------------------------------------------------------------------------
+
+
+def test_hooks_on_a_real_llama_server_turn(llama_server: Any) -> None:
+    """Over real HTTP to the loopback llama.cpp server: the forced tool call is denied by the
+    gate (the tool never runs, the server receives the reason as the tool message), the context
+    assembler's note reaches every request's system message, and the phase hooks see the turn."""
+    import json
+
+    import httpx
+
+    from foundation_ai.backends import openai_chat
+    from foundation_ai.types import ModelParams, ToolChoice
+
+    bodies: list[dict[str, Any]] = []
+    client = httpx.Client(
+        timeout=300,
+        trust_env=False,
+        event_hooks={"request": [lambda r: bodies.append(json.loads(r.content))]},
+    )
+    model = openai_chat("smollm2", base_url=llama_server.base_url, http_client=client, timeout=300)
+
+    def remember(req: ContextRequest) -> ModelInteraction:
+        return msgspec.structs.replace(req.interaction, system_prompt="Memory: the user is called Ada.")
+
+    rec = Recorder()
+    agent = (
+        AgentSession.builder(model)
+        .with_tools(add)
+        .with_params(ModelParams(temperature=0.0, seed=42, max_tokens=32))
+        .with_max_iterations(inner=2)
+        .with_store(InMemorySessionStore())
+        .with_context_assembler(remember)
+        .with_tool_gate(lambda req: Deny("the calculator is switched off"))
+        .with_phase_hooks(rec)
+        .build()
+    )
+    turn = agent.run_turn("What is 2 + 40?", tool_choice=[ToolChoice.Function("add"), ToolChoice.None_()])
+    assert turn.ok, turn.error
+    assert RAN == []
+    (call_,) = turn.tool_calls()
+    (result,) = turn.tool_results()
+    assert call_.name == "add" and result.tool_call_id == call_.id
+    assert "the calculator is switched off" in (result.error_detail or "")
+    assert turn.text().strip()
+    assert len(bodies) == 2
+    for body in bodies:  # (the first also carries the backend's instruction forcing the call)
+        assert body["messages"][0]["role"] == "system"
+        assert body["messages"][0]["content"].startswith("Memory: the user is called Ada.")
+    tool_msg = bodies[1]["messages"][-1]
+    assert tool_msg["role"] == "tool" and "the calculator is switched off" in tool_msg["content"]
+    phases = [p for kind, p, _ in rec.seen if kind == "before"]
+    assert phases.count(Phase.GENERATE) == 2 and phases[-1] is Phase.FINISH
+    agent.close()

@@ -146,6 +146,115 @@ NEGATIVES: list[str] = [
     "max_tokens: 300000 > 128000, which is the maximum allowed number of output tokens for claude-sonnet-4-5",
 ]
 
+# Hardening round 2: the wordings of common inference servers and hosted APIs (samples from their
+# issue trackers and docs; docs/providers.md lists the sources).
+CASES += [
+    (
+        "vLLM",
+        r"is too long to fit into the model",
+        "ValueError: The prompt (total length 25938) is too long to fit into the model (context length 4096). "
+        "Make sure that `max_model_len` is no smaller than the number of text tokens plus multimodal tokens.",
+    ),
+    (
+        "vLLM",
+        r"longer than the maximum model length",
+        "The decoder prompt (length 10127) is longer than the maximum model length of 8192. Make sure that "
+        "`max_model_len` is no smaller than the number of text tokens plus multimodal tokens. (HTTP 400)",
+    ),
+    (
+        "SGLang, Fireworks",
+        r"exceeds the model's maximum context length",
+        "Requested token count exceeds the model's maximum context length of 202752 tokens. You requested a "
+        "total of 202941 tokens: 170941 tokens from the input messages and 32000 tokens for the completion.",
+    ),
+    (
+        "SGLang",
+        r"exceeds the maximum allowed length",
+        "Input length (160062 tokens) exceeds the maximum allowed length (59862 tokens).",
+    ),
+    (
+        "HF TGI, Together",
+        r"inputs.? must have less than \d+ tokens",
+        "Input validation error: `inputs` must have less than 2048 tokens. Given: 2222 (HTTP 422)",
+    ),
+    (
+        "Ollama, LM Studio",
+        r"input (?:length )?(?:\d+ )?exceeds (?:the )?context length",
+        "the input length exceeds the context length (HTTP 400)",
+    ),
+    (
+        "LM Studio",
+        r"when context the overflows",
+        "Trying to keep the first 15857 tokens when context the overflows. However, the model is loaded with "
+        "context length of only 8192 tokens, which is not enough. Try to load the model with a larger context "
+        "length, or provide a shorter input",
+    ),
+    (
+        "LM Studio, llama.cpp",
+        r"n_keep \(?\d+\)? >= n_ctx",
+        "Cannot truncate prompt with n_keep (15028) >= n_ctx (7424)",
+    ),
+    (
+        "llama.cpp server",
+        r"exceed_context_size_error",
+        "the request exceeds the available context size, try increasing it (code: exceed_context_size_error, "
+        "HTTP 400)",
+    ),
+]
+# More realistic texts of patterns already listed (each must be recognised too).
+MORE_OVERFLOWS = [
+    # vLLM (OpenAI-compatible server)
+    "This model's maximum context length is 16384 tokens. However, you requested 122946 tokens (112946 in the "
+    "messages, 10000 in the completion). Please reduce the length of the messages or completion. (HTTP 400)",
+    # SGLang
+    "The input (61709 tokens) is longer than the model's context length (40960 tokens). (HTTP 400)",
+    # HF TGI / Together
+    "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 32768. Given: 30000 `inputs` tokens "
+    "and 4096 `max_new_tokens`",
+    # Ollama (an older LM Studio wording too)
+    "Error: Input length 6491 exceeds context length 1500",
+    # LM Studio
+    "The number of tokens to keep from the initial prompt is greater than the context length. Try to load the "
+    "model with a larger context length, or provide a shorter input",
+    # llama.cpp server
+    "the request exceeds the available context size, try increasing it",
+    # Groq
+    "Please reduce the length of the messages or completion. (code: context_length_exceeded, HTTP 400)",
+    # Mistral
+    "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length",
+    # Amazon Bedrock
+    "ValidationException: Input is too long for requested model.",
+    # Vertex AI / Gemini (native and OpenAI compatibility)
+    "The input token count (1196265) exceeds the maximum number of tokens allowed (1048575). (HTTP 400)",
+    # DeepSeek
+    "This model's maximum context length is 131072 tokens. However, you requested 140000 tokens (131808 in the "
+    "messages, 8192 in the completion). Please reduce the length of the messages or completion.",
+    # Fireworks
+    "The prompt is too long: 140000, model maximum context length: 131072",
+    # OpenRouter
+    "This endpoint's maximum context length is 200000 tokens. However, you requested about 263607 tokens "
+    "(255607 of text input, 8000 in the output). Please reduce the length of either one, or use the "
+    '"middle-out" transform to compress your prompt automatically.',
+]
+NEGATIVES += [
+    # Groq's per-minute limit says "too large" and "tokens" but is a rate limit
+    "Request too large for model `llama3-70b-8192` in organization `org_01` service tier `on_demand` on tokens "
+    "per minute (TPM): Limit 6000, Requested 7500, please reduce your message size and try again. "
+    "(code: rate_limit_exceeded, HTTP 413)",
+    "Rate limit reached for gpt-4o in organization org-1 on tokens per min (TPM): Limit 30000, Used 29000, "
+    "Requested 2000. Please try again in 2s. (HTTP 429)",
+    "This request would exceed your organization's rate limit of 20,000,000 prompt bytes per hour",
+    "Resource has been exhausted (e.g. check quota). (code: RESOURCE_EXHAUSTED, HTTP 429)",
+    "Requests rate limit exceeded (HTTP 429)",
+    "ThrottlingException: Too many requests, please wait before trying again.",
+]
+
+
+@pytest.mark.parametrize("text", MORE_OVERFLOWS)
+def test_more_server_overflow_wordings_are_overflow(text: str) -> None:
+    assert is_overflow_text(text)
+    assert error_message(text).is_context_overflow()
+
 
 def error_message(detail: str) -> Messages:
     return Messages.Assistant(

@@ -59,6 +59,11 @@ class TurnOutcome(enum.Enum):
     (``Turn.awaiting`` lists them; ``approve``/``deny`` continue it)."""
     LoopDetected = "loop_detected"
     """The model repeated the same tool call past the loop detection's nudge."""
+    Refused = "refused"
+    """The model (or the provider's filter) declined to answer: a typed outcome, not a failure.
+    The refusal is persisted as the answer, retried never (one model call), and its text is
+    ``TurnSummary.refusal`` (``Messages.Assistant.refusal()`` of the last output;
+    docs/providers.md, "Refusals")."""
 
 
 class TurnSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -73,6 +78,8 @@ class TurnSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     """Model calls made."""
     error: AgenticError | None = None
     """Why the turn did not complete, when it did not."""
+    refusal: str | None = None
+    """The provider's refusal text (or reason code), when the outcome is ``Refused``."""
 
 
 class TurnEvent(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):

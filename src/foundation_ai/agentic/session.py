@@ -91,14 +91,17 @@ class Turn:
             usage=state.snapshot or TokenSnapshot.from_usage(usage),
             generations=state.generations,
             error=state.error,
+            refusal=state.refusal,
         )
 
     @property
     def stop_reason(self) -> StopReason:
-        """``Stop`` (completed), ``Aborted``, ``Error`` (failed) or ``Message(kind)`` (budget,
-        iteration limit)."""
+        """``Stop`` (completed), ``StopReason.REFUSAL`` (refused), ``Aborted``, ``Error``
+        (failed) or ``Message(kind)`` (budget, iteration limit)."""
         if self.outcome is TurnOutcome.Completed:
             return StopReason.STOP
+        if self.outcome is TurnOutcome.Refused:
+            return StopReason.REFUSAL
         if self.outcome is TurnOutcome.Aborted:
             return StopReason.ABORTED
         if self.outcome is TurnOutcome.Failed:

@@ -5,7 +5,9 @@ and returns the stream items they produce, following the Model contract of ``bac
 in snapshot mode. Sources: Anthropic "Streaming messages" docs (event order ``message_start``,
 ``content_block_start`` / ``_delta`` / ``_stop``, ``message_delta``, ``message_stop``, ``ping``,
 ``error``; delta types ``text_delta``, ``thinking_delta``, ``signature_delta``,
-``input_json_delta``) and wire-notes section 4.
+``input_json_delta``; https://docs.anthropic.com/en/docs/build-with-claude/streaming) and
+docs/providers.md. Event fields of the wrong type never raise anything but
+:class:`AnthropicStreamError`; text survives a surrogate pair split over two events.
 
 - Each content block is one output with its own message id (a fresh SCRU128).
 - Text and thinking chunks hold the whole text so far; a thinking chunk is sent again when its
@@ -18,7 +20,9 @@ in snapshot mode. Sources: Anthropic "Streaming messages" docs (event order ``me
   Arguments that do not parse as a JSON object (cut off by ``max_tokens``, C06) give
   ``arguments=None`` and the text in ``raw_arguments``.
 - ``message_delta`` carries the stop reason and cumulative usage: the last output is repeated
-  once more (same id) carrying them and the timing metadata.
+  once more (same id) carrying them and the timing metadata. A refusal (``stop_reason:
+  "refusal"``) ends with ``StopReason.REFUSAL`` and a ``RefusalReason`` holding
+  ``stop_details.explanation`` and ``category``.
 - An ``error`` event raises :class:`AnthropicStreamError` (the backend turns it into the
   contract's error tail); so does a stream that ends before ``message_delta``.
 """
@@ -46,6 +50,7 @@ from ..types import (
 )
 from ._common import SnapshotParser
 from ._http import Timer
+from ._wire_text import final, join, join_all, visible
 
 __all__ = ["AnthropicStreamError", "AnthropicStreamParser", "error_event_text", "map_stop_reason", "usage_of"]
 
@@ -54,7 +59,27 @@ _EMPTY_USAGE = UsageReport()
 
 
 class AnthropicStreamError(ProviderError):
-    """An ``error`` event in the stream, or a stream that ended early; ``detail`` is the text."""
+    """An ``error`` event in the stream, a malformed event, or a stream that ended early;
+    ``detail`` is the text."""
+
+
+_MALFORMED = (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError)
+"""What reading a wrongly typed event can raise: turned into :class:`AnthropicStreamError`."""
+
+
+def _str(value: Any) -> str:
+    """``value`` when it is a string, else ``""`` (a wrongly typed field reads as absent)."""
+    return value if isinstance(value, str) else ""
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else ``{}``."""
+    return value if isinstance(value, dict) else {}
+
+
+def _key(value: Any) -> Any:
+    """A block ``index`` usable as a dict key (a list or object reads as its JSON text)."""
+    return value if isinstance(value, str | int | float | bool) or value is None else repr(value)
 
 
 def error_event_text(doc: Any) -> str:
@@ -76,32 +101,40 @@ def usage_of(u: Any, prev: UsageReport = _EMPTY_USAGE) -> UsageReport:
     """
     if not isinstance(u, dict):
         return prev
-    inp = u.get("input_tokens")
-    out = u.get("output_tokens")
-    cr = u.get("cache_read_input_tokens")
-    cw = u.get("cache_creation_input_tokens")
-    i = float(inp) if inp is not None else prev.input
-    o = float(out) if out is not None else prev.output
-    r = float(cr) if cr is not None else prev.cache_read
-    w = float(cw) if cw is not None else prev.cache_write
+
+    def count(name: str, before: float) -> float:
+        v = u.get(name)
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else before
+
+    i = count("input_tokens", prev.input)
+    o = count("output_tokens", prev.output)
+    r = count("cache_read_input_tokens", prev.cache_read)
+    w = count("cache_creation_input_tokens", prev.cache_write)
+    if (i, o, r, w) == (prev.input, prev.output, prev.cache_read, prev.cache_write):
+        return prev
     return UsageReport(input=i, output=o, cache_read=r, cache_write=w, total_tokens=i + o + r + w)
 
 
-def map_stop_reason(value: str | None) -> tuple[StopReason, list[Any] | None]:
-    """Anthropic ``stop_reason`` -> (``StopReason``, extra metadata).
+def map_stop_reason(value: Any, details: Any = None) -> tuple[StopReason, list[Any] | None]:
+    """Anthropic ``stop_reason`` (and ``stop_details``) -> (``StopReason``, extra metadata).
 
     end_turn / stop_sequence -> Stop, max_tokens and model_context_window_exceeded -> Length,
-    tool_use -> ToolUse, refusal ->
-    ``Message("refusal")`` plus ``RefusalReason("refusal")``, pause_turn and others ->
-    ``Message(value)`` (wire-notes section 4). ``None`` -> Stop.
+    tool_use -> ToolUse, refusal -> ``StopReason.REFUSAL`` (``Message("refusal")``) plus
+    ``RefusalReason``: its ``reason`` is ``stop_details.explanation`` when the API sent one
+    (else ``"refusal"``) and its ``category`` ``stop_details.category``; pause_turn and others ->
+    ``Message(value)``. ``None`` (or a value that is not a string) -> Stop. Source:
+    https://docs.anthropic.com/en/api/handling-stop-reasons and docs/providers.md.
     """
-    if not value:
+    if not isinstance(value, str) or not value:
         return StopReason.STOP, None
     if value == "model_context_window_exceeded":  # the output filled the context window
         return StopReason.LENGTH, None
     stop = StopReason.parse(value)
     if value == "refusal":
-        return stop, [GenerationMetadata.RefusalReason(value)]
+        d = _obj(details)
+        reason = _str(d.get("explanation")) or value
+        category = _str(d.get("category")) or None
+        return StopReason.REFUSAL, [GenerationMetadata.RefusalReason(reason, category=category)]
     return stop, None
 
 
@@ -174,7 +207,7 @@ class AnthropicStreamParser(SnapshotParser):
         return self._next(mid, content, stop, meta)
 
     def _tool_content(self, b: _Block) -> ToolCall:
-        args, raw = tool_arguments("".join(b.parts), b.initial)
+        args, raw = tool_arguments(join_all(b.parts), b.initial)
         return ToolCall(
             id=b.call_id or new_call_id("toolu_"),
             name=b.name,
@@ -196,8 +229,15 @@ class AnthropicStreamParser(SnapshotParser):
         """The items produced by one event (a decoded ``data`` object).
 
         Raises:
-            AnthropicStreamError: an ``error`` event.
+            AnthropicStreamError: an ``error`` event, or an event whose fields have the wrong
+                types (never another exception, whatever the server sends).
         """
+        try:
+            return self._feed(ev)
+        except _MALFORMED as exc:
+            raise AnthropicStreamError(f"malformed stream event ({type(exc).__name__}: {exc})") from None
+
+    def _feed(self, ev: Any) -> list[Stream[Any, Any]]:
         t = ev.get("type") if isinstance(ev, dict) else None
         if t == "content_block_delta":
             return self._delta(ev)
@@ -206,8 +246,7 @@ class AnthropicStreamParser(SnapshotParser):
         if t == "content_block_stop":
             return self._stop(ev)
         if t == "message_start":
-            msg = ev.get("message") or {}
-            self.set_usage(msg.get("usage"))
+            self.set_usage(_obj(ev.get("message")).get("usage"))
             return [Stream.Pending(ModelState.GeneratingTokens(self.usage))]
         if t == "message_delta":
             return self._message_delta(ev)
@@ -219,70 +258,70 @@ class AnthropicStreamParser(SnapshotParser):
         return []  # ping and event types added later are ignored
 
     def _block(self, ev: dict[str, Any], kind: str) -> _Block:
-        idx = ev.get("index", 0)
+        idx = _key(ev.get("index", 0))
         b = self.blocks.get(idx)
         if b is None:  # a delta without its start: open the block it implies
             b = self.blocks[idx] = _Block(kind)
         return b
 
     def _delta(self, ev: dict[str, Any]) -> list[Stream[Any, Any]]:
-        d = ev.get("delta") or {}
+        d = _obj(ev.get("delta"))
         dt = d.get("type")
         if dt == "text_delta":
             b = self._block(ev, "text")
-            b.text += d.get("text", "")
+            b.text = join(b.text, _str(d.get("text")))
             b.emitted = True
             self.timer.first()
-            return [self._chunk(b.mid, TextContent(b.text))]
+            return [self._chunk(b.mid, TextContent(visible(b.text)))]
         if dt == "input_json_delta":
-            self._block(ev, "tool_use").parts.append(d.get("partial_json", ""))
+            self._block(ev, "tool_use").parts.append(_str(d.get("partial_json")))
             self.timer.first()
             return []
         if dt == "thinking_delta":
             b = self._block(ev, "thinking")
-            b.text += d.get("thinking", "")
+            b.text = join(b.text, _str(d.get("thinking")))
             b.emitted = True
             self.timer.first()
-            return [self._chunk(b.mid, ThinkingContent(b.text, signature=b.signature))]
+            return [self._chunk(b.mid, ThinkingContent(visible(b.text), signature=b.signature))]
         if dt == "signature_delta":
             b = self._block(ev, "thinking")
-            b.signature = (b.signature or "") + d.get("signature", "")
+            b.signature = (b.signature or "") + _str(d.get("signature"))
             b.emitted = True
-            return [self._chunk(b.mid, ThinkingContent(b.text, signature=b.signature))]
+            return [self._chunk(b.mid, ThinkingContent(visible(b.text), signature=b.signature))]
         return []  # citations_delta and future delta types
 
     def _start(self, ev: dict[str, Any]) -> list[Stream[Any, Any]]:
         out: list[Stream[Any, Any]] = []
         self._flush_pending(out)
-        cb = ev.get("content_block") or {}
-        kind = cb.get("type", "")
-        b = self.blocks[ev.get("index", 0)] = _Block(kind)
+        cb = _obj(ev.get("content_block"))
+        kind = _str(cb.get("type"))
+        b = self.blocks[_key(ev.get("index", 0))] = _Block(kind)
         if kind == "text":
-            b.text = cb.get("text") or ""
+            b.text = join("", _str(cb.get("text")))
             if b.text:
                 b.emitted = True
                 self.timer.first()
-                out.append(self._chunk(b.mid, TextContent(b.text)))
+                out.append(self._chunk(b.mid, TextContent(visible(b.text))))
         elif kind == "thinking":
-            b.text = cb.get("thinking") or ""
-            b.signature = cb.get("signature") or None
+            b.text = join("", _str(cb.get("thinking")))
+            b.signature = _str(cb.get("signature")) or None
             if b.text:
                 b.emitted = True
                 self.timer.first()
-                out.append(self._chunk(b.mid, ThinkingContent(b.text, signature=b.signature)))
+                out.append(self._chunk(b.mid, ThinkingContent(visible(b.text), signature=b.signature)))
         elif kind == "redacted_thinking":
             b.emitted = True
             self.timer.first()
-            out.append(self._chunk(b.mid, ThinkingContent("", signature=cb.get("data") or "", redacted=True)))
+            out.append(self._chunk(b.mid, ThinkingContent("", signature=_str(cb.get("data")), redacted=True)))
         elif kind == "tool_use":
-            b.call_id = cb.get("id") or ""
-            b.name = cb.get("name") or ""
+            b.call_id = _str(cb.get("id"))
+            b.name = _str(cb.get("name"))
             b.initial = cb.get("input")  # optional: absent in some streams (C01)
-            b.signature = cb.get("signature") or None
+            b.signature = _str(cb.get("signature")) or None
         return out
 
     def _stop(self, ev: dict[str, Any]) -> list[Stream[Any, Any]]:
-        b = self.blocks.get(ev.get("index", 0))
+        b = self.blocks.get(_key(ev.get("index", 0)))
         if b is None or b.emitted:
             return []
         out: list[Stream[Any, Any]] = []
@@ -292,16 +331,18 @@ class AnthropicStreamParser(SnapshotParser):
             b.emitted = True  # emitted from `pending`
         elif b.kind == "text":
             b.emitted = True
-            out.append(self._chunk(b.mid, TextContent(b.text)))
+            out.append(self._chunk(b.mid, TextContent(final(b.text))))
         elif b.kind == "thinking":  # C23: empty text with a signature is still an output
             b.emitted = True
-            out.append(self._chunk(b.mid, ThinkingContent(b.text, signature=b.signature)))
+            out.append(self._chunk(b.mid, ThinkingContent(final(b.text), signature=b.signature)))
         return out
 
     def _message_delta(self, ev: dict[str, Any]) -> list[Stream[Any, Any]]:
-        d = ev.get("delta") or {}
+        d = _obj(ev.get("delta"))
         self.set_usage(ev.get("usage"))
-        stop, meta = map_stop_reason(d.get("stop_reason"))
+        stop, meta = map_stop_reason(d.get("stop_reason"), d.get("stop_details"))
+        if stop.is_refusal():
+            self.timer.first()  # a refusal is the answer: its arrival is the first token
         self.stop_reason = stop
         out: list[Stream[Any, Any]] = []
         open_tools = [b for b in self.blocks.values() if b.kind == "tool_use" and not b.emitted]
@@ -309,15 +350,21 @@ class AnthropicStreamParser(SnapshotParser):
             self._flush_pending(out)
             b.emitted = True
             self.pending = b
-        self.texts = [b.text for b in self.blocks.values() if b.kind == "text"]
+        self.texts = [final(b.text) for b in self.blocks.values() if b.kind == "text"]
         timing = self.timer.metadata(self.usage.output)
         metadata = [*(meta or ()), timing]
-        final = self.pending
-        if final is not None:
+        held = self.pending
+        if held is not None:
             self.pending = None
-            out.append(self._chunk(final.mid, self._tool_content(final), stop, metadata))
+            out.append(self._chunk(held.mid, self._tool_content(held), stop, metadata))
         elif self.last is not None:
-            out.append(self._chunk(self.last[0], self.last[1], stop, metadata))
+            content = self.last[1]
+            block = next((b for b in self.blocks.values() if b.mid == self.last[0]), None)
+            if block is not None and isinstance(content, TextContent):  # the text is complete now
+                content = TextContent(final(block.text), content.signature)
+            elif block is not None and isinstance(content, ThinkingContent):
+                content = msgspec.structs.replace(content, thinking=final(block.text))
+            out.append(self._chunk(self.last[0], content, stop, metadata))
         else:
             out.append(self._chunk(new_scru128(), TextContent(""), stop, metadata))
         self.finished = True
@@ -340,7 +387,10 @@ class AnthropicStreamParser(SnapshotParser):
         out: list[Stream[Any, Any]] = []
         if self.finished:
             return out
-        self._flush_pending(out)
+        try:
+            self._flush_pending(out)
+        except _MALFORMED:  # a held call that cannot be built: nothing to keep
+            return out
         for b in self.blocks.values():
             if b.kind == "tool_use" and not b.emitted:  # never closed: its input is unknown
                 b.emitted = True
@@ -349,7 +399,7 @@ class AnthropicStreamParser(SnapshotParser):
                     name=b.name,
                     arguments=None,
                     signature=b.signature,
-                    raw_arguments="".join(b.parts),
+                    raw_arguments=join_all(b.parts),
                 )
                 out.append(self._chunk(b.mid, call))
         return out
@@ -373,10 +423,26 @@ def parse_message(
         raise AnthropicStreamError(f"unexpected response: {str(doc)[:1000]}")
     if doc.get("type") == "error":
         raise AnthropicStreamError(error_event_text(doc))
+    try:
+        return _parse_message(doc, model, provider=provider, timer=timer, price_key=price_key)
+    except _MALFORMED as exc:
+        raise AnthropicStreamError(f"malformed response ({type(exc).__name__}: {exc})") from None
+
+
+def _parse_message(
+    doc: dict[str, Any],
+    model: ModelId,
+    *,
+    provider: str,
+    timer: Timer | None,
+    price_key: tuple[str | None, str | None] | None,
+) -> list[Stream[Any, Any]]:
     parser = AnthropicStreamParser(model, provider=provider, timer=timer, price_key=price_key)
+    parser.timer.first()  # the whole answer arrived at once: that is its time to first token
     parser.set_usage(doc.get("usage"))
     out: list[Stream[Any, Any]] = []
-    for i, block in enumerate(doc.get("content") or []):
+    content = doc.get("content")
+    for i, block in enumerate(content if isinstance(content, list) else []):
         if not isinstance(block, dict):
             continue
         kind = block.get("type")
@@ -390,7 +456,8 @@ def parse_message(
         else:
             out += parser.feed({"type": "content_block_start", **ev})
         out += parser.feed({"type": "content_block_stop", "index": i})
-    out += parser.feed({"type": "message_delta", "delta": {"stop_reason": doc.get("stop_reason")}})
+    delta = {"stop_reason": doc.get("stop_reason"), "stop_details": doc.get("stop_details")}
+    out += parser.feed({"type": "message_delta", "delta": delta})
     out += parser.finish()
     return _collapse(out)
 

@@ -2,30 +2,40 @@
 
 Pure, no I/O: :class:`ResponsesStreamParser` is fed decoded SSE ``data`` objects and returns the
 items they produce, following the Model contract of ``backends/base.py`` in snapshot mode.
-Sources: OpenAI Responses API streaming events reference and wire-notes section 3.
+Source: the OpenAI Responses API streaming events reference
+(https://platform.openai.com/docs/api-reference/responses-streaming); docs/providers.md.
 
 - Every output item (``message``, ``function_call``, ``reasoning``) is one output with its own
   message id; events find their item by ``item_id`` (else ``output_index``). The provider's
   item id of a message or function call is kept in ``Messages.Assistant.signature`` (a reasoning
   item's in ``ThinkingContent.item_id``) so that replay can pair them. A reasoning item with
   several summary parts keeps the JSON of its ``summary`` array in ``signature`` too, so that it
-  is replayed unchanged (C29); its thinking text is the parts joined by blank lines.
+  is replayed unchanged; its thinking text is the parts joined by blank lines (raw
+  ``reasoning_text`` content parts when there is no summary).
+- Outputs are emitted in the order their items were opened, each one finished before the next
+  starts, whatever order the server closes them in: chunks of an item opened after one still
+  open are held back until the earlier one is closed (``response.output_item.done``), so no
+  output id returns after a later output started, and the final stop reason and usage ride on
+  the last output.
 - ``response.output_text.delta``: text chunks holding the whole text so far.
-  ``response.refusal.delta``: the refusal text, surfaced as ``RefusalReason`` metadata on the
-  item's text output (C33's rule for OpenAI).
+  ``response.refusal.delta`` / a ``refusal`` content part: the refusal text, as
+  ``RefusalReason`` metadata on the item's text output; a response that only refused ends with
+  ``StopReason.REFUSAL``.
 - ``response.reasoning_summary_text.delta`` (and ``response.reasoning_text.delta``): thinking
-  chunks (summary parts joined by a blank line) carrying the item id in
-  ``ThinkingContent.item_id``; ``response.output_item.done`` for the reasoning item sends it
-  once more with ``signature = encrypted_content`` — also when the summary is empty and
-  ``encrypted_content`` null (C31): such an item is still an output, replayed unchanged.
+  chunks carrying the item id in ``ThinkingContent.item_id``; ``response.output_item.done`` for
+  the reasoning item sends it once more with ``signature = encrypted_content`` when that adds
+  something — also when the summary is empty and ``encrypted_content`` null: such an item is
+  still an output, replayed unchanged.
 - ``response.function_call_arguments.delta``: merged by item; the call (``id`` = ``call_id``,
-  not the item id) is emitted once, complete, when the next item starts or the response ends.
+  not the item id) is emitted once, complete, after its item closed, when the next output is
+  emitted or the response ends.
 - ``response.completed`` / ``response.incomplete``: usage (``input_tokens`` includes cached
   tokens, which become ``cache_read``; ``output_tokens`` includes reasoning tokens, which stay
   output tokens) and the stop reason (``ToolUse`` when a function call was made,
   ``max_output_tokens`` -> Length, ``content_filter`` -> ``Message`` + ``RefusalReason``);
   the last output is repeated carrying them.
-- ``response.failed`` and ``error`` raise :class:`ResponsesStreamError` with the provider's text.
+- ``response.failed`` and ``error`` raise :class:`ResponsesStreamError` with the provider's text;
+  so does an event whose fields have the wrong types (never another exception).
 """
 
 from __future__ import annotations
@@ -49,9 +59,10 @@ from ..types import (
     ToolCall,
     UsageReport,
 )
-from ._anthropic_stream import tool_arguments
+from ._anthropic_stream import _MALFORMED, _key, _obj, _str, tool_arguments
 from ._common import SnapshotParser
 from ._http import Timer
+from ._wire_text import final, join, join_all, visible
 
 __all__ = ["ResponsesStreamError", "ResponsesStreamParser", "parse_response", "usage_of"]
 
@@ -81,18 +92,22 @@ def usage_of(u: Any) -> UsageReport:
     """
     if not isinstance(u, dict):
         return _EMPTY_USAGE
-    inp = float(u.get("input_tokens") or 0)
-    out = float(u.get("output_tokens") or 0)
-    details = u.get("input_tokens_details") or {}
-    cached = float(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0.0
+    inp = _count(u.get("input_tokens"))
+    out = _count(u.get("output_tokens"))
+    cached = _count(_obj(u.get("input_tokens_details")).get("cached_tokens"))
     total = u.get("total_tokens")
     return UsageReport(
         input=max(inp - cached, 0.0),
         output=out,
         cache_read=cached,
         cache_write=0.0,
-        total_tokens=float(total) if total is not None else inp + out,
+        total_tokens=_count(total) if total is not None else inp + out,
     )
+
+
+def _count(value: Any) -> float:
+    """A token count: a JSON number, else 0 (a wrongly typed count reads as absent)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
 class _Item:
@@ -100,6 +115,7 @@ class _Item:
         "call_id",
         "done",
         "emitted",
+        "flushed",
         "item_id",
         "kind",
         "meta",
@@ -107,8 +123,10 @@ class _Item:
         "name",
         "parts",
         "refusal",
+        "shown",
         "signature",
         "summary_index",
+        "summary_json",
         "text",
         "wire_id",
     )
@@ -124,9 +142,12 @@ class _Item:
         self.call_id = ""
         self.name = ""
         self.signature: str | None = None
-        self.summary_index = -1
+        self.summary_index: Any = -1
+        self.summary_json: str | None = None
         self.emitted = False
-        self.done = False
+        self.done = False  # closed by the server (output_item.done)
+        self.flushed = False  # its final chunk was emitted (or, for a call, handed to `pending`)
+        self.shown: Any = None  # the content of its last chunk
         self.meta: list[Any] | None = None
 
 
@@ -135,13 +156,20 @@ class ResponsesStreamParser(SnapshotParser):
 
     ``ResponsesStreamParser(model, *, provider=ModelProviders.OpenAIResponses, timer=None,
     price_key=None)`` (see :class:`~._common.SnapshotParser`).
+
+    Outputs are emitted in the order their items were opened, each one finished before the next
+    starts: a server that keeps an item open while a later one streams (OpenRouter closes the
+    reasoning item after the message) gets the later item's chunks held back until the earlier
+    one closes, so no output id comes back after a later one started, and the final stop reason
+    and usage ride on the last output.
     """
 
     default_provider = ModelProviders.OpenAIResponses
 
     def _init_state(self) -> None:
         self.items: dict[str, _Item] = {}
-        self.by_index: dict[int, _Item] = {}
+        self.by_index: dict[Any, _Item] = {}
+        self.order: list[_Item] = []
         self.pending: _Item | None = None
         self.last: tuple[str, Any, list[Any] | None, str | None] | None = None
         self.called = False
@@ -164,7 +192,7 @@ class ResponsesStreamParser(SnapshotParser):
         return self._next(mid, content, stop, meta, signature)
 
     def _call(self, it: _Item) -> ToolCall:
-        args, raw = tool_arguments("".join(it.parts))
+        args, raw = tool_arguments(join_all(it.parts))
         return ToolCall(id=it.call_id or new_call_id(), name=it.name, arguments=args, raw_arguments=raw)
 
     def _flush_pending(self, out: list[Any]) -> None:
@@ -173,37 +201,85 @@ class ResponsesStreamParser(SnapshotParser):
             self.pending = None
             out.append(self._chunk(it.mid, self._call(it), signature=it.wire_id))
 
+    # -- ordering ------------------------------------------------------------------------------
+
+    def _is_head(self, it: _Item) -> bool:
+        """True when every item opened before ``it`` has been flushed."""
+        for x in self.order:
+            if x is it:
+                return True
+            if not x.flushed:
+                return False
+        return True
+
+    def _content(self, it: _Item, *, end: bool) -> Any:
+        text = final(it.text) if end else visible(it.text)
+        if it.kind == "reasoning":
+            return ThinkingContent(text, signature=it.signature, item_id=it.item_id)
+        return TextContent(text)
+
+    def _show(self, it: _Item, out: list[Any], *, end: bool = False) -> None:
+        """Emit ``it``'s current snapshot (a text or reasoning item) unless nothing changed."""
+        content = self._content(it, end=end)
+        if it.emitted and (content, it.meta) == it.shown:
+            return
+        self._flush_pending(out)
+        it.emitted = True
+        it.shown = (content, it.meta)
+        sig = it.summary_json if it.kind == "reasoning" else it.wire_id
+        out.append(self._chunk(it.mid, content, meta=it.meta, signature=sig))
+
+    def _finish_item(self, it: _Item, out: list[Any]) -> None:
+        """``it`` is the head and closed: its final chunk (a call waits in ``pending`` so that
+        the last one can carry the stop reason)."""
+        it.flushed = True
+        if it.kind == "function_call":
+            self._flush_pending(out)
+            self.pending = it
+        else:
+            self._show(it, out, end=True)
+
+    def _advance(self, out: list[Any]) -> None:
+        """Flush every closed item at the head of the order; show the new head's snapshot."""
+        for it in self.order:
+            if it.flushed:
+                continue
+            if it.done:
+                self._finish_item(it, out)
+                continue
+            if it.kind != "function_call" and (it.text or (it.kind == "reasoning" and it.emitted)):
+                self._show(it, out)
+            return
+
     def _find(self, ev: dict[str, Any], kind: str) -> _Item:
-        iid = ev.get("item_id")
+        iid = _str(ev.get("item_id"))
         it = self.items.get(iid) if iid else None
         if it is None:
-            idx = ev.get("output_index")
-            it = self.by_index.get(idx) if idx is not None else None
+            it = self.by_index.get(_key(ev.get("output_index")))
         if it is None:  # an event for an item we were not told about: open it
-            it = self._open({"type": kind, "id": iid or ""}, ev.get("output_index"), [])
+            it = self._open({"type": kind, "id": iid}, ev.get("output_index"))
         return it
 
-    def _open(self, item: dict[str, Any], index: Any, out: list[Any]) -> _Item:
-        self._flush_pending(out)
-        kind = item.get("type", "")
-        wire_id = item.get("id") or None
+    def _open(self, item: dict[str, Any], index: Any) -> _Item:
+        kind = _str(item.get("type"))
+        wire_id = _str(item.get("id")) or None
+        if wire_id is not None and wire_id in self.items:
+            return self.items[wire_id]  # added twice: the same item
         iid = wire_id or new_scru128()
         it = _Item(kind, iid, wire_id)
         self.items[iid] = it
-        if isinstance(index, int):
-            self.by_index[index] = it
+        self.order.append(it)
+        if index is not None:
+            self.by_index[_key(index)] = it
         if kind == "function_call":
             self.called = True
-            it.call_id = item.get("call_id") or ""
-            it.name = item.get("name") or ""
-            if item.get("arguments"):
+            it.call_id = _str(item.get("call_id"))
+            it.name = _str(item.get("name"))
+            if _str(item.get("arguments")):
                 it.parts.append(item["arguments"])
         elif kind == "reasoning":
-            it.signature = item.get("encrypted_content")
+            it.signature = _str(item.get("encrypted_content")) or None
         return it
-
-    def _thinking(self, it: _Item) -> ThinkingContent:
-        return ThinkingContent(it.text, signature=it.signature, item_id=it.item_id)
 
     # -- events ------------------------------------------------------------------------------
 
@@ -211,132 +287,154 @@ class ResponsesStreamParser(SnapshotParser):
         """The items produced by one event (a decoded ``data`` object).
 
         Raises:
-            ResponsesStreamError: ``response.failed`` or ``error``.
+            ResponsesStreamError: ``response.failed``, ``error``, or an event whose fields have
+                the wrong types (never another exception, whatever the server sends).
         """
+        try:
+            return self._feed(ev)
+        except _MALFORMED as exc:
+            raise ResponsesStreamError(f"malformed stream event ({type(exc).__name__}: {exc})") from None
+
+    def _feed(self, ev: Any) -> list[Any]:
         t = ev.get("type") if isinstance(ev, dict) else None
+        out: list[Any] = []
         if t == "response.output_text.delta":
             it = self._find(ev, "message")
-            it.text += ev.get("delta", "")
-            it.emitted = True
+            it.text = join(it.text, _str(ev.get("delta")))
             self.timer.first()
-            return [self._chunk(it.mid, TextContent(it.text), meta=it.meta, signature=it.wire_id)]
+            if self._is_head(it) and not it.flushed:
+                self._show(it, out)
+            return out
         if t == "response.function_call_arguments.delta":
-            self._find(ev, "function_call").parts.append(ev.get("delta", ""))
+            self._find(ev, "function_call").parts.append(_str(ev.get("delta")))
             self.timer.first()
-            return []
+            return out
         if t in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             it = self._find(ev, "reasoning")
-            idx = ev.get("summary_index", ev.get("content_index", 0))
+            idx = _key(ev.get("summary_index", ev.get("content_index", 0)))
             if idx != it.summary_index:
                 if it.text:
                     it.text += "\n\n"
                 it.summary_index = idx
-            it.text += ev.get("delta", "")
-            it.emitted = True
+            it.text = join(it.text, _str(ev.get("delta")))
             self.timer.first()
-            return [self._chunk(it.mid, self._thinking(it))]
+            if self._is_head(it) and not it.flushed:
+                self._show(it, out)
+            return out
         if t == "response.output_item.added":
-            out: list[Any] = []
-            self._open(ev.get("item") or {}, ev.get("output_index"), out)
+            self._open(_obj(ev.get("item")), ev.get("output_index"))
             return out
         if t == "response.output_item.done":
-            return self._item_done(ev.get("item") or {}, ev.get("output_index"))
+            return self._item_done(_obj(ev.get("item")), ev.get("output_index"))
         if t == "response.function_call_arguments.done":
             it = self._find(ev, "function_call")
             if isinstance(ev.get("arguments"), str):
                 it.parts = [ev["arguments"]]
-            return []
+            return out
         if t == "response.refusal.delta":
             it = self._find(ev, "message")
-            it.refusal += ev.get("delta", "")
-            return []
+            it.refusal = join(it.refusal, _str(ev.get("delta")))
+            self.timer.first()
+            return out
         if t in ("response.completed", "response.incomplete"):
-            return self._completed(ev.get("response") or {})
+            return self._completed(_obj(ev.get("response")))
         if t == "response.failed":
-            resp = ev.get("response") or {}
+            resp = _obj(ev.get("response"))
             raise ResponsesStreamError(_error_text(resp.get("error"), "the response failed"))
         if t == "error":
             raise ResponsesStreamError(_error_text(ev.get("error") or ev, "stream error"))
-        return []  # created, in_progress, content_part.*, *.done echoes, future events
+        return out  # created, in_progress, content_part.*, *.done echoes, future events
 
     def _item_done(self, item: dict[str, Any], index: Any) -> list[Any]:
         out: list[Any] = []
-        iid = item.get("id")
+        iid = _str(item.get("id"))
         it = self.items.get(iid) if iid else None
-        if it is None and isinstance(index, int):
-            it = self.by_index.get(index)
+        if it is None and index is not None:
+            it = self.by_index.get(_key(index))
         if it is None:
-            it = self._open(item, index, out)
+            it = self._open(item, index)
         if it.done:
             return out
         it.done = True
-        kind = item.get("type", it.kind)
+        kind = _str(item.get("type")) or it.kind
         if kind == "function_call":
-            if item.get("call_id"):
+            if _str(item.get("call_id")):
                 it.call_id = item["call_id"]
-            if item.get("name"):
+            if _str(item.get("name")):
                 it.name = item["name"]
             if isinstance(item.get("arguments"), str):
                 it.parts = [item["arguments"]]
-            self._flush_pending(out)
-            self.pending = it
         elif kind == "reasoning":
-            it.signature = item.get("encrypted_content", it.signature)
-            summary = [x for x in item.get("summary") or [] if isinstance(x, dict)]
+            if "encrypted_content" in item:
+                it.signature = _str(item.get("encrypted_content")) or None
+            raw_summary = item.get("summary")
+            summary = [x for x in raw_summary if isinstance(x, dict)] if isinstance(raw_summary, list) else []
             if not it.text:
-                it.text = "\n\n".join(x.get("text", "") for x in summary)
+                said = [_str(x.get("text")) for x in summary]
+                if not said:  # raw chain of thought (reasoning_text content parts)
+                    raw = item.get("content")
+                    said = (
+                        [_str(x.get("text")) for x in raw if isinstance(x, dict)]
+                        if isinstance(raw, list)
+                        else []
+                    )
+                it.text = join("", "\n\n".join(said))
             # several summary parts: keep them as sent (the text joins them with blank lines)
-            parts = _ENCODE(summary).decode() if len(summary) > 1 else None
-            out.append(self._chunk(it.mid, self._thinking(it), signature=parts))
+            it.summary_json = _ENCODE(summary).decode() if len(summary) > 1 else None
         elif kind == "message":
             texts: list[str] = []
             refusals: list[str] = []
-            for part in item.get("content") or []:
+            content = item.get("content")
+            for part in content if isinstance(content, list) else []:
                 if not isinstance(part, dict):
                     continue
                 if part.get("type") == "output_text":
-                    texts.append(part.get("text", ""))
+                    texts.append(_str(part.get("text")))
                 elif part.get("type") == "refusal":
-                    refusals.append(part.get("refusal", ""))
-            final = "".join(texts) if texts else it.text
-            refusal = "".join(refusals) or it.refusal
+                    refusals.append(_str(part.get("refusal")))
+            if texts:
+                it.text = join("", "".join(texts))
+            refusal = join("", "".join(refusals)) or it.refusal
             if refusal:
-                it.meta = [GenerationMetadata.RefusalReason(refusal)]
-            if not it.emitted or final != it.text or refusal:
-                it.text = final
-                it.emitted = True
-                out.append(self._chunk(it.mid, TextContent(final), meta=it.meta, signature=it.wire_id))
+                it.refusal = refusal
+                it.meta = [GenerationMetadata.RefusalReason(final(refusal))]
+                self.timer.first()
+        if self._is_head(it):
+            self._advance(out)
         return out
 
     def _completed(self, resp: dict[str, Any]) -> list[Any]:
         out: list[Any] = []
         if not self.items:  # a server that sent no item events: take the final output list
-            for i, item in enumerate(resp.get("output") or []):
+            output = resp.get("output")
+            for i, item in enumerate(output if isinstance(output, list) else []):
                 if isinstance(item, dict):
+                    self._open(item, i)
                     out += self._item_done(item, i)
-        for it in list(self.items.values()):  # items the stream never closed
-            if it.kind == "function_call" and not it.done:
-                it.done = True
-                self._flush_pending(out)
-                self.pending = it
+        for it in self.order:  # items the stream never closed are complete now
+            it.done = True
+        self._advance(out)
         self.set_usage(resp.get("usage"))
         status = resp.get("status")
         meta: list[Any] = []
-        details = resp.get("incomplete_details") or {}
-        reason = details.get("reason") if isinstance(details, dict) else None
+        details = _obj(resp.get("incomplete_details"))
+        reason = _str(details.get("reason"))
+        refused = any(it.refusal for it in self.order)
         if status == "incomplete" and reason:
-            stop: Any = StopReason.parse(str(reason))
+            stop: Any = StopReason.parse(reason)
             if reason == "content_filter":
-                meta.append(GenerationMetadata.RefusalReason(str(reason)))
+                meta.append(GenerationMetadata.RefusalReason(reason))
         elif self.called:
             stop = StopReason.TOOL_USE
+        elif refused:
+            stop = StopReason.REFUSAL  # the model declined: a typed outcome (docs/providers.md)
         else:
             stop = StopReason.STOP
         meta.append(self.timer.metadata(self.usage.output))
-        final = self.pending
-        if final is not None:
+        held = self.pending
+        if held is not None:
             self.pending = None
-            out.append(self._chunk(final.mid, self._call(final), stop, meta, final.wire_id))
+            out.append(self._chunk(held.mid, self._call(held), stop, meta, held.wire_id))
         elif self.last is not None:
             mid, content, item_meta, wire_id = self.last
             out.append(self._chunk(mid, content, stop, [*(item_meta or ()), *meta], wire_id))
@@ -359,7 +457,10 @@ class ResponsesStreamParser(SnapshotParser):
         """Outputs held back when the stream fails: a completed function call."""
         out: list[Any] = []
         if not self.finished:
-            self._flush_pending(out)
+            try:
+                self._flush_pending(out)
+            except _MALFORMED:
+                return []
         return out
 
 
@@ -381,10 +482,26 @@ def parse_response(
         raise ResponsesStreamError(f"unexpected response: {str(doc)[:1000]}")
     if doc.get("status") == "failed" or (doc.get("error") and not doc.get("output")):
         raise ResponsesStreamError(_error_text(doc.get("error"), "the response failed"))
+    try:
+        return _parse_response(doc, model, provider=provider, timer=timer, price_key=price_key)
+    except _MALFORMED as exc:
+        raise ResponsesStreamError(f"malformed response ({type(exc).__name__}: {exc})") from None
+
+
+def _parse_response(
+    doc: dict[str, Any],
+    model: ModelId,
+    *,
+    provider: str,
+    timer: Timer | None,
+    price_key: tuple[str | None, str | None] | None,
+) -> list[Any]:
     parser = ResponsesStreamParser(model, provider=provider, timer=timer, price_key=price_key)
+    parser.timer.first()  # the whole answer arrived at once: that is its time to first token
     parser.set_usage(doc.get("usage"))
     out: list[Any] = []
-    for i, item in enumerate(doc.get("output") or []):
+    output = doc.get("output")
+    for i, item in enumerate(output if isinstance(output, list) else []):
         if isinstance(item, dict):
             out += parser.feed({"type": "response.output_item.added", "item": item, "output_index": i})
             out += parser.feed({"type": "response.output_item.done", "item": item, "output_index": i})

@@ -37,6 +37,7 @@ from ._http import (
     join_url,
     resolve_endpoint,
 )
+from ._wire_text import decode_event
 from .base import ModelDescriptor, ModelStream
 
 __all__ = ["DEFAULT_BASE_URL", "AnthropicModel", "anthropic"]
@@ -44,7 +45,7 @@ __all__ = ["DEFAULT_BASE_URL", "AnthropicModel", "anthropic"]
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 """Anthropic's API host; the backend adds ``/v1/messages``."""
 
-_DECODE = msgspec.json.Decoder().decode
+_DECODE = decode_event  # msgspec, tolerating half a surrogate pair per event (see _wire_text)
 
 
 class AnthropicModel(SnapshotHttpModel):
@@ -103,6 +104,7 @@ class AnthropicModel(SnapshotHttpModel):
             nexts: list[Any] = [it for it in items if isinstance(it, Stream.Next)]
             parser.finished = True
             parser.usage = nexts[-1].value.usage
+            parser.stop_reason = nexts[-1].value.stop_reason
             parser.texts = [
                 m.value.content.content for m in nexts if isinstance(m.value.content, TextContent)
             ]
@@ -118,6 +120,8 @@ class AnthropicModel(SnapshotHttpModel):
 
     def _tail(self, parser: AnthropicStreamParser, params: ModelParams) -> list[ModelStream]:
         items = parser.finish()
+        if parser.stop_reason.is_refusal():  # a refusal is the answer: no JSON to check
+            return items
         problem = check_output_format("".join(parser.texts), params.output_format)
         if problem is not None:
             return error_items(problem, self.model_id, ModelProviders.Anthropic, parser.usage)

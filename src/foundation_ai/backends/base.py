@@ -17,7 +17,11 @@ A backend turns a ``ModelInteraction`` into its wire request and its wire stream
    connection, malformed event, overflow) yields one more ``Messages.Assistant`` with a fresh id,
    empty ``TextContent``, ``StopReason.Error`` and the provider's text in ``error_detail``, then
    ends with ``Stream.Pending(ModelState.Error(detail))``. Output already streamed stays valid.
-   Backends never raise out of ``stream`` for provider or network failures.
+   Backends never raise out of ``stream`` for provider or network failures, nor for anything a
+   server sends (malformed or wrongly typed events, a stream holding no answer).
+5. A refusal is not a failure: the stream ends with ``Finished``, the last output carrying
+   ``StopReason.REFUSAL`` (or ``Message("content_filter")``) and a
+   ``GenerationMetadata.RefusalReason`` with the provider's text (docs/providers.md).
 
 ``generate`` returns exactly :func:`assemble` of the streamed chunks: one message per output.
 """

@@ -15,8 +15,11 @@ become ONE assistant message (text in ``content``, every call in ``tool_calls``,
 null`` when tool-only, case C35; ``""`` with ``tool_call_content=""``), arguments re-sent as the
 JSON text of the original object (``{}`` for arguments that never parsed); the history is
 sanitized first (``docs/sanitation.md``: call ids of at most 40 characters, every call answered);
-thinking is never replayed (Chat Completions has no field for it; signatures of other providers
-are invalid here, case C21); tool results are ``role: tool`` messages; an image in a user message
+thinking is not replayed as text (Chat Completions has no field for it; signatures of other
+providers are invalid here), but the continuation tokens a compatible server documents go back
+to that same server only (``Messages.Assistant.origin``): a Gemini ``thought_signature`` on its
+tool call, OpenRouter ``reasoning_details``, Gemini's message ``extra_content`` and, on a turn
+that called tools, ``reasoning_content`` (docs/providers.md); tool results are ``role: tool`` messages; an image in a user message
 is an ``image_url`` data URL; a tool result holding an image becomes a placeholder text in the
 tool message and a user message with the image after the run of tool messages (case C38).
 
@@ -26,12 +29,17 @@ Forced tool calls: against a loopback server (llama-server, Ollama, LM Studio on
 because llama-server ignores ``tool_choice`` for models whose chat template has no tool support;
 ``forced_tool_mode="native"`` turns this off (see :func:`openai_chat`).
 
-Stream mapping: snapshot chunks (the whole text so far) for text and ``reasoning_content``;
-tool calls assembled by ``index`` / ``id`` (cases C07, C09, C11, C12, C14, C17, C41, C43) and
-emitted once, complete, at the end of the stream with the final stop reason and usage; usage
-(with ``prompt_tokens_details.cached_tokens`` as cache reads) is cumulative on every chunk once
-known; the final chunk(s) carry ``SystemFingerprint``, ``Timing`` and, for refusals (C33) or
-``content_filter``, ``RefusalReason`` metadata. Errors follow the contract in ``base.py``.
+Stream mapping: snapshot chunks (the whole text so far) for text and reasoning (read under
+every spelling servers use, :data:`REASONING_FIELDS`); tool calls assembled by ``index`` / ``id``
+(cases C07, C09, C11, C12, C14, C17, C41, C43) and emitted once, complete, at the end of the
+stream with the final stop reason and usage; usage (with
+``prompt_tokens_details.cached_tokens`` as cache reads, reasoning tokens counted once, see
+:func:`billed_output`) is cumulative on every chunk once known; the final chunk(s) carry
+``SystemFingerprint``, ``Timing`` and, for refusals (``StopReason.REFUSAL``) or
+``content_filter``, ``RefusalReason`` metadata, and the message's continuation fields in
+``Messages.Assistant.signature``. Text survives a surrogate pair split over two events. Errors
+follow the contract in ``base.py``: nothing a server sends makes ``stream`` raise, and a stream
+of only ``data: [DONE]`` is an error.
 """
 
 from __future__ import annotations
@@ -85,6 +93,7 @@ from ._http import (
     stream_events,
 )
 from ._sanitize import OPENAI_CHAT, sanitize_history
+from ._wire_text import decode_event, final, has_surrogate_escape, join, join_all, visible
 from .base import ModelStream
 
 __all__ = ["OpenAIChatModel", "build_request", "openai_chat"]
@@ -191,6 +200,18 @@ def openai_chat(
     )
 
 
+def origin_of(base_url: str) -> str:
+    """The server a base URL names, as kept in ``Messages.Assistant.origin``: its host, with
+    the port when one is given (``"openrouter.ai"``, ``"127.0.0.1:8080"``); no credentials."""
+    try:
+        parts = urlsplit(base_url)
+        host = (parts.hostname or "").lower()
+        port = parts.port
+    except ValueError:  # a netloc urllib cannot split (e.g. a password holding "/"): the host part
+        return base_url.partition("://")[2].rpartition("@")[2].split("/")[0].lower()
+    return f"{host}:{port}" if port else host
+
+
 def _endpoint(base_url: str) -> str:
     base = base_url.rstrip("/")
     if urlsplit(base).path in ("", "/"):
@@ -237,6 +258,7 @@ class OpenAIChatModel(HttpBackend):
             max_output_tokens=max_output_tokens,
         )
         self._model_id = ModelId.Name(model)
+        self.origin = origin_of(options.base_url)
         if forced_tool_mode == "auto":
             self.emulate_forced_tools = host in LOCAL_HOSTS
         else:
@@ -262,6 +284,7 @@ class OpenAIChatModel(HttpBackend):
             stream=self.streaming,
             emulate_forced_tools=self.emulate_forced_tools,
             tool_call_content=self.tool_call_content,
+            origin=self.origin,
         )
         if self.extra_body:
             body.update(self.extra_body)
@@ -273,7 +296,9 @@ class OpenAIChatModel(HttpBackend):
         choice = interaction.tool_choice
         if emulated and isinstance(choice, ToolChoice.Function):
             names = [choice.name]
-        return ChatStreamParser(self._model_id, self._price_key, names, emulated_call=emulated)
+        return ChatStreamParser(
+            self._model_id, self._price_key, names, emulated_call=emulated, origin=self.origin
+        )
 
     def stream(
         self, interaction: ModelInteraction, params: ModelParams | None = None
@@ -337,8 +362,25 @@ def _args_text(call: ToolCall) -> str:
     return call.raw_arguments if call.raw_arguments is not None else "{}"
 
 
+def _replay_fields(turn: dict[str, Any], m: AssistantMessage, origin: str | None) -> None:
+    """Put the continuation fields the server sent on its message (kept as a JSON object in
+    ``m.signature``: ``reasoning_details``, ``extra_content``, ``reasoning_content``) back on the
+    wire assistant message, when ``m`` came from the server this request goes to."""
+    if not m.signature or m.origin is None or m.origin != origin:
+        return
+    try:
+        fields = msgspec.json.decode(m.signature)
+    except msgspec.DecodeError:
+        return
+    if not isinstance(fields, dict):
+        return
+    for key in ("reasoning_details", "extra_content", "reasoning_content"):
+        if key in fields:
+            turn[key] = fields[key]
+
+
 def build_messages(
-    interaction: ModelInteraction, *, tool_call_content: str | None = None
+    interaction: ModelInteraction, *, tool_call_content: str | None = None, origin: str | None = None
 ) -> list[dict[str, Any]]:
     """The ``messages`` array for ``interaction`` (see the module docstring for the rules).
 
@@ -349,6 +391,12 @@ def build_messages(
     call (:func:`pair_tool_messages`). ``tool_call_content`` is the ``content`` of an assistant
     message holding only tool calls: ``None`` (JSON ``null``, the default) or ``""`` for
     servers that reject ``null``.
+
+    ``origin`` is the server the request goes to (:func:`origin_of`): continuation tokens of
+    messages from that same server are replayed where it expects them (a Gemini
+    ``thought_signature`` in the tool call's ``extra_content``; ``reasoning_details``,
+    ``extra_content`` and, on a tool-call turn, ``reasoning_content`` on the assistant message),
+    and never to another server (docs/providers.md).
     """
     out: list[dict[str, Any]] = []
     system = interaction.full_system_prompt()
@@ -375,9 +423,15 @@ def build_messages(
                 if c.content:
                     turn["content"] = (turn["content"] or "") + c.content
             elif isinstance(c, ToolCall):
-                turn.setdefault("tool_calls", []).append(
-                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _args_text(c)}}
-                )
+                call: dict[str, Any] = {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": _args_text(c)},
+                }
+                if c.signature is not None and m.origin is not None and m.origin == origin:
+                    call["extra_content"] = {"google": {"thought_signature": c.signature}}
+                turn.setdefault("tool_calls", []).append(call)
+            _replay_fields(turn, m, origin)
             # ThinkingContent, ImageContent, Embedding: no Chat Completions field (C21)
             continue
         if turn is not None and turn["content"] is None and "tool_calls" not in turn:
@@ -521,11 +575,13 @@ def build_request(
     stream: bool = True,
     emulate_forced_tools: bool = False,
     tool_call_content: str | None = None,
+    origin: str | None = None,
 ) -> dict[str, Any]:
     """The Chat Completions request body (a JSON-ready dict).
 
     ``messages`` is :func:`build_messages` (the sanitation step of ``docs/sanitation.md``
-    included; ``tool_call_content`` as there).
+    included; ``tool_call_content`` as there; ``origin``, the server the request goes to, for
+    replaying continuation tokens).
 
     With ``emulate_forced_tools`` and a forcing ``tool_choice``, the call is requested through
     ``response_format`` instead of ``tools`` (see ``openai_chat(forced_tool_mode=...)``).
@@ -540,7 +596,7 @@ def build_request(
     """
     body: dict[str, Any] = {
         "model": model,
-        "messages": build_messages(interaction, tool_call_content=tool_call_content),
+        "messages": build_messages(interaction, tool_call_content=tool_call_content, origin=origin),
     }
     fns = interaction.tools_shed.functions()
     forced = forced_call_schema(interaction) if emulate_forced_tools else None
@@ -608,12 +664,17 @@ class _ToolDelta(msgspec.Struct, gc=False):
     index: Any = None
     id: str | None = None
     function: _Fn | None = None
+    extra_content: Any = None
 
 
 class _Delta(msgspec.Struct, gc=False):
     content: Any = None
-    refusal: str | None = None
-    reasoning_content: str | None = None
+    refusal: Any = None
+    reasoning_content: Any = None
+    reasoning: Any = None
+    thinking: Any = None
+    reasoning_details: Any = None
+    extra_content: Any = None
     tool_calls: list[_ToolDelta] | None = None
 
 
@@ -628,11 +689,16 @@ class _Details(msgspec.Struct, gc=False):
     cached_tokens: float | None = None
 
 
+class _OutDetails(msgspec.Struct, gc=False):
+    reasoning_tokens: float | None = None
+
+
 class _Usage(msgspec.Struct, gc=False):
     prompt_tokens: float | None = None
     completion_tokens: float | None = None
     total_tokens: float | None = None
     prompt_tokens_details: _Details | None = None
+    completion_tokens_details: _OutDetails | None = None
 
 
 class _Chunk(msgspec.Struct, gc=False):
@@ -646,15 +712,21 @@ _CHUNK = msgspec.json.Decoder(_Chunk)
 
 
 def _decode_chunk(data: str, what: str) -> _Chunk:
-    """``data`` decoded as a ``chat.completion(.chunk)``.
+    """``data`` decoded as a ``chat.completion(.chunk)`` (a JSON string escape holding half of a
+    surrogate pair is accepted, see ``_wire_text``).
 
     Raises:
-        WireError: malformed JSON (the text names ``what`` and quotes the first 200 characters),
-            or an in-band ``error`` object (its provider text).
+        WireError: malformed JSON or a field of the wrong type (the text names ``what`` and
+            quotes the first 200 characters), or an in-band ``error`` object (its provider text).
     """
     try:
-        chunk = _CHUNK.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        try:
+            chunk = _CHUNK.decode(data)
+        except msgspec.DecodeError:
+            if not has_surrogate_escape(data):
+                raise
+            chunk = msgspec.convert(decode_event(data), _Chunk)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
         raise WireError(f"malformed {what} ({exc}): {data[:200]!r}") from None
     if chunk.error is not None:
         raise WireError(
@@ -664,20 +736,109 @@ def _decode_chunk(data: str, what: str) -> _Chunk:
 
 
 class _Call:
-    __slots__ = ("args_obj", "id", "name", "parts")
+    __slots__ = ("args_obj", "id", "name", "parts", "signature")
 
     def __init__(self, call_id: str | None, name: str) -> None:
         self.id = call_id or None
         self.name = name
         self.parts: list[str] = []
         self.args_obj: dict[str, Any] | None = None
+        self.signature: str | None = None
 
 
 def _index_key(value: Any) -> Any:
     if isinstance(value, str):
         s = value.strip()
         return int(s) if s.lstrip("-").isdigit() else s
-    return value
+    if isinstance(value, int | float | bool) or value is None:
+        return value
+    return msgspec.json.encode(value).decode()  # unhashable (a list, an object): its JSON text
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+"""The spellings of a message's or delta's reasoning text, in the order they are read (the first
+non-empty string wins, as some servers send the same text under two names): ``reasoning_content``
+(DeepSeek, vLLM before 0.10, llama.cpp server, Qwen, xAI, Moonshot), ``reasoning`` (OpenRouter,
+vLLM 0.10+, Groq, Cerebras, Ollama's OpenAI endpoint), ``thinking`` (some proxies). Content parts
+of type ``"thinking"`` / ``"reasoning"`` (Mistral's Magistral) are read too. Sources:
+https://api-docs.deepseek.com/guides/reasoning_model,
+https://openrouter.ai/docs/use-cases/reasoning-tokens,
+https://docs.vllm.ai/en/latest/features/reasoning_outputs.html,
+https://console.groq.com/docs/reasoning, https://docs.mistral.ai/capabilities/reasoning/."""
+
+
+def _reasoning_of(d: _Delta) -> str:
+    for name in REASONING_FIELDS:
+        value = getattr(d, name)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _part_text(part: Any) -> tuple[str, str]:
+    """(text, reasoning) of one content part of a list-valued ``content``."""
+    if isinstance(part, str):
+        return part, ""
+    if not isinstance(part, dict):
+        return "", ""
+    kind = part.get("type")
+    if kind in ("thinking", "reasoning"):
+        inner = part.get("thinking", part.get("reasoning", part.get("text")))
+        if isinstance(inner, list):  # Magistral: a list of text chunks
+            inner = "".join(
+                x.get("text", "") for x in inner if isinstance(x, dict) and isinstance(x.get("text"), str)
+            )
+        return "", inner if isinstance(inner, str) else ""
+    text = part.get("text")
+    return (text if isinstance(text, str) else ""), ""
+
+
+def _merge_details(into: list[dict[str, Any]], pieces: Any) -> bool:
+    """Merge streamed OpenRouter ``reasoning_details`` pieces into ``into``: a piece with the
+    ``index`` of an earlier one extends it (``text``, ``summary``, ``data``, ``signature``
+    concatenated; other fields kept from the first piece that had them), another is appended.
+    True when something changed. Source: https://openrouter.ai/docs/use-cases/reasoning-tokens
+    ("Preserving reasoning blocks")."""
+    if not isinstance(pieces, list):
+        return False
+    changed = False
+    for piece in pieces:
+        if not isinstance(piece, dict):
+            continue
+        idx = piece.get("index")
+        cur = next((d for d in into if idx is not None and d.get("index") == idx), None)
+        if cur is None:
+            into.append(dict(piece))
+            changed = True
+            continue
+        for k, v in piece.items():
+            if k in ("text", "summary", "data", "signature") and isinstance(v, str):
+                if v:
+                    cur[k] = (
+                        (cur.get(k) or "") + v if isinstance(cur.get(k), str) or cur.get(k) is None else v
+                    )
+                    changed = True
+            elif v is not None and cur.get(k) in (None, ""):
+                cur[k] = v
+                changed = True
+    return changed
+
+
+def _merge_extra(into: dict[str, Any], extra: Any) -> None:
+    """Merge a (streamed) ``extra_content`` object into ``into``, one level deep."""
+    if not isinstance(extra, dict):
+        return
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            into[k] = {**into[k], **v}
+        else:
+            into[k] = v
+
+
+def _google_signature(extra: Any) -> str | None:
+    google = extra.get("google") if isinstance(extra, dict) else None
+    sig = google.get("thought_signature") if isinstance(google, dict) else None
+    return sig if isinstance(sig, str) and sig else None
 
 
 def split_json_objects(text: str) -> list[Any] | None:
@@ -766,9 +927,42 @@ _FINISH = {
 }
 
 
+def billed_output(completion: float, reasoning: float, prompt: float, total: float | None) -> float:
+    """Output tokens as billed, reasoning tokens counted exactly once.
+
+    OpenAI, DeepSeek, Groq and OpenRouter include reasoning tokens in ``completion_tokens``
+    (``completion_tokens_details.reasoning_tokens`` is a part of it; ``total_tokens`` = prompt +
+    completion). xAI leaves them out of ``completion_tokens`` and counts them in
+    ``total_tokens`` (= prompt + completion + reasoning) and in the bill. So: when
+    ``total_tokens`` equals prompt + completion + reasoning (and not prompt + completion), the
+    reasoning tokens are added; else ``completion_tokens`` is the output. Units: tokens.
+    Sources: https://platform.openai.com/docs/guides/reasoning (usage),
+    https://docs.x.ai/docs/guides/reasoning ("reasoning_tokens ... billed as output"),
+    https://api-docs.deepseek.com/api/create-chat-completion (usage),
+    https://openrouter.ai/docs/use-cases/usage-accounting; see docs/providers.md.
+    """
+    if (
+        reasoning > 0
+        and total is not None
+        and total == prompt + completion + reasoning
+        and total != prompt + completion
+    ):
+        return completion + reasoning
+    return completion
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
 class ChatStreamParser:
     """Turns Chat Completions stream events (or one whole ``chat.completion`` JSON answer) into
-    ``Stream`` items. ``feed`` per event, then ``finish`` (or ``fail`` with an error text)."""
+    ``Stream`` items. ``feed`` per event, then ``finish`` (or ``fail`` with an error text).
+
+    ``origin`` names the server (its host) for continuation tokens: a message that carries one
+    (a Gemini ``thought_signature``, OpenRouter ``reasoning_details``) gets
+    ``Messages.Assistant.origin = origin`` (docs/providers.md).
+    """
 
     def __init__(
         self,
@@ -777,6 +971,7 @@ class ChatStreamParser:
         tool_names: Sequence[str],
         *,
         emulated_call: bool = False,
+        origin: str | None = None,
     ) -> None:
         self.emulated_call = emulated_call
         """True when the text answer is a JSON tool call (``forced_tool_mode``): not streamed
@@ -784,6 +979,7 @@ class ChatStreamParser:
         self.model_id = model_id
         self.price_key = price_key
         self.tool_names = tool_names
+        self.origin = origin
         self.timer = Timer()
         self.text = ""
         self.text_id: str | None = None
@@ -796,12 +992,31 @@ class ChatStreamParser:
         self.finish_reason: str | None = None
         self.refusal = ""
         self.fingerprint: str | None = None
+        self.details: list[dict[str, Any]] = []
+        """OpenRouter ``reasoning_details``, merged across deltas."""
+        self.extra: dict[str, Any] = {}
+        """The message's ``extra_content`` (Gemini: ``{"google": {"thought_signature"}}``)."""
+        self.reasoning_content = ""
+        """The reasoning text when sent as ``reasoning_content``, for replay (see
+        :meth:`message_fields`)."""
         self.done = False
+        self.events = 0
 
     # -- events ----------------------------------------------------------------------------
 
     def feed(self, ev: SseEvent) -> list[ModelStream] | None:
-        """Items for one event. Raises ``WireError`` for malformed data."""
+        """Items for one event. Raises ``WireError`` for malformed data (never another
+        exception: anything a server sends ends, at worst, in the contract's error tail)."""
+        try:
+            return self._feed(ev)
+        except WireError:
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as exc:
+            raise WireError(
+                f"malformed stream event ({type(exc).__name__}: {exc}): {ev.data[:200]!r}"
+            ) from None
+
+    def _feed(self, ev: SseEvent) -> list[ModelStream] | None:
         data = ev.data
         if ev.event == "json":
             return self._whole(data)
@@ -811,8 +1026,9 @@ class ChatStreamParser:
         if not data:
             return None
         chunk = _decode_chunk(data, "stream event")
+        self.events += 1
         out: list[ModelStream] | None = None
-        if chunk.system_fingerprint:
+        if isinstance(chunk.system_fingerprint, str) and chunk.system_fingerprint:
             self.fingerprint = chunk.system_fingerprint
         if chunk.usage is not None:
             self._set_usage(chunk.usage)
@@ -826,17 +1042,24 @@ class ChatStreamParser:
                 d = choice.delta or choice.message
                 if d is None:
                     continue
-                item = self._delta(d)
-                if item is not None:
-                    if out is None:
-                        out = [item]
-                    else:
-                        out.append(item)
+                items = self._delta(d)
+                if items:
+                    out = items if out is None else out + items
         return out
 
     def _msg(
-        self, content: Any, msg_id: str, stop: StopReason = StopReason.STOP, meta: Any = None
+        self,
+        content: Any,
+        msg_id: str,
+        stop: StopReason = StopReason.STOP,
+        meta: Any = None,
+        signature: str | None = None,
     ) -> ModelStream:
+        token = (
+            signature is not None
+            or getattr(content, "signature", None) is not None
+            or isinstance(content, ThinkingContent)
+        )
         return Stream.Next(
             AssistantMessage(
                 id=msg_id,
@@ -846,37 +1069,58 @@ class ChatStreamParser:
                 stop_reason=stop,
                 provider=ModelProviders.OpenAI,
                 metadata=meta,
+                signature=signature,
+                origin=self.origin if token else None,
             )
         )
 
-    def _delta(self, d: _Delta) -> ModelStream | None:
-        item = None
-        if d.reasoning_content:
-            self.timer.first()
-            self.thinking += d.reasoning_content
-            if self.thinking_id is None:
-                self.thinking_id = new_scru128()
-            self.last = "thinking"
-            item = self._msg(ThinkingContent(self.thinking), self.thinking_id)
+    def _thinking_item(self) -> ModelStream:
+        if self.thinking_id is None:
+            self.thinking_id = new_scru128()
+        self.last = "thinking"
+        return self._msg(ThinkingContent(visible(self.thinking)), self.thinking_id)
+
+    def _delta(self, d: _Delta) -> list[ModelStream]:
+        items: list[ModelStream] = []
+        reasoning = _reasoning_of(d)
+        if reasoning and reasoning is d.reasoning_content:
+            self.reasoning_content = join(self.reasoning_content, reasoning)
         content = d.content
-        if content:
-            if not isinstance(content, str):  # a list of parts (some compatible servers)
-                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        text = ""
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, list):  # a list of parts (some compatible servers)
+            for part in content:
+                t, r = _part_text(part)
+                text += t
+                reasoning += r
+        if _merge_details(self.details, d.reasoning_details):
             self.timer.first()
-            self.text += content
-            if self.emulated_call:
-                return item
-            if self.text_id is None:
-                self.text_id = new_scru128()
-            self.last = "text"
-            item = self._msg(TextContent(self.text), self.text_id)
-        if d.refusal:
-            self.refusal += d.refusal
+        _merge_extra(self.extra, d.extra_content)
+        if reasoning:
+            self.timer.first()
+            if self.last == "text":  # reasoning again after text: a new output (ids never return)
+                self.thinking, self.thinking_id = "", None
+            self.thinking = join(self.thinking, reasoning)
+            items.append(self._thinking_item())
+        if text:
+            self.timer.first()
+            if self.last == "thinking" and self.text_id is not None:  # text again after reasoning
+                self.text, self.text_id = "", None
+            self.text = join(self.text, text)
+            if not self.emulated_call:
+                if self.text_id is None:
+                    self.text_id = new_scru128()
+                self.last = "text"
+                items.append(self._msg(TextContent(visible(self.text)), self.text_id))
+        if isinstance(d.refusal, str) and d.refusal:
+            self.timer.first()
+            self.refusal = join(self.refusal, d.refusal)
         if d.tool_calls:
             self.timer.first()
             for tc in d.tool_calls:
                 self._tool_fragment(tc)
-        return item
+        return items
 
     def _tool_fragment(self, tc: _ToolDelta) -> None:
         fn = tc.function
@@ -900,6 +1144,9 @@ class ChatStreamParser:
                 cur.id = tc.id
             if name and name != cur.name:
                 cur.name += name  # streamed in pieces; concatenated repeats are split in _calls()
+        sig = _google_signature(tc.extra_content)
+        if sig is not None:
+            cur.signature = sig
         if isinstance(args, dict):
             cur.args_obj = args
         elif isinstance(args, str):
@@ -909,24 +1156,30 @@ class ChatStreamParser:
             cur.parts.append(msgspec.json.encode(args).decode())
 
     def _set_usage(self, u: _Usage) -> None:
-        prompt = u.prompt_tokens or 0.0
-        cached = (u.prompt_tokens_details.cached_tokens or 0.0) if u.prompt_tokens_details else 0.0
-        output = u.completion_tokens or 0.0
-        total = u.total_tokens if u.total_tokens is not None else prompt + output
+        prompt = _num(u.prompt_tokens)
+        cached = _num(u.prompt_tokens_details.cached_tokens) if u.prompt_tokens_details else 0.0
+        reasoning = _num(u.completion_tokens_details.reasoning_tokens) if u.completion_tokens_details else 0.0
+        total = _num(u.total_tokens) if u.total_tokens is not None else None
+        output = billed_output(_num(u.completion_tokens), reasoning, prompt, total)
+        if total is None or output != _num(u.completion_tokens):
+            total = prompt + output
         report = UsageReport(
             input=max(prompt - cached, 0.0), output=output, cache_read=cached, total_tokens=total
         )
         self.usage = priced(self.model_id.name(), report, self.price_key)
 
     def _whole(self, data: str) -> list[ModelStream] | None:
-        """A non-streamed ``chat.completion`` answer (a server that ignored ``stream``)."""
+        """A non-streamed ``chat.completion`` answer (a server that ignored ``stream``): the
+        whole answer arrived at once, so that is its time to first token."""
         chunk = _decode_chunk(data, "response")
         for choice in chunk.choices or []:
             if choice.index == 0 and choice.message is not None and choice.message.tool_calls:
                 for i, tc in enumerate(choice.message.tool_calls):
                     if tc.index is None:
                         tc.index = i
-        out = self.feed(SseEvent("message", data))
+        out = self._feed(SseEvent("message", data))
+        if chunk.choices:
+            self.timer.first()
         self.done = True
         return out
 
@@ -941,14 +1194,31 @@ class ChatStreamParser:
             stop = _FINISH.get(fr) or StopReason.parse(fr)
             if has_calls and stop == StopReason.STOP:
                 stop = StopReason.TOOL_USE  # C11: "stop" although tools were called
+        refusal = final(self.refusal)
+        if refusal and not has_calls and stop == StopReason.STOP:
+            stop = StopReason.REFUSAL  # the model declined: a typed outcome (docs/providers.md)
         if fr == "content_filter":
             meta.append(GenerationMetadata.RefusalReason(reason="content_filter"))
-        if self.refusal:
-            meta.append(GenerationMetadata.RefusalReason(reason=self.refusal))
+        if refusal:
+            meta.append(GenerationMetadata.RefusalReason(reason=refusal))
         if self.fingerprint:
             meta.append(GenerationMetadata.SystemFingerprint(value=self.fingerprint))
         meta.append(self.timer.metadata(self.usage.output or None))
         return stop, meta
+
+    def message_fields(self) -> str | None:
+        """The continuation fields of the answer's message, as the JSON text of an object
+        (``reasoning_details``, ``extra_content``), ``None`` when there are none. Kept in the
+        final output's ``Messages.Assistant.signature`` and sent back on that assistant
+        message to the same server (docs/providers.md)."""
+        fields: dict[str, Any] = {}
+        if self.reasoning_content and self.calls:  # DeepSeek / Moonshot: needed on tool-call turns
+            fields["reasoning_content"] = final(self.reasoning_content)
+        if self.details:
+            fields["reasoning_details"] = self.details
+        if self.extra:
+            fields["extra_content"] = self.extra
+        return msgspec.json.encode(fields).decode() if fields else None
 
     def _tool_calls(self) -> list[ToolCall]:
         out: list[ToolCall] = []
@@ -957,10 +1227,10 @@ class ChatStreamParser:
             if c.args_obj is not None:
                 parsed: list[tuple[dict[str, Any] | None, str | None]] = [(c.args_obj, None)]
                 if c.parts:  # an object plus string fragments: keep the text as received
-                    parsed = [(None, msgspec.json.encode(c.args_obj).decode() + "".join(c.parts))]
+                    parsed = [(None, msgspec.json.encode(c.args_obj).decode() + join_all(c.parts))]
                 names = [c.name]
             else:
-                args, raw, many = _parse_args("".join(c.parts))
+                args, raw, many = _parse_args(join_all(c.parts))
                 if many is not None:  # C12: several calls glued together at one index
                     split = _split_names(c.name, self.tool_names, len(many))
                     if split is None:
@@ -980,14 +1250,16 @@ class ChatStreamParser:
             for i, (args, raw) in enumerate(parsed):
                 cid = c.id if (i == 0 and c.id and c.id not in seen) else new_call_id()  # C41, C43
                 seen.add(cid)
-                out.append(ToolCall(id=cid, name=names[i], arguments=args, raw_arguments=raw))
+                sig = c.signature if i == 0 else None
+                out.append(ToolCall(id=cid, name=names[i], arguments=args, raw_arguments=raw, signature=sig))
         return out
 
     def _emulated_call(self) -> ToolCall:
         """The JSON answer of ``forced_tool_mode="json_schema"`` as one call (arguments ``None``
         and the text in ``raw_arguments`` when it is not the expected object)."""
+        text = final(self.text)
         try:
-            doc = msgspec.json.decode(self.text)
+            doc = msgspec.json.decode(text)
         except msgspec.DecodeError:
             doc = None
         name = doc.get("name") if isinstance(doc, dict) else None
@@ -996,24 +1268,39 @@ class ChatStreamParser:
             name = self.tool_names[0] if len(self.tool_names) == 1 else ""
         if isinstance(args, dict):
             return ToolCall(id=new_call_id(), name=name, arguments=args)
-        return ToolCall(id=new_call_id(), name=name, arguments=None, raw_arguments=self.text)
+        return ToolCall(id=new_call_id(), name=name, arguments=None, raw_arguments=text)
 
     def finish(self) -> list[ModelStream]:
-        """The final items of a stream that ended normally (or an error if it ended early)."""
+        """The final items of a stream that ended normally (or an error if it ended early, or
+        when it held no chunk at all: a bare ``data: [DONE]`` is not an answer)."""
+        try:
+            return self._finish()
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as exc:
+            return self.fail(f"malformed stream ({type(exc).__name__}: {exc})")
+
+    def _finish(self) -> list[ModelStream]:
         if self.finish_reason is None and not self.done:
             return self.fail("stream ended before completion (no finish_reason and no [DONE])")
+        if self.events == 0:
+            return self.fail("the stream held no completion chunk (only [DONE])")
         calls = self._tool_calls()
         if self.emulated_call and not calls:
             calls = [self._emulated_call()]
         stop, meta = self._stop(bool(calls))
+        fields = self.message_fields()
+        if fields is not None:
+            self.timer.first()
         out: list[ModelStream] = []
         if calls:
-            for tc in calls:
-                out.append(self._msg(tc, new_scru128(), stop, meta))
+            for i, tc in enumerate(calls):
+                last = i == len(calls) - 1
+                out.append(self._msg(tc, new_scru128(), stop, meta, fields if last else None))
         elif self.last == "thinking" and self.thinking_id is not None:
-            out.append(self._msg(ThinkingContent(self.thinking), self.thinking_id, stop, meta))
+            thinking = ThinkingContent(final(self.thinking))
+            out.append(self._msg(thinking, self.thinking_id, stop, meta, fields))
         else:
-            out.append(self._msg(TextContent(self.text), self.text_id or new_scru128(), stop, meta))
+            text = TextContent(final(self.text))
+            out.append(self._msg(text, self.text_id or new_scru128(), stop, meta, fields))
         out.append(Stream.Pending(ModelState.Finished()))
         return out
 

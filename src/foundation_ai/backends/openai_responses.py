@@ -35,6 +35,7 @@ from ._http import (
 )
 from ._responses_request import build_request
 from ._responses_stream import ResponsesStreamParser, parse_response
+from ._wire_text import decode_event
 from .base import ModelDescriptor, ModelStream
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIResponsesModel", "openai_responses"]
@@ -42,7 +43,7 @@ __all__ = ["DEFAULT_BASE_URL", "OpenAIResponsesModel", "openai_responses"]
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """OpenAI's API base; the backend adds ``/responses``."""
 
-_DECODE = msgspec.json.Decoder().decode
+_DECODE = decode_event  # msgspec, tolerating half a surrogate pair per event (see _wire_text)
 
 
 class OpenAIResponsesModel(SnapshotHttpModel):

@@ -232,6 +232,8 @@ class StopReason(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=Tr
     TOOL_USE: ClassVar[StopReason]
     ERROR: ClassVar[StopReason]
     ABORTED: ClassVar[StopReason]
+    REFUSAL: ClassVar[StopReason]
+    """``Message("refusal")``: how every backend ends a refusal (see :meth:`is_refusal`)."""
 
     @staticmethod
     def parse(value: str) -> StopReason:
@@ -256,6 +258,13 @@ class StopReason(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=Tr
     def as_str(self) -> str:
         """A short lowercase name: ``"stop"``, ``"tool_use"``, or a ``Message``'s own value."""
         return self.__struct_config__.tag  # type: ignore[return-value]
+
+    def is_refusal(self) -> bool:
+        """True for the stop of a refusal: ``Message("refusal")`` (``StopReason.REFUSAL``: the
+        model declined, Anthropic ``stop_reason: "refusal"``, an OpenAI ``refusal``) or
+        ``Message("content_filter")`` (the provider's filter withheld the answer). The refusal
+        text rides in ``GenerationMetadata.RefusalReason`` (docs/providers.md, "Refusals")."""
+        return False
 
 
 class _Stop(StopReason, tag="stop", frozen=True):
@@ -287,6 +296,9 @@ class _Message(StopReason, tag="message", frozen=True):
     def as_str(self) -> str:
         return self.value
 
+    def is_refusal(self) -> bool:
+        return self.value in _REFUSAL_VALUES
+
 
 _name_variants(
     StopReason, Stop=_Stop, Length=_Length, ToolUse=_ToolUse, Error=_Error, Aborted=_Aborted, Message=_Message
@@ -296,6 +308,8 @@ StopReason.LENGTH = _Length()
 StopReason.TOOL_USE = _ToolUse()
 StopReason.ERROR = _Error()
 StopReason.ABORTED = _Aborted()
+StopReason.REFUSAL = _Message("refusal")
+_REFUSAL_VALUES = frozenset({"refusal", "content_filter"})
 _STOP_STRINGS: dict[str, StopReason] = {
     "stop": StopReason.STOP,
     "end_turn": StopReason.STOP,
@@ -370,7 +384,11 @@ class _RefusalReason(GenerationMetadata, tag="refusal_reason", frozen=True):
     """``GenerationMetadata.RefusalReason(reason)``: why the model refused. JSON tag ``"refusal_reason"``."""
 
     reason: str
-    """The provider's refusal text or reason code."""
+    """The provider's refusal text or reason code (Anthropic: ``stop_details.explanation`` when
+    sent, else ``"refusal"``; OpenAI: the ``refusal`` text; ``"content_filter"`` for a filter)."""
+    category: str | None = None
+    """The provider's refusal category when it sends one (Anthropic ``stop_details.category``,
+    e.g. ``"cyber"``)."""
 
 
 _name_variants(

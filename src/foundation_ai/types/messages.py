@@ -23,6 +23,7 @@ import msgspec
 
 from ..ids import Id, new_scru128
 from .content import (
+    GenerationMetadata,
     GenerationMetadataT,
     MessageRole,
     ModelOutputT,
@@ -47,6 +48,8 @@ else:
     _AnyModelId = ModelIdT
 
 __all__ = ["Messages", "MessagesT", "as_utc", "utc_now"]
+
+_RefusalReason = GenerationMetadata.RefusalReason
 
 
 def utc_now() -> datetime:
@@ -195,9 +198,30 @@ class AssistantMessage(Messages, tag="assistant", frozen=True, kw_only=True):
     """An opaque provider signature, replayed unchanged."""
     metadata: list[_AnyMetadata] | None = None
     """Log probs, system fingerprint, timing, refusal reason, when known."""
+    origin: str | None = None
+    """The server that issued this message's continuation tokens (the API host, e.g.
+    ``"openrouter.ai"``), set by ``openai_chat`` on a message that carries one: one provider
+    name covers every OpenAI-compatible server, so the tokens are replayed only to a backend
+    talking to that same server (docs/providers.md)."""
 
     def __post_init__(self) -> None:
         _utc_field(self, "timestamp")
+
+    def refusal(self) -> str | None:
+        """The refusal text when this message reports that the model (or the provider's
+        filter) refused, else ``None``.
+
+        A refusal is ``stop_reason`` ``StopReason.REFUSAL`` (``Message("refusal")``) or
+        ``Message("content_filter")``, or a ``GenerationMetadata.RefusalReason`` in
+        ``metadata``; the text is the last ``RefusalReason``'s ``reason`` (the provider's
+        explanation when it sent one, else its reason code). See docs/providers.md, "Refusals".
+        """
+        reasons = [m for m in self.metadata or () if isinstance(m, _RefusalReason)]
+        if reasons:
+            return reasons[-1].reason
+        if self.stop_reason.is_refusal():
+            return self.stop_reason.as_str()
+        return None
 
     def is_context_overflow(self, context_window: int | None = None) -> bool:
         if isinstance(self.stop_reason, StopReason.Error):

@@ -1,7 +1,9 @@
-"""Context-overflow detection across providers (seed 000, section 1; wire-notes section 1).
+"""Context-overflow detection across providers and servers.
 
-``is_overflow_text(text)`` recognises the error strings that ~20 providers return when a prompt
-does not fit the model's context window. The patterns are compiled once, into one regex, on first use.
+``is_overflow_text(text)`` recognises the error strings that ~30 providers and inference
+servers return when a prompt does not fit the model's context window (the list, with a sample of
+each wording and where it comes from, is in docs/providers.md, "Context overflow"). The patterns
+are compiled once, into one regex, on first use.
 """
 
 from __future__ import annotations
@@ -36,8 +38,18 @@ OVERFLOW_PATTERNS: tuple[tuple[str, str], ...] = (
     ("generic", r"too many tokens"),
     ("generic", r"token limit exceeded"),
     ("Cerebras, Mistral (no body)", r"^4(?:00|13)\s*(?:status code)?\s*\(no body\)"),
+    ("vLLM", r"is too long to fit into the model"),
+    ("vLLM", r"longer than the maximum model length"),
+    ("SGLang, Fireworks", r"exceeds the model's maximum context length"),
+    ("SGLang", r"exceeds the maximum allowed length"),
+    ("HF TGI, Together", r"inputs.? must have less than \d+ tokens"),
+    ("Ollama, LM Studio", r"input (?:length )?(?:\d+ )?exceeds (?:the )?context length"),
+    ("LM Studio", r"when context the overflows"),
+    ("LM Studio, llama.cpp", r"n_keep \(?\d+\)? >= n_ctx"),
+    ("llama.cpp server", r"exceed_context_size_error"),
 )
-"""(provider, pattern) pairs, matched case-insensitively; source: wire-notes section 1."""
+"""(provider, pattern) pairs, matched case-insensitively; the wordings are listed with samples and
+sources in docs/providers.md ("Context overflow")."""
 
 
 @functools.cache
@@ -49,6 +61,7 @@ def _overflow_regex() -> re.Pattern[str]:
 def is_overflow_text(text: str) -> bool:
     """True when ``text`` (a provider error message or code) reports a context overflow.
 
-    Rate limits (HTTP 429) and OpenAI's ``string_above_max_length`` are not overflows.
+    Rate limits (HTTP 429, including Groq's "Request too large ... tokens per minute") and
+    OpenAI's ``string_above_max_length`` are not overflows.
     """
     return _overflow_regex().search(text.strip()) is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...types import AgentProgress, SessionRecord, Stream, TextContent, ToolCall
+from ..events import TurnOutcome
 from ..ledger import price_usage
 from .hooks import Phase
 from .host import TurnHost
@@ -20,6 +21,10 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     - interrupted by steering or abort: :func:`~.recover.after_interrupt`;
     - a provider error, or a context overflow: :func:`~.recover.after_error` (retry with less
       context, fall back to another model, or fail);
+    - a refusal with no tool calls (an output whose ``refusal()`` is set: Anthropic
+      ``stop_reason: "refusal"``, an OpenAI ``refusal``, a content filter): persisted as the
+      answer, never retried as vacuous; the outcome is ``TurnOutcome.Refused`` with the refusal
+      text in ``state.refusal`` -> ``follow_ups``;
     - an answer with no tool calls: a vacuous one (empty, punctuation) is ``Retracted`` and
       retried once, else it is persisted (emits ``FlushingRecords``) -> ``follow_ups``;
     - tool calls (text before them never makes a response final): the response is persisted
@@ -37,6 +42,13 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     out, emit = state.out, state.emit
     calls = [m.content for m in produced if isinstance(m.content, ToolCall)]
     if not calls:
+        refusal = next((r for m in reversed(produced) if (r := m.refusal()) is not None), None)
+        if refusal is not None:  # a typed outcome: one model call, the refusal kept
+            persist(host, state, produced)
+            state.outcome, state.refusal = TurnOutcome.Refused, refusal
+            if emit:
+                out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
+            return Phase.FOLLOW_UPS
         text = "".join(m.content.content for m in produced if isinstance(m.content, TextContent))
         if is_vacuous(text) and not state.vacuous_retried:
             state.vacuous_retried = True

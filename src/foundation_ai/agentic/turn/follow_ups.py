@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...types import AgentProgress, SessionRecord, Stream
+from ..events import TurnOutcome
 from .hooks import Phase
 from .host import TurnHost
 from .persist import persist
@@ -32,4 +33,6 @@ def take_follow_ups(host: TurnHost, state: TurnState) -> Phase:
     state.out += [Stream.Next(SessionRecord.Conversation(message=m)) for m in more]
     state.inner = 0
     state.vacuous_retried = False
+    if state.outcome is TurnOutcome.Refused:  # the new round's answer decides the outcome
+        state.outcome, state.refusal = TurnOutcome.Completed, None
     return Phase.DRAIN_STEERING

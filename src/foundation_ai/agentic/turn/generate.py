@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 __all__ = ["Generation", "GenerationRecord", "generate"]
 
 
+_NO_USAGE = UsageReport()  # frozen: shared
+
+
 class GenerationRecord(msgspec.Struct, frozen=True, kw_only=True):
     """The result of a generation as data (``Generation.snapshot()``; JSON/msgpack-encodable
     with msgspec): merged ``outputs`` in order, the provider ``error`` (an assistant message
@@ -56,7 +59,7 @@ class Generation:
         self.interaction = interaction
         self.outputs: dict[str, AssistantMessage] = {}
         self.error: AssistantMessage | None = None
-        self.usage = UsageReport()
+        self.usage = _NO_USAGE
         self.interrupted = False
 
     @property

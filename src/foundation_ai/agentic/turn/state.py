@@ -30,7 +30,8 @@ class TurnState:
     """Everything one turn knows, passed from phase to phase (``docs/turn-loop.md``).
 
     Result (read by ``Turn`` once the turn is over): ``records`` (what the turn produced, in
-    order), ``outcome``, ``error``, ``generations`` (model calls made), ``persisted`` (messages
+    order), ``outcome``, ``refusal`` (the refusal text of a ``Refused`` turn), ``error``,
+    ``generations`` (model calls made), ``persisted`` (messages
     persisted), ``snapshot`` (the usage of the ``Summary``).
 
     Progress: ``inner`` (model calls in this round), ``outer`` (follow-up rounds), ``step``
@@ -74,6 +75,7 @@ class TurnState:
         "persisted",
         "prompts",
         "records",
+        "refusal",
         "results",
         "resuming",
         "snapshot",
@@ -87,13 +89,14 @@ class TurnState:
     ) -> None:
         self.records: list[SessionRecord] = []
         self.outcome = TurnOutcome.Completed
+        self.refusal: str | None = None
         self.error: AgenticError | None = None
         self.generations = 0
         self.persisted = 0
         self.snapshot: Any = None
         self.prompts: list[Any] = prompts or []
         self.choices: list[Any] = (
-            list(tool_choice) if isinstance(tool_choice, list | tuple) else [tool_choice]
+            list(tool_choice) if isinstance(tool_choice, (list, tuple)) else [tool_choice]
         )
         self.emit = emit
         self.out: list[Any] = []
