@@ -237,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("session_id", metavar="ID", help="the session id (a unique prefix works)")
     show.add_argument("--json", action="store_true", help="print the stored records as JSON lines")
     _add_store_option(show)
+    from ._cli.serve_cmd import add_serve_parser
+
+    add_serve_parser(sub)
     return parser
 
 
@@ -254,12 +257,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     from ._cli.commands import cmd_chat, cmd_run, cmd_sessions, cmd_show
+    from ._cli.serve_cmd import cmd_serve
 
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "chat": cmd_chat,
         "run": cmd_run,
         "sessions": cmd_sessions,
         "show": cmd_show,
+        "serve": cmd_serve,
     }
     try:
         return handlers[args.command](args)

@@ -1,0 +1,164 @@
+"""``POST /v1/chat/completions``: an agent turn in the Chat Completions format
+(https://platform.openai.com/docs/api-reference/chat/create and
+https://platform.openai.com/docs/api-reference/chat-streaming).
+
+The answer is the turn's final text. Streamed, every text piece is a ``delta.content`` chunk;
+thinking is ``delta.reasoning_content`` (the field OpenAI-compatible servers use); tool calls
+and results, which run on the server, ride as ``delta.foundation_ai_event`` (a ``TurnEvent`` as
+JSON) so clients that do not know the field ignore it. A failed turn ends the stream with an
+``{"error": {...}}`` data line (the SDKs raise ``APIError``). The response header
+``X-Session-Id`` names the session to continue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from ..agentic import TurnEvent
+from ..agentic.events import TurnOutcome, TurnSummary
+from ..ids import new_scru128
+from ..types import to_json
+from .convert import chat_messages, sampling
+from .errors import ApiError, error_body
+from .http import owner_of, read_json, sse_data, state_of
+from .runtime import LiveTurn, begin_turn
+
+__all__ = ["chat_completions", "usage_chat"]
+
+
+def usage_chat(summary: TurnSummary | None) -> dict[str, Any]:
+    """Chat Completions ``usage`` from a turn summary (tokens; input includes cache reads)."""
+    if summary is None:
+        return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    u = summary.usage
+    prompt = int(u.input + u.cache_read + u.cache_write)
+    out = int(u.output)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": out,
+        "total_tokens": prompt + out,
+        "prompt_tokens_details": {"cached_tokens": int(u.cache_read)},
+        "cost_usd": u.cost_usd,
+    }
+
+
+def finish_reason(outcome: TurnOutcome) -> str:
+    """``stop`` for a completed or aborted turn, ``length`` for a budget or iteration limit."""
+    return "length" if outcome in (TurnOutcome.BudgetExhausted, TurnOutcome.IterationLimit) else "stop"
+
+
+def _event_json(ev: TurnEvent) -> Any:
+    return json.loads(to_json(ev))
+
+
+async def chat_completions(request: Request) -> Response:
+    """Run a turn; JSON ``chat.completion`` or an SSE stream of ``chat.completion.chunk``."""
+    owner = owner_of(request)
+    body = await read_json(request)
+    st = state_of(request)
+    agent = st.manager.agent(body.get("model"))
+    messages = chat_messages(body.get("messages"))
+    sid = request.headers.get("x-session-id") or None
+    live = await begin_turn(st.manager, owner, agent, sid, messages, "messages", sampling(body))
+    cid = "chatcmpl-" + new_scru128()
+    created = int(time.time())
+    headers = {"X-Session-Id": live.session_id}
+    if body.get("stream"):
+        opts = body.get("stream_options")
+        include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
+        return StreamingResponse(
+            _stream(live, agent.name, cid, created, include_usage),
+            media_type="text/event-stream",
+            headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+    try:
+        await asyncio.shield(live.task)  # type: ignore[arg-type]
+    except asyncio.CancelledError:
+        live.abort()
+        raise
+    last = live.events[-1] if live.events else None
+    if isinstance(last, TurnEvent.Failed):
+        raise ApiError(
+            502,
+            f"the turn failed: {last.error.message}",
+            type="server_error",
+            code=last.error.kind or "turn_failed",
+        )
+    summary = last.summary if isinstance(last, TurnEvent.Done) else None
+    text = live.turn.text() if live.turn is not None else ""
+    outcome = summary.outcome if summary is not None else TurnOutcome.Completed
+    payload = {
+        "id": cid,
+        "object": "chat.completion",
+        "created": created,
+        "model": agent.name,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+                "logprobs": None,
+                "finish_reason": finish_reason(outcome),
+            }
+        ],
+        "usage": usage_chat(summary),
+        "system_fingerprint": None,
+        "foundation_ai": {"session_id": live.session_id, "outcome": outcome.value},
+    }
+    return JSONResponse(payload, headers=headers)
+
+
+async def _stream(
+    live: LiveTurn, model: str, cid: str, created: int, include_usage: bool
+) -> AsyncIterator[str]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return sse_data(
+            {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "system_fingerprint": None,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            }
+        )
+
+    try:
+        yield chunk({"role": "assistant", "content": ""})
+        async for ev in live.follow():
+            if isinstance(ev, TurnEvent.Text):
+                yield chunk({"content": ev.text})
+            elif isinstance(ev, TurnEvent.Thinking):
+                yield chunk({"reasoning_content": ev.text})
+            elif isinstance(ev, TurnEvent.ToolCall | TurnEvent.ToolResult | TurnEvent.Retract):
+                yield chunk({"foundation_ai_event": _event_json(ev)})
+            elif isinstance(ev, TurnEvent.Failed):
+                yield sse_data(
+                    error_body(
+                        f"the turn failed: {ev.error.message}", "server_error", ev.error.kind or "turn_failed"
+                    )
+                )
+                return
+            elif isinstance(ev, TurnEvent.Done):
+                yield chunk({}, finish_reason(ev.summary.outcome))
+                if include_usage:
+                    yield sse_data(
+                        {
+                            "id": cid,
+                            "object": "chat.completion.chunk",
+                            "created": created,
+                            "model": model,
+                            "choices": [],
+                            "usage": usage_chat(ev.summary),
+                        }
+                    )
+        yield "data: [DONE]\n\n"
+    finally:
+        if not live.done:  # the client went away: stop generating, keep what was produced
+            live.abort()

@@ -1,0 +1,176 @@
+"""What a server serves: agents (model, system prompt, tools) and request limits.
+
+    from foundation_ai.serve import Agent, Limits, ServeConfig, create_app
+    app = create_app(ServeConfig(agents=[Agent("helper", model="local", system_prompt="Be brief.")]))
+
+See ``docs/serve.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigurationError
+from ..types import ModelParams
+
+__all__ = ["Agent", "Limits", "ServeConfig", "load_agents"]
+
+
+@dataclass
+class Agent:
+    """One configured agent: the ``model`` field of a request names it.
+
+    Args:
+        name: the name clients send as ``model`` (``GET /v1/models`` lists it).
+        model: a ``Model``, or a model string (``"local"``, ``"openai:gpt-4o-mini"``, ...; see
+            ``docs/models.md``), resolved once on first use and shared by its sessions.
+        system_prompt: the agent's instructions.
+        tools: tools for ``AgentSession.with_tools`` (they run in the server process).
+        params: sampling parameters for every generation.
+        description: shown by ``GET /v1/models``.
+    """
+
+    name: str
+    model: Any = "local"
+    system_prompt: str | None = None
+    tools: list[Any] = field(default_factory=list)
+    params: ModelParams | None = None
+    description: str = ""
+    _resolved: Any = field(default=None, repr=False)
+
+    def resolved_model(self) -> Any:
+        """The ``Model`` (a model string is resolved once).
+
+        Raises:
+            ConfigurationError: the model string is invalid.
+        """
+        if self._resolved is None:
+            if isinstance(self.model, str):
+                from .._model_string import model as make
+
+                self._resolved = make(self.model)
+            else:
+                self._resolved = self.model
+        return self._resolved
+
+
+@dataclass
+class Limits:
+    """Per-request and per-key limits (a request over a limit gets a JSON error, nothing runs).
+
+    Attributes:
+        max_body_bytes: request body size (413 above it).
+        max_messages: messages (Chat) or input items (Responses) per request (400 above it).
+        max_turns_per_key: turns running at once per API key (429 above it).
+        max_text_chars: characters of one steering or prompt text (400 above it).
+    """
+
+    max_body_bytes: int = 1_000_000
+    max_messages: int = 500
+    max_turns_per_key: int = 4
+    max_text_chars: int = 200_000
+
+
+@dataclass
+class ServeConfig:
+    """A server: its agents, where sessions live, limits and authentication.
+
+    Args:
+        agents: at least one :class:`Agent` (names unique).
+        store: a ``SessionStore`` (default: ``SqliteSessionStore(data_dir/"serve-sessions.sqlite3")``).
+        data_dir: where the default store and the session index live (default: the user data
+            directory, ``platformdirs``).
+        keys: a :class:`~foundation_ai.serve.keys.KeyStore`; ``None`` with ``no_auth=True`` only.
+        no_auth: accept requests without a key (every request acts as key ``"local"``); the CLI
+            allows it on loopback binds only.
+        limits: :class:`Limits`.
+
+    Raises:
+        ConfigurationError: no agents, duplicate names, or neither keys nor ``no_auth``.
+    """
+
+    agents: list[Agent]
+    store: Any = None
+    data_dir: str | os.PathLike[str] | None = None
+    keys: Any = None
+    no_auth: bool = False
+    limits: Limits = field(default_factory=Limits)
+
+    def __post_init__(self) -> None:
+        if not self.agents:
+            raise ConfigurationError("serve needs at least one agent")
+        names = [a.name for a in self.agents]
+        if len(set(names)) != len(names):
+            raise ConfigurationError(f"agent names must be unique: {names}")
+        if self.keys is None and not self.no_auth:
+            raise ConfigurationError("serve needs API keys (a KeyStore) or no_auth=True")
+
+    def data_path(self) -> Path:
+        """The data directory (created)."""
+        if self.data_dir is not None:
+            p = Path(self.data_dir)
+        else:
+            import platformdirs
+
+            p = Path(platformdirs.user_data_dir("foundation-ai", appauthor=False))
+        p.mkdir(parents=True, exist_ok=True)
+        return p
+
+
+def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
+    """Agents from a TOML file::
+
+        [agents.helper]
+        model = "local"               # a model string (docs/models.md)
+        system_prompt = "Be brief."
+        description = "a small helper"
+        tools = ["files"]             # built-in tool sets: "files", "shell"
+        root = "./workspace"          # where the files/shell tools work
+
+    Raises:
+        ConfigurationError: the file is unreadable, not TOML, or an agent entry is invalid.
+    """
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigurationError(f"cannot read agents file {path}: {exc}") from None
+    table = data.get("agents")
+    if not isinstance(table, dict) or not table:
+        raise ConfigurationError(f"{path}: no [agents.NAME] tables")
+    out = []
+    for name, spec in table.items():
+        if not isinstance(spec, dict):
+            raise ConfigurationError(f"{path}: agents.{name} must be a table")
+        unknown = set(spec) - {"model", "system_prompt", "description", "tools", "root"}
+        if unknown:
+            raise ConfigurationError(f"{path}: agents.{name}: unknown keys {sorted(unknown)}")
+        out.append(
+            Agent(
+                name=name,
+                model=str(spec.get("model", "local")),
+                system_prompt=spec.get("system_prompt"),
+                description=str(spec.get("description", "")),
+                tools=_builtin_tools(spec.get("tools", []), spec.get("root"), f"{path}: agents.{name}"),
+            )
+        )
+    return out
+
+
+def _builtin_tools(names: Any, root: Any, where: str) -> list[Any]:
+    if not isinstance(names, list):
+        raise ConfigurationError(f"{where}: tools must be a list of names")
+    from .._cli.builtin_tools import files_tools, shell_tools
+
+    tools: list[Any] = []
+    for n in names:
+        if n == "files":
+            tools.extend(files_tools(root))
+        elif n == "shell":
+            tools.extend(shell_tools(root))
+        else:
+            raise ConfigurationError(f"{where}: unknown tool set {n!r} (known: files, shell)")
+    return tools

@@ -1,0 +1,93 @@
+"""``SessionIndex``: who owns which session, and which Responses id continues which session.
+
+An SQLite file next to the session store (tables ``sessions(session_id, owner, agent, title,
+created, updated)`` and ``responses(response_id, session_id)``). The session store keeps the
+records; the index keeps what the HTTP layer needs to keep keys apart.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from typing import Any
+
+__all__ = ["SessionIndex"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions(
+  session_id TEXT PRIMARY KEY, owner TEXT NOT NULL, agent TEXT NOT NULL,
+  title TEXT NOT NULL DEFAULT '', created REAL NOT NULL, updated REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS sessions_owner ON sessions(owner, updated);
+CREATE TABLE IF NOT EXISTS responses(response_id TEXT PRIMARY KEY, session_id TEXT NOT NULL);
+"""
+
+
+class SessionIndex:
+    """Owners and titles of served sessions (thread-safe; one connection behind a lock).
+
+    Args:
+        path: an SQLite file, or ``":memory:"``.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # a commit survives a process crash (WAL)
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+
+    def add(self, session_id: str, owner: str, agent: str, title: str) -> None:
+        """Record a new session owned by ``owner`` (a key id)."""
+        now = time.time()
+        with self._lock:
+            self._db.execute(
+                "INSERT OR IGNORE INTO sessions VALUES (?,?,?,?,?,?)",
+                (session_id, owner, agent, title[:120], now, now),
+            )
+
+    def touch(self, session_id: str) -> None:
+        """Mark the session as used now (the list is newest first)."""
+        with self._lock:
+            self._db.execute("UPDATE sessions SET updated=? WHERE session_id=?", (time.time(), session_id))
+
+    def set_title(self, session_id: str, title: str) -> None:
+        """Set the session's title (shown in session lists)."""
+        with self._lock:
+            self._db.execute("UPDATE sessions SET title=? WHERE session_id=?", (title[:120], session_id))
+
+    def get(self, session_id: str) -> dict[str, Any] | None:
+        """``{"id", "owner", "agent", "title", "created", "updated"}`` or ``None``."""
+        with self._lock:
+            row = self._db.execute("SELECT * FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+        return _row(row) if row else None
+
+    def list(self, owner: str, limit: int = 100) -> list[dict[str, Any]]:
+        """The owner's sessions, most recently used first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM sessions WHERE owner=? ORDER BY updated DESC LIMIT ?", (owner, limit)
+            ).fetchall()
+        return [_row(r) for r in rows]
+
+    def add_response(self, response_id: str, session_id: str) -> None:
+        """Remember that ``response_id`` ended a turn of ``session_id``."""
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO responses VALUES (?,?)", (response_id, session_id))
+
+    def session_of_response(self, response_id: str) -> str | None:
+        """The session a Responses id belongs to, or ``None``."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT session_id FROM responses WHERE response_id=?", (response_id,)
+            ).fetchone()
+        return row[0] if row else None
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()
+
+
+def _row(r: Any) -> dict[str, Any]:
+    return {"id": r[0], "owner": r[1], "agent": r[2], "title": r[3], "created": r[4], "updated": r[5]}

@@ -1,0 +1,270 @@
+"""``POST /v1/responses``: an agent turn in the Responses format
+(https://platform.openai.com/docs/api-reference/responses/create and
+https://platform.openai.com/docs/api-reference/responses-streaming).
+
+Each text output of the turn is a ``message`` item, each thinking output a ``reasoning`` item
+(``response.reasoning_text.delta``). Tools run on the server, so their calls are not
+``function_call`` items (a client would try to run them): the stream carries them as
+``foundation_ai.tool_call`` / ``foundation_ai.tool_result`` events, which clients that do not
+know them skip. ``previous_response_id`` continues the session of that response; a turn that
+was aborted or hit a limit ends ``incomplete``, a failed one ``response.failed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from ..agentic import TurnEvent
+from ..agentic.events import TurnOutcome, TurnSummary
+from ..ids import new_scru128
+from ..types import to_json
+from .convert import responses_input, sampling
+from .errors import ApiError
+from .http import owner_of, read_json, sse, state_of
+from .runtime import LiveTurn, begin_turn
+
+__all__ = ["responses"]
+
+
+def _usage(summary: TurnSummary | None) -> dict[str, Any]:
+    u = summary.usage if summary is not None else None
+    inp = int(u.input + u.cache_read + u.cache_write) if u else 0
+    out = int(u.output) if u else 0
+    return {
+        "input_tokens": inp,
+        "input_tokens_details": {"cached_tokens": int(u.cache_read) if u else 0},
+        "output_tokens": out,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": inp + out,
+        "cost_usd": u.cost_usd if u else 0.0,
+    }
+
+
+class _Builder:
+    """Output items and stream events of one response, built from TurnEvents."""
+
+    def __init__(self, rid: str, model: str, created: int, prev: str | None, session_id: str) -> None:
+        self.rid, self.model, self.created, self.prev, self.sid = rid, model, created, prev, session_id
+        self.output: list[dict[str, Any]] = []
+        self.open: dict[str, Any] | None = None
+        self.open_mid: str | None = None
+        self.seq = 0
+
+    def ev(self, kind: str, **fields: Any) -> str:
+        payload = {"type": kind, "sequence_number": self.seq, **fields}
+        self.seq += 1
+        return sse(kind, payload)
+
+    def response(self, status: str, summary: TurnSummary | None = None, **extra: Any) -> dict[str, Any]:
+        return {
+            "id": self.rid,
+            "object": "response",
+            "created_at": self.created,
+            "status": status,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": None,
+            "max_output_tokens": None,
+            "model": self.model,
+            "output": list(self.output),
+            "parallel_tool_calls": True,
+            "previous_response_id": self.prev,
+            "reasoning": {"effort": None, "summary": None},
+            "store": True,
+            "temperature": None,
+            "text": {"format": {"type": "text"}},
+            "tool_choice": "auto",
+            "tools": [],
+            "top_p": None,
+            "truncation": "disabled",
+            "usage": _usage(summary) if summary is not None or status != "in_progress" else None,
+            "user": None,
+            "metadata": {},
+            "foundation_ai": {"session_id": self.sid},
+            **extra,
+        }
+
+    def close(self) -> list[str]:
+        it = self.open
+        if it is None:
+            return []
+        self.open = self.open_mid = None
+        idx = len(self.output)
+        out: list[str] = []
+        if it["type"] == "message":
+            part = it["content"][0]
+            out.append(
+                self.ev(
+                    "response.output_text.done",
+                    item_id=it["id"],
+                    output_index=idx,
+                    content_index=0,
+                    text=part["text"],
+                    logprobs=[],
+                )
+            )
+            out.append(
+                self.ev(
+                    "response.content_part.done",
+                    item_id=it["id"],
+                    output_index=idx,
+                    content_index=0,
+                    part=part,
+                )
+            )
+        else:
+            text = it["content"][0]["text"]
+            out.append(
+                self.ev(
+                    "response.reasoning_text.done",
+                    item_id=it["id"],
+                    output_index=idx,
+                    content_index=0,
+                    text=text,
+                )
+            )
+        it["status"] = "completed"
+        out.append(self.ev("response.output_item.done", output_index=idx, item=it))
+        self.output.append(it)
+        return out
+
+    def piece(self, kind: str, mid: str, text: str) -> list[str]:
+        out: list[str] = []
+        want = "message" if kind == "text" else "reasoning"
+        if self.open is None or self.open_mid != mid or self.open["type"] != want:
+            out += self.close()
+            idx = len(self.output)
+            if want == "message":
+                item: dict[str, Any] = {
+                    "id": "msg_" + mid,
+                    "type": "message",
+                    "status": "in_progress",
+                    "role": "assistant",
+                    "content": [],
+                }
+                out.append(
+                    self.ev("response.output_item.added", output_index=idx, item=dict(item, content=[]))
+                )
+                part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+                out.append(
+                    self.ev(
+                        "response.content_part.added",
+                        item_id=item["id"],
+                        output_index=idx,
+                        content_index=0,
+                        part=dict(part),
+                    )
+                )
+                item["content"] = [part]
+            else:
+                item = {"id": "rs_" + mid, "type": "reasoning", "summary": [], "content": []}
+                out.append(self.ev("response.output_item.added", output_index=idx, item=dict(item)))
+                item["content"] = [{"type": "reasoning_text", "text": ""}]
+            self.open, self.open_mid = item, mid
+        it = self.open
+        assert it is not None
+        it["content"][0]["text"] += text
+        idx = len(self.output)
+        kind_ev = "response.output_text.delta" if want == "message" else "response.reasoning_text.delta"
+        extra: dict[str, Any] = {"logprobs": []} if want == "message" else {}
+        out.append(self.ev(kind_ev, item_id=it["id"], output_index=idx, content_index=0, delta=text, **extra))
+        return out
+
+    def end(self, ev: TurnEvent) -> tuple[str, dict[str, Any]]:
+        """The terminal event type and the final response."""
+        if isinstance(ev, TurnEvent.Failed):
+            err = {"code": "server_error", "message": f"the turn failed: {ev.error.message}"}
+            return "response.failed", self.response("failed", ev.summary, error=err)
+        summary = ev.summary if isinstance(ev, TurnEvent.Done) else None
+        outcome = summary.outcome if summary is not None else TurnOutcome.Completed
+        if outcome is TurnOutcome.Completed:
+            return "response.completed", self.response("completed", summary)
+        return "response.incomplete", self.response(
+            "incomplete", summary, incomplete_details={"reason": outcome.value}
+        )
+
+
+async def responses(request: Request) -> Response:
+    """Run a turn; a JSON ``response`` object or an SSE stream of Responses events."""
+    owner = owner_of(request)
+    body = await read_json(request)
+    st = state_of(request)
+    agent = st.manager.agent(body.get("model"))
+    prev = body.get("previous_response_id")
+    sid = request.headers.get("x-session-id") or None
+    if prev is not None:
+        if not isinstance(prev, str):
+            raise ApiError(400, "previous_response_id must be a string", param="previous_response_id")
+        sid = st.manager.index.session_of_response(prev)
+        if sid is None or st.manager.index.get(sid) is None or st.manager.index.get(sid)["owner"] != owner:
+            raise ApiError(
+                404,
+                f"no response {prev!r}",
+                type="not_found_error",
+                code="response_not_found",
+                param="previous_response_id",
+            )
+    messages = responses_input(body.get("input"), body.get("instructions"))
+    live = await begin_turn(st.manager, owner, agent, sid, messages, "input", sampling(body))
+    rid = "resp_" + new_scru128()
+    st.manager.index.add_response(rid, live.session_id)
+    b = _Builder(rid, agent.name, int(time.time()), prev if isinstance(prev, str) else None, live.session_id)
+    headers = {"X-Session-Id": live.session_id}
+    if body.get("stream"):
+        return StreamingResponse(
+            _stream(live, b), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"}
+        )
+    try:
+        await asyncio.shield(live.task)  # type: ignore[arg-type]
+    except asyncio.CancelledError:
+        live.abort()
+        raise
+    for ev in live.events:
+        if isinstance(ev, TurnEvent.Text):
+            b.piece("text", ev.message_id, ev.text)
+        elif isinstance(ev, TurnEvent.Thinking):
+            b.piece("thinking", ev.message_id, ev.text)
+        elif isinstance(ev, TurnEvent.ToolCall | TurnEvent.ToolResult):
+            b.close()
+    b.close()
+    kind, resp = b.end(live.events[-1])  # a LiveTurn always ends with Done or Failed
+    if kind == "response.failed":
+        raise ApiError(502, resp["error"]["message"], type="server_error", code="turn_failed")
+    return JSONResponse(resp, headers=headers)
+
+
+async def _stream(live: LiveTurn, b: _Builder) -> AsyncIterator[str]:
+    try:
+        yield b.ev("response.created", response=b.response("in_progress"))
+        yield b.ev("response.in_progress", response=b.response("in_progress"))
+        async for ev in live.follow():
+            if isinstance(ev, TurnEvent.Text):
+                for s in b.piece("text", ev.message_id, ev.text):
+                    yield s
+            elif isinstance(ev, TurnEvent.Thinking):
+                for s in b.piece("thinking", ev.message_id, ev.text):
+                    yield s
+            elif isinstance(ev, TurnEvent.ToolCall | TurnEvent.ToolResult):
+                for s in b.close():
+                    yield s
+                kind = (
+                    "foundation_ai.tool_call"
+                    if isinstance(ev, TurnEvent.ToolCall)
+                    else "foundation_ai.tool_result"
+                )
+                yield b.ev(kind, event=json.loads(to_json(ev)))
+            elif isinstance(ev, TurnEvent.Failed | TurnEvent.Done):
+                for s in b.close():
+                    yield s
+                kind, resp = b.end(ev)
+                yield b.ev(kind, response=resp)
+    finally:
+        if not live.done:
+            live.abort()

@@ -1,0 +1,324 @@
+"""Running turns for HTTP clients: ``SessionManager`` (sessions per key, live turns, limits)
+and ``LiveTurn`` (one running turn whose ``TurnEvent``s any number of followers read).
+
+A turn runs as an asyncio task of the server, independent of the request that started it: a
+Chat or Responses stream whose client disconnects aborts its turn (as the OpenAI API stops
+generating); a turn started through the sessions API keeps running and can be followed,
+steered or aborted from any request of the same key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+
+from ..agentic import AgentSession, SqliteSessionStore, TurnEvent
+from ..ids import new_scru128
+from ..types import Messages, ModelParams, SessionRecord, TextContent
+from .config import Agent, ServeConfig
+from .errors import ApiError
+from .index import SessionIndex
+
+__all__ = ["LiveTurn", "SessionManager"]
+
+log = logging.getLogger(__name__)
+
+
+class LiveTurn:
+    """A running (or finished) turn of a session.
+
+    Attributes:
+        id: the turn's id (SCRU128).
+        session_id, owner: the session and the key id that started it.
+        events: every ``TurnEvent`` so far (the last is ``Done`` or ``Failed`` once ``done``).
+        turn: the finished ``Turn`` (``None`` while running, or when the loop crashed).
+    """
+
+    def __init__(self, session: AgentSession, owner: str, prompts: list[Messages]) -> None:
+        self.id = new_scru128()
+        self.session = session
+        self.session_id = session.session_id
+        self.owner = owner
+        self.prompts = prompts
+        self.events: list[TurnEvent] = []
+        self.done = False
+        self.turn: Any = None
+        self._tick = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self._stream = session.arun_turn_stream(prompts)  # checks the prompt now (TypeError, ValueError)
+
+    def _notify(self) -> None:
+        self._tick.set()
+        self._tick = asyncio.Event()
+
+    async def run(self) -> None:
+        """Run the turn to its end, publishing each event."""
+        stream = self._stream
+        try:
+            async for ev in stream.events():
+                self.events.append(ev)
+                self._notify()
+        except Exception:  # the loop itself crashed: followers get a Failed event, clients no trace
+            log.exception("turn %s of session %s crashed", self.id, self.session_id)
+            from ..agentic.events import TurnOutcome, TurnSummary
+            from ..types import AgenticError, TokenSnapshot
+
+            err = AgenticError(kind="internal", message="the turn failed inside the server")
+            summary = TurnSummary(
+                outcome=TurnOutcome.Failed, message_count=0, usage=TokenSnapshot(), error=err
+            )
+            self.events.append(TurnEvent.Failed(err, summary))
+        finally:
+            self.turn = stream.turn
+            self.done = True
+            self._notify()
+
+    async def follow(self, start: int = 0) -> AsyncIterator[TurnEvent]:
+        """The events from index ``start`` on, waiting for new ones until the turn ends."""
+        i = start
+        while True:
+            while i < len(self.events):
+                yield self.events[i]
+                i += 1
+            if self.done:
+                return
+            await self._tick.wait()
+
+    def abort(self) -> None:
+        """Ask the turn to stop at its next safe point (its output so far is kept)."""
+        self.session.abort()
+
+
+class SessionManager:
+    """Sessions of a server, per API key.
+
+    Args:
+        config: the :class:`ServeConfig`.
+    """
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self.agents = {a.name: a for a in config.agents}
+        data = config.data_path()
+        self._own_store = config.store is None
+        self.store = (
+            config.store if config.store is not None else SqliteSessionStore(data / "serve-sessions.sqlite3")
+        )
+        self.index = SessionIndex(str(data / "serve-index.sqlite3"))
+        self._sessions: dict[str, AgentSession] = {}
+        self._turns: dict[str, LiveTurn] = {}
+        self._running: dict[str, int] = {}
+
+    # -- agents and sessions -------------------------------------------------------------------
+
+    def agent(self, name: Any) -> Agent:
+        """The agent named ``name``.
+
+        Raises:
+            ApiError: (404 ``model_not_found``) no such agent.
+        """
+        agent = self.agents.get(name) if isinstance(name, str) else None
+        if agent is None:
+            raise ApiError(
+                404,
+                f"the model {name!r} does not exist (GET /v1/models lists the agents)",
+                type="not_found_error",
+                code="model_not_found",
+                param="model",
+            )
+        return agent
+
+    def _builder(self, agent: Agent) -> Any:
+        b = AgentSession.builder(agent.resolved_model()).with_store(self.store)
+        if agent.system_prompt:
+            b = b.with_system_prompt(agent.system_prompt)
+        if agent.tools:
+            b = b.with_tools(*agent.tools)
+        if agent.params is not None:
+            b = b.with_params(agent.params)
+        return b
+
+    async def new_session(
+        self, owner: str, agent: Agent, history: list[Messages], title: str
+    ) -> AgentSession:
+        """A new session of ``agent`` owned by ``owner``, starting from ``history`` (persisted)."""
+
+        def make() -> AgentSession:
+            session: AgentSession = self._builder(agent).build()
+            if history:
+                self.store.append(
+                    session.session_id, [SessionRecord.Conversation(message=m) for m in history]
+                )
+                session.messages = list(history)
+            return session
+
+        session = await asyncio.to_thread(make)
+        self.index.add(session.session_id, owner, agent.name, title)
+        self._sessions[session.session_id] = session
+        return session
+
+    def meta(self, owner: str, session_id: Any) -> dict[str, Any]:
+        """The index entry of a session the key owns.
+
+        Raises:
+            ApiError: (404) no such session for this key (another key's session is reported
+                exactly like a missing one).
+        """
+        meta = self.index.get(session_id) if isinstance(session_id, str) else None
+        if meta is None or meta["owner"] != owner:
+            raise ApiError(
+                404, f"no session {session_id!r}", type="not_found_error", code="session_not_found"
+            )
+        return meta
+
+    async def open_session(self, owner: str, session_id: Any) -> AgentSession:
+        """A session the key owns (resumed from the store when not in memory).
+
+        Raises:
+            ApiError: (404) no such session for this key.
+        """
+        meta = self.meta(owner, session_id)
+        live = self._sessions.get(meta["id"])
+        if live is not None:
+            return live
+        agent = self.agent(meta["agent"])
+        session: AgentSession = await asyncio.to_thread(lambda: self._builder(agent).resume(meta["id"]))
+        self._sessions[meta["id"]] = session
+        return session
+
+    async def records(self, owner: str, session_id: Any) -> list[SessionRecord]:
+        """The stored records of a session the key owns."""
+        meta = self.meta(owner, session_id)
+        return await asyncio.to_thread(self.store.load, meta["id"])
+
+    # -- turns ---------------------------------------------------------------------------------
+
+    def turn_of(self, session_id: str) -> LiveTurn | None:
+        """The session's latest turn started by this process (running or finished)."""
+        return self._turns.get(session_id)
+
+    def running(self, session_id: str) -> bool:
+        """True while a turn of the session runs."""
+        t = self._turns.get(session_id)
+        return t is not None and not t.done
+
+    def start_turn(self, owner: str, session: AgentSession, prompts: list[Messages]) -> LiveTurn:
+        """Start a turn in the background.
+
+        Raises:
+            ApiError: (409) the session is already running a turn; (429) the key runs
+                ``limits.max_turns_per_key`` turns already.
+        """
+        sid = session.session_id
+        if self.running(sid):
+            raise ApiError(
+                409, "this session is already running a turn (abort it or wait)", code="session_busy"
+            )
+        if self._running.get(owner, 0) >= self.config.limits.max_turns_per_key:
+            raise ApiError(
+                429,
+                f"at most {self.config.limits.max_turns_per_key} turns may run at once per key",
+                type="rate_limit_error",
+                code="too_many_turns",
+            )
+        live = LiveTurn(session, owner, prompts)
+        self._turns[sid] = live
+        self._running[owner] = self._running.get(owner, 0) + 1
+        live.task = asyncio.get_running_loop().create_task(live.run(), name=f"turn-{live.id}")
+
+        def ended(_: Any) -> None:
+            self._running[owner] -= 1
+            if not self._running[owner]:
+                del self._running[owner]
+            with contextlib.suppress(Exception):
+                self.index.touch(sid)
+
+        live.task.add_done_callback(ended)
+        return live
+
+    async def shutdown(self) -> None:
+        """Abort running turns and wait for them (their records are persisted)."""
+        tasks = []
+        for t in self._turns.values():
+            if not t.done and t.task is not None:
+                t.abort()
+                tasks.append(t.task)
+        if tasks:
+            await asyncio.wait(tasks, timeout=10)
+        self.index.close()
+        if self._own_store:
+            self.store.close()
+
+
+def title_of(prompts: list[Messages]) -> str:
+    """A session title: the first user text of the prompt (trimmed)."""
+    for m in prompts:
+        if isinstance(m, Messages.User) and m.role == "user" and isinstance(m.content, TextContent):
+            return " ".join(m.content.content.split())[:80]
+    return ""
+
+
+async def begin_turn(
+    manager: SessionManager,
+    owner: str,
+    agent: Agent,
+    session_id: str | None,
+    messages: list[Messages],
+    param: str,
+    overrides: dict[str, Any] | None = None,
+) -> LiveTurn:
+    """Start a turn for an OpenAI-style request.
+
+    ``overrides`` (``convert.sampling``) replace fields of the agent's ``ModelParams`` for this
+    turn. With ``session_id`` the session (owned by ``owner``, of the same agent) continues and the
+    prompt is the request's messages after its last assistant output; without, a new session
+    starts from the request's earlier messages and the prompt is the rest.
+
+    Raises:
+        ApiError: (400) too many messages, a text over the limit, nothing to answer, a session
+            of another agent; (404) an unknown session; (409) busy; (429) too many turns.
+    """
+    from .convert import split_prompt
+
+    limits = manager.config.limits
+    if len(messages) > limits.max_messages:
+        raise ApiError(
+            400, f"at most {limits.max_messages} messages per request", code="too_many_messages", param=param
+        )
+    for m in messages:
+        text = m.text() if isinstance(m, Messages) else None
+        if text is not None and len(text) > limits.max_text_chars:
+            raise ApiError(
+                400,
+                f"a message is longer than {limits.max_text_chars} characters",
+                code="message_too_long",
+                param=param,
+            )
+    if session_id is not None:
+        meta = manager.meta(owner, session_id)
+        if meta["agent"] != agent.name:
+            raise ApiError(
+                400,
+                f"session {session_id!r} belongs to agent {meta['agent']!r}, not {agent.name!r}",
+                param="model",
+            )
+        _, prompt = split_prompt(messages, param)
+        session = await manager.open_session(owner, session_id)
+    else:
+        history, prompt = split_prompt(messages, param)
+        session = await manager.new_session(owner, agent, history, title_of(prompt))
+    if manager.running(session.session_id):
+        raise ApiError(409, "this session is already running a turn (abort it or wait)", code="session_busy")
+    if overrides:  # this turn only: the request's sampling fields over the agent's parameters
+        session.params = msgspec.structs.replace(agent.params or ModelParams(), **overrides)
+    else:
+        session.params = agent.params
+    try:
+        return manager.start_turn(owner, session, prompt)
+    except (TypeError, ValueError) as exc:
+        raise ApiError(400, str(exc), param=param) from None
