@@ -3,6 +3,7 @@
 #   make test     set up, then run the whole test suite
 #   make check    lint (ruff) and type-check (mypy --strict on src/)
 #   make bench    run the benchmarks in bench/ (installs the peers they compare against)
+#   make durable-proof  the durable-turn proof at full size (200 turns / 50 sessions, 20 SIGKILLs)
 #   make fuzz     the seeded fuzz tests with a long budget (FUZZ_EXAMPLES per test, default 5000)
 
 PYTHON ?= python3
@@ -12,7 +13,7 @@ PROMPT ?= In one sentence, what is a large language model?
 # llama.cpp's AMX kernels crash (SIGILL) on some VMs whose CPUs advertise AMX: build without them.
 CMAKE_ARGS ?= -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: setup run chat test check bench clean fuzz
+.PHONY: setup run chat test check bench durable-proof clean fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,10 +37,6 @@ chat: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
-FUZZ_EXAMPLES ?= 5000
-fuzz: setup
-	FOUNDATION_AI_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider -k "never_raises_for_any" tests/
-
 check: setup
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
@@ -48,6 +45,17 @@ check: setup
 bench: setup
 	$(BIN)/python -m pip install --quiet -e ".[bench]"
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+# The suite runs each fuzzer on a small fixed budget with a fixed seed; this runs every test
+# marked @pytest.mark.fuzz (tests/_fuzz.py) and the stream fuzzers (*never_raises_for_any*) with
+# FOUNDATION_AI_FUZZ_EXAMPLES raised (tests/_fuzz.py: fresh random inputs each run).
+FUZZ_EXAMPLES ?= 5000
+fuzz: setup
+	FOUNDATION_AI_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider -m fuzz tests/
+	FOUNDATION_AI_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider -m "not fuzz" -k "never_raises_for_any" tests/
+
+durable-proof: setup
+	FA_DURABLE_FULL=1 $(BIN)/python -m pytest -q tests/test_durable_workers.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

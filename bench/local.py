@@ -26,7 +26,7 @@ import statistics
 import time
 from typing import Any
 
-from foundation_ai.backends.llamacpp import LlamaCppModel, llamacpp
+from foundation_ai.backends._llamacpp import LlamaCppModel, llamacpp
 from foundation_ai.types import Messages, ModelInteraction, ModelParams, Stream
 
 PROMPT = "Write a long story about a lighthouse keeper who finds a message in a bottle."

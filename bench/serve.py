@@ -110,7 +110,7 @@ def run_child(role: str, args: argparse.Namespace) -> None:
         import httpx
 
         from foundation_ai.agentic import InMemorySessionStore, SqliteSessionStore
-        from foundation_ai.backends.openai_chat import openai_chat
+        from foundation_ai.backends._openai_chat import openai_chat
         from foundation_ai.serve import Agent, Limits, ServeConfig, create_app
 
         client = httpx.AsyncClient(

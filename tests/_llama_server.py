@@ -162,10 +162,12 @@ def start_llama_server(
     n_ctx: int = 2048,
     port: int | None = None,
     timeout: float = STARTUP_TIMEOUT_S,
+    embedding: bool = False,
 ) -> LlamaServerHandle:
     """Start a llama.cpp server on 127.0.0.1 and wait (bounded) until /health is 200.
 
-    ``port=None`` lets the OS pick a free port (no bind/close race).
+    ``port=None`` lets the OS pick a free port (no bind/close race). ``embedding=True`` serves
+    ``/v1/embeddings`` (mean pooling) instead of chat completions.
     Raises LlamaServerUnavailable if xllamacpp/model are missing or startup fails.
     """
     if importlib.util.find_spec("xllamacpp") is None:
@@ -176,6 +178,8 @@ def start_llama_server(
 
     log_fd, log_path = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
     cmd = [sys.executable, "-u", str(Path(__file__).resolve()), "--serve", path, str(n_ctx), str(port or 0)]
+    if embedding:
+        cmd.append("--embedding")
     with os.fdopen(log_fd, "w") as log:
         proc = subprocess.Popen(
             cmd,
@@ -213,7 +217,7 @@ def start_llama_server(
     return handle
 
 
-def _serve(model_path: str, n_ctx: int, port: int) -> None:
+def _serve(model_path: str, n_ctx: int, port: int, embedding: bool = False) -> None:
     """Child-process entry point: run the server until stdin reaches EOF."""
     xlc: Any = importlib.import_module("xllamacpp")  # compiled, untyped extension
 
@@ -228,6 +232,9 @@ def _serve(model_path: str, n_ctx: int, port: int) -> None:
     params.sampling.seed = SEED
     params.warmup = False  # saves ~3 s of startup for this model
     params.verbosity = 0  # quiet; errors still reach stderr
+    if embedding:
+        params.embedding = True
+        params.pooling_type = xlc.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
     server = xlc.Server(params)  # blocks (holding the GIL) until loaded, then serves in C++ threads
     try:
         print(_READY_PREFIX + server.listening_address, flush=True)
@@ -239,11 +246,11 @@ def _serve(model_path: str, n_ctx: int, port: int) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "--serve":
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "--serve":
         import signal
 
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        _serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        _serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:] == ["--embedding"])
     else:
         with start_llama_server() as h:
             print(h.base_url, "healthy; Ctrl-C to stop", flush=True)

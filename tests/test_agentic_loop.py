@@ -25,6 +25,7 @@ from foundation_ai.agentic import (
     think,
     tool,
 )
+from foundation_ai.errors import TurnFailedError
 from foundation_ai.types import (
     AgentProgress,
     AssistantMessage,
@@ -50,6 +51,14 @@ def add(a: int, b: int) -> int:
     """Add two integers."""
     RAN.append((a, b))
     return a + b
+
+
+def failed(run: Any) -> Any:
+    """The ``Turn`` of a turn that ended without an answer (``run_turn`` raises
+    ``TurnFailedError`` carrying it)."""
+    with pytest.raises(TurnFailedError) as caught:
+        run()
+    return caught.value.turn
 
 
 def build(model: Any, **kw: Any) -> AgentSession:
@@ -272,7 +281,7 @@ def test_rate_limited_everywhere_fails() -> None:
         ScriptedModel([rate_limited()]),
         fallback_models=(ScriptedModel([fail("Error 429: rate_limit_exceeded")]),),
     )
-    turn = agent.run_turn("hi")
+    turn = failed(lambda: agent.run_turn("hi"))
     assert turn.outcome is TurnOutcome.Failed and turn.error is not None and turn.error.kind == "rate_limited"
 
 
@@ -304,7 +313,7 @@ def test_backend_that_raises_is_a_provider_failure() -> None:
             raise RuntimeError("socket closed")
             yield  # pragma: no cover
 
-    turn = build(Broken()).run_turn("hi")
+    turn = failed(lambda: build(Broken()).run_turn("hi"))
     assert turn.outcome is TurnOutcome.Failed and "socket closed" in (
         turn.error.message if turn.error else ""
     )
@@ -312,7 +321,7 @@ def test_backend_that_raises_is_a_provider_failure() -> None:
 
 def test_inner_iteration_limit() -> None:
     m = ScriptedModel([call("add", {"a": 1, "b": 1})] * 10)
-    turn = build(m, max_iterations=(3, 10)).run_turn("loop forever")
+    turn = failed(lambda: build(m, max_iterations=(3, 10)).run_turn("loop forever"))
     assert turn.outcome is TurnOutcome.IterationLimit
     assert turn.error is not None and turn.error.kind == "iteration_limit"
     assert len(turn.tool_results()) == 3 and m.remaining == 7
@@ -330,7 +339,7 @@ def test_follow_ups_and_outer_iteration_limit() -> None:
     )
     agent = build(m, max_iterations=(25, 2))
     agent_box.append(agent)
-    turn = agent.run_turn("start")
+    turn = failed(lambda: agent.run_turn("start"))
     users = [x.content.content for x in turn.messages() if isinstance(x, UserMessage)]  # type: ignore[union-attr]
     # the first follow-up is an outer iteration; the second would exceed outer=2
     assert users == ["start", "and then?"]
@@ -413,7 +422,7 @@ def test_cost_budget() -> None:
         .with_token_budget(max_cost_usd=0.5)
         .build()
     )
-    assert agent.run_turn("x").outcome is TurnOutcome.BudgetExhausted
+    assert failed(lambda: agent.run_turn("x")).outcome is TurnOutcome.BudgetExhausted
 
 
 def test_ask_and_tool_choice_first_generation_only() -> None:
@@ -525,7 +534,7 @@ def test_c28_c40_overflow_inside_one_long_turn_drops_its_oldest_rounds() -> None
 
 def test_overflow_with_a_single_round_left_fails() -> None:
     m = ScriptedModel([call("add", {"a": 1, "b": 1}), overflow()])
-    turn = build(m).run_turn("x")
+    turn = failed(lambda: build(m).run_turn("x"))
     assert (
         turn.outcome is TurnOutcome.Failed
         and turn.error is not None

@@ -112,6 +112,7 @@ def test_open_and_prompt_persist_the_prompt_and_queued_follow_ups() -> None:
     assert state.keep_from == 0 and state.head_end == 2 and state.persisted == 2
     kinds = [type(i).__name__ for i in state.out]
     assert kinds == ["Stream.Init", "Stream.Pending", "Stream.Next", "Stream.Next"]
+    agent.flush()  # phases queue what they persist; the driver writes it after each phase
     stored = agent.store.load(agent.session_id)
     assert [r.message.text() for r in stored if isinstance(r, SessionRecord.Conversation)] == [
         "hello",
@@ -164,6 +165,7 @@ def test_finish_puts_the_failed_action_after_the_summary() -> None:
         "SessionRecord.Summary",
         "SessionRecord.FailedAction",
     ]
+    agent.flush()  # phases queue what they persist; the driver writes it after each phase
     assert isinstance(
         agent.store.load(agent.session_id)[-1], SessionRecord.Summary
     )  # FailedAction: never stored
@@ -174,6 +176,7 @@ def test_persist_records_stores_memory_records_but_not_conversation() -> None:
     state = TurnState(["x"], None)
     note = SessionRecord.WorkingMemory(version=1)
     persist_records(agent, state, [note])
+    agent.flush()  # phases queue what they persist; the driver writes it after each phase
     assert state.records == [note] and agent.store.load(agent.session_id) == [note]
     with pytest.raises(ValueError, match="Conversation"):
         persist_records(agent, state, [SessionRecord.Conversation(message=Messages.user("hi"))])

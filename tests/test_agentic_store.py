@@ -28,7 +28,7 @@ from foundation_ai.agentic import (
     tool,
 )
 from foundation_ai.agentic.stores import conversation_of, default_store_path
-from foundation_ai.errors import FoundationAIError
+from foundation_ai.errors import FoundationAIError, TurnFailedError
 from foundation_ai.types import (
     AgenticError,
     AssistantMessage,
@@ -98,6 +98,7 @@ def test_sqlite_wal_one_transaction_per_batch_and_reopen(tmp_path: Path) -> None
 
 
 def test_default_store_is_sqlite_in_user_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FOUNDATION_AI_HOME", raising=False)  # the suite's override (tests/conftest.py)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     p = default_store_path()
@@ -126,7 +127,9 @@ def test_resume_rebuilds_the_conversation_exactly(tmp_path: Path, kind: int) -> 
     )
     agent = AgentSession.builder(m).with_tools(add).with_store(store).build()
     assert agent.run_turn("1+2").ok
-    assert agent.run_turn("again").outcome is TurnOutcome.Failed
+    with pytest.raises(TurnFailedError) as caught:
+        agent.run_turn("again")
+    assert caught.value.turn.outcome is TurnOutcome.Failed
     assert agent.run_turn("and again").ok
     history = agent.history()
     assert not any(isinstance(r, SessionRecord.FailedAction) for r in history)

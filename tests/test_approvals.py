@@ -34,6 +34,7 @@ from foundation_ai.agentic.toolsets.approval import (
     estimated_spend_check,
     mark_requires_approval,
 )
+from foundation_ai.errors import TurnFailedError
 from foundation_ai.types import SessionRecord, TextContent, ToolCall, ToolResultMessage
 
 RAN: list[str] = []
@@ -222,7 +223,9 @@ def test_resume_without_a_pause_still_pairs_interrupted_calls(tmp_path: Path) ->
 def test_can_spend_refuses_a_generation_before_it_is_made() -> None:
     model = ScriptedModel([say("never")])
     agent = _session(model, can_spend=estimated_spend_check, budget=5)
-    turn = agent.run_turn("a prompt long enough to cost more than five tokens of budget")
+    with pytest.raises(TurnFailedError) as caught:  # run_turn raises for a turn without an answer
+        agent.run_turn("a prompt long enough to cost more than five tokens of budget")
+    turn = caught.value.turn
     assert turn.outcome is TurnOutcome.BudgetExhausted
     assert turn.error is not None and "exceeds the 5 tokens left" in turn.error.message
     assert model.interactions == []  # the model was never called
@@ -235,7 +238,9 @@ def test_can_spend_refuses_a_generation_before_it_is_made() -> None:
 
     model = ScriptedModel([call("add", {"a": 1, "b": 1}), say("2")])
     agent = _session(model, add, can_spend=check)
-    turn = agent.run_turn("1 + 1")
+    with pytest.raises(TurnFailedError) as caught:
+        agent.run_turn("1 + 1")
+    turn = caught.value.turn
     assert turn.outcome is TurnOutcome.BudgetExhausted and turn.error.message == "over my own limit"  # type: ignore[union-attr]
     assert len(model.interactions) == 1 and RAN == ["add(1, 1)"]
     assert calls[0].ledger is agent.ledger and calls[0].interaction.messages[-1].content == TextContent(

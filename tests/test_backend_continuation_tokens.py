@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from foundation_ai.backends import anthropic, openai_chat, openai_responses
-from foundation_ai.backends.openai_chat import billed_output
+from foundation_ai.backends._openai_chat import billed_output
 from foundation_ai.types import (
     AssistantMessage,
     GenerationMetadata,
@@ -205,6 +205,16 @@ def test_reasoning_tokens_are_counted_exactly_once_per_provider_convention(
 ) -> None:
     prompt, completion, reasoning, total = usage
     assert billed_output(completion, reasoning, prompt, total) == billed
+
+
+def test_responses_reasoning_tokens_left_out_of_output_tokens_are_added_once() -> None:
+    from foundation_ai.backends._responses_stream import usage_of
+
+    details = {"output_tokens_details": {"reasoning_tokens": 20}}
+    left_out = usage_of({"input_tokens": 10, "output_tokens": 5, "total_tokens": 35, **details})
+    included = usage_of({"input_tokens": 10, "output_tokens": 25, "total_tokens": 35, **details})
+    assert left_out.output == included.output == 25
+    assert left_out.total_tokens == included.total_tokens == 35
 
 
 # ------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from foundation_ai.backends import Model, assemble
-from foundation_ai.backends.llamacpp import (  # sets OMP_WAIT_POLICY before llama_cpp loads
+from foundation_ai.backends._llamacpp import (  # sets OMP_WAIT_POLICY before llama_cpp loads
     LlamaCppModel,
     default_model,
     llamacpp,

@@ -427,6 +427,93 @@ def test_an_escape_split_inside_streamed_tool_arguments_decodes(fresh: FixtureSe
     assert call.arguments == {"q": "café 😀"}
 
 
+LONE = "x\ud83d"  # json.dumps sends it as the escape "x\\ud83d": half a surrogate pair
+LONE_SURROGATE_FIELDS = {
+    "openai_chat": [
+        {
+            "system_fingerprint": LONE,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": LONE,
+                                "function": {"name": LONE, "arguments": "{}"},
+                                "extra_content": {"google": {"thought_signature": LONE}},
+                            }
+                        ]
+                    },
+                }
+            ],
+        },
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"reasoning_details": [{"type": LONE, "index": 0}]},
+                    "finish_reason": LONE,
+                }
+            ]
+        },
+    ],
+    "anthropic": [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 1}}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "thinking", "thinking": "", "signature": LONE},
+        },
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": LONE}},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "tool_use", "id": LONE, "name": LONE},
+        },
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 2}},
+    ],
+    "openai_responses": [
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {"type": "reasoning", "id": LONE, "encrypted_content": LONE},
+        },
+        {
+            "type": "response.output_item.done",
+            "output_index": 0,
+            "item": {"type": "reasoning", "id": LONE, "encrypted_content": LONE, "summary": []},
+        },
+        {
+            "type": "response.output_item.added",
+            "output_index": 1,
+            "item": {"type": "function_call", "id": "fc", "call_id": LONE, "name": LONE},
+        },
+        {
+            "type": "response.output_item.done",
+            "output_index": 1,
+            "item": {"type": "function_call", "id": "fc", "call_id": LONE, "name": LONE, "arguments": "{}"},
+        },
+        {
+            "type": "response.completed",
+            "response": {"status": "completed", "usage": {"input_tokens": 1, "output_tokens": 1}},
+        },
+    ],
+}
+
+
+@pytest.mark.parametrize("backend", sorted(LONE_SURROGATE_FIELDS))
+def test_half_a_surrogate_pair_in_ids_names_and_signatures_never_makes_a_message_unstorable(
+    fresh: FixtureServer, backend: str
+) -> None:
+    items = run(fresh, backend, _frames(backend, LONE_SURROGATE_FIELDS[backend], done=True))
+    check_ends(items)
+    assert nexts(items)
+    for m in nexts(items):
+        assert from_json(to_json(m), Messages) == m
+
+
 # ------------------------------------------------------------------------------------------
 # reasoning under every spelling
 

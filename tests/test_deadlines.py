@@ -182,7 +182,7 @@ def test_the_total_deadline_bounds_the_retries(server: Callable[..., ScriptServe
 def test_a_turn_against_a_trickling_server_ends_with_an_error_message(
     server: Callable[..., ScriptServer],
 ) -> None:
-    from foundation_ai.backends.openai_chat import openai_chat
+    from foundation_ai.backends._openai_chat import openai_chat
 
     srv = server(trickle_body)
     m = openai_chat("x", base_url=srv.url, deadline=1.0, max_retries=0)

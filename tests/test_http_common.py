@@ -28,7 +28,7 @@ from foundation_ai.backends._http import (
     retry_delay,
     stream_events,
 )
-from foundation_ai.errors import ConfigurationError
+from foundation_ai.errors import ConfigurationError, TurnFailedError
 from foundation_ai.types import (
     AssistantMessage,
     GenerationMetadata,
@@ -274,7 +274,9 @@ def test_agent_session_uses_the_only_client(kind: str) -> None:
         else httpx.AsyncClient(transport=_echo_401(calls))
     )
     m = anthropic("claude-x", api_key=KEY, http_client=client, base_url="http://127.0.0.1:1", max_retries=0)
-    turn = AgentSession.builder(m).build().run_turn("hi")
+    with pytest.raises(TurnFailedError) as caught:  # run_turn raises on a failed turn
+        AgentSession.builder(m).build().run_turn("hi")
+    turn = caught.value.turn
     assert calls, "the caller's client was bypassed"
     assert "from-mock" in str(turn.error)
 

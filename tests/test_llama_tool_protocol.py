@@ -274,7 +274,7 @@ def test_name_and_quant_from_file_name() -> None:
 
 
 def _emit(text: str, *, truncated: bool = False) -> list[Any]:
-    from foundation_ai.backends.llamacpp import _Emitter
+    from foundation_ai.backends._llamacpp import _Emitter
     from foundation_ai.types import GenerationMetadata, ModelId, StopReason, UsageReport
 
     parser = ToolCallStreamParser()

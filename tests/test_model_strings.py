@@ -54,9 +54,9 @@ def test_one_import_line_for_the_tour() -> None:
 
 def test_model_strings_build_each_http_backend(srv: FixtureServer) -> None:
     from foundation_ai import model
-    from foundation_ai.backends.anthropic import AnthropicModel
-    from foundation_ai.backends.openai_chat import OpenAIChatModel
-    from foundation_ai.backends.openai_responses import OpenAIResponsesModel
+    from foundation_ai.backends._anthropic import AnthropicModel
+    from foundation_ai.backends._openai_chat import OpenAIChatModel
+    from foundation_ai.backends._openai_responses import OpenAIResponsesModel
 
     chat = model("openai:gpt-4o-mini", base_url=srv.base_url)
     assert isinstance(chat, OpenAIChatModel) and chat.descriptor.name == "gpt-4o-mini"
@@ -158,9 +158,9 @@ def test_env_key_not_sent_to_a_host_other_than_the_paired_one(
 def test_backend_factories_follow_the_same_key_rule(
     srv: FixtureServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from foundation_ai.backends.anthropic import anthropic
-    from foundation_ai.backends.openai_chat import openai_chat
-    from foundation_ai.backends.openai_responses import openai_responses
+    from foundation_ai.backends._anthropic import anthropic
+    from foundation_ai.backends._openai_chat import openai_chat
+    from foundation_ai.backends._openai_responses import openai_responses
 
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
     monkeypatch.setenv("ANTHROPIC_API_KEY", ENV_KEY)

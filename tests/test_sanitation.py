@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from foundation_ai.backends._anthropic_request import build_request as anthropic_request
+from foundation_ai.backends._openai_chat import build_request as chat_request
 from foundation_ai.backends._responses_request import accepts_reasoning
 from foundation_ai.backends._responses_request import build_request as responses_request
 from foundation_ai.backends._sanitize import OPENAI_CHAT, fit_id, sanitize_history
-from foundation_ai.backends.openai_chat import build_request as chat_request
 from foundation_ai.types import (
     AssistantMessage,
     ImageContent,
@@ -188,7 +188,7 @@ def test_malformed_arguments_are_replayed_as_an_empty_object_on_every_backend() 
 
 def test_llama_server_keeps_answering_after_a_malformed_call_in_the_history(llama_server: Any) -> None:
     """A real llama.cpp server answered 500 to every request whose history replayed ``"{"``."""
-    from foundation_ai.backends.openai_chat import openai_chat
+    from foundation_ai.backends._openai_chat import openai_chat
 
     m = openai_chat("smollm2", base_url=llama_server.base_url, max_retries=0)
     call = ToolCall(id="c1", name="search", arguments=None, raw_arguments="{")
@@ -299,7 +299,7 @@ def test_chat_content_null_by_default_and_empty_string_as_an_option() -> None:
 
 
 def test_chat_model_option_sends_empty_content_to_the_server() -> None:
-    from foundation_ai.backends.openai_chat import openai_chat
+    from foundation_ai.backends._openai_chat import openai_chat
     from tests._backend_helpers import Fixtures
     from tests._fixture_server import FixtureServer
 

@@ -104,7 +104,7 @@ def test_short_secrets_are_masked_exactly() -> None:
 
 
 def test_base_url_password_with_slash_is_masked_in_reprs_and_errors() -> None:
-    from foundation_ai.backends.openai_chat import openai_chat
+    from foundation_ai.backends._openai_chat import openai_chat
 
     url = "http://user:pa/ss-SECRET-value@127.0.0.1:9/v1"
     assert mask_url(url) == "http://***@127.0.0.1:9/v1"
@@ -117,7 +117,7 @@ def test_base_url_password_with_slash_is_masked_in_reprs_and_errors() -> None:
 
 
 def test_provider_error_echoing_derived_forms_is_masked_in_the_error_message() -> None:
-    from foundation_ai.backends.openai_chat import openai_chat
+    from foundation_ai.backends._openai_chat import openai_chat
     from foundation_ai.types import Messages, ModelInteraction
 
     body = (

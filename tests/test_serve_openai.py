@@ -12,8 +12,8 @@ from typing import Any
 import openai
 import pytest
 
-from foundation_ai.backends.openai_chat import openai_chat
-from foundation_ai.backends.openai_responses import openai_responses
+from foundation_ai.backends._openai_chat import openai_chat
+from foundation_ai.backends._openai_responses import openai_responses
 from foundation_ai.serve import Agent, ServerThread
 from foundation_ai.types import Messages, ModelInteraction, ModelParams, TextContent
 from tests._serve_helpers import TOOL_RUNS, scripted_agent, serving

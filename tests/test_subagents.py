@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 
 from foundation_ai.agentic import (
     AgentSession,
@@ -23,6 +24,7 @@ from foundation_ai.agentic import (
     tool,
 )
 from foundation_ai.agentic.toolsets.agent import SubAgent, SubAgents, child_sessions
+from foundation_ai.errors import TurnFailedError
 from foundation_ai.types import SessionRecord, TextContent
 
 
@@ -110,7 +112,9 @@ def test_child_usage_rolls_up_into_the_parent_ledger_and_budget(tmp_path: Path) 
     hungry = ScriptedModel([call("lookup", {"key": "answer"}), say("more")] * 3)
     tight = SubAgents(SubAgent("hungry", model=hungry, tools=[lookup]))
     poor = _parent(tmp_path, [_run("hungry", "spend"), say("after")], tight, max_tokens=15)
-    poor_turn = poor.run_turn("go")
+    with pytest.raises(TurnFailedError) as caught:  # the parent ran out of budget too
+        poor.run_turn("go")
+    poor_turn = caught.value.turn
     result = poor_turn.tool_results()[0]
     assert result.error_detail is not None and "budget_exhausted" in result.error_detail
     assert poor_turn.outcome is TurnOutcome.BudgetExhausted

@@ -19,6 +19,7 @@ from foundation_ai.agentic.toolsets.policy import (
     call_key,
     is_transient,
 )
+from foundation_ai.errors import TurnFailedError
 from foundation_ai.types import TextContent, ToolCall, ToolResultMessage
 
 
@@ -181,7 +182,9 @@ def test_a_session_nudges_a_repeated_call_then_ends_the_turn_as_loop_detected() 
     flaky = Flaky(0, ValueError())
     same = call("flaky", {"x": 7})
     model = ScriptedModel([same, same, same, same, say("never")])
-    turn = _agent(model, flaky.tools()).run_turn("go")  # the default policy: loop_limit=3
+    with pytest.raises(TurnFailedError) as caught:  # the default policy: loop_limit=3
+        _agent(model, flaky.tools()).run_turn("go")
+    turn = caught.value.turn
     assert turn.outcome is TurnOutcome.LoopDetected
     assert turn.error is not None and turn.error.kind == "loop_detected"
     results = turn.tool_results()
@@ -207,7 +210,9 @@ def test_a_session_fails_the_turn_when_the_error_policy_says_so() -> None:
     flaky = Flaky(1, PermissionError("forbidden"))
     policy = ToolPolicy(on_error=lambda c, e: "fail" if isinstance(e, PermissionError) else "report")
     model = ScriptedModel([call("flaky", {"x": 1}), say("never")])
-    turn = _agent(model, flaky.tools(), policy).run_turn("go")
+    with pytest.raises(TurnFailedError) as caught:
+        _agent(model, flaky.tools(), policy).run_turn("go")
+    turn = caught.value.turn
     assert turn.outcome is TurnOutcome.Failed
     assert turn.error is not None and turn.error.kind == "tool_failed" and "forbidden" in turn.error.message
     assert turn.tool_results()[0].error_detail is not None  # the call is paired with its result

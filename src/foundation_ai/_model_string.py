@@ -167,7 +167,7 @@ def load_model_spec(
         try:
             if spec.kind == "local" and not options:
                 return backends.default_model()  # shared, loaded once per process
-            factory = importlib.import_module("foundation_ai.backends.llamacpp").llamacpp
+            factory = importlib.import_module("foundation_ai.backends._llamacpp").llamacpp
             _check_options(factory, options, spec)
             return factory(spec.name if spec.kind == "gguf" else None, **options)
         except ImportError as exc:
@@ -190,7 +190,7 @@ def load_model_spec(
             f"{spec.label} (or {base_flag}... for a server that needs no key)"
         ) from None
     # the factory from its own module: ``backends.<name>`` may be the module of the same name
-    factory = getattr(importlib.import_module(f"foundation_ai.backends.{prov.backend}"), prov.backend)
+    factory = getattr(importlib.import_module(f"foundation_ai.backends._{prov.backend}"), prov.backend)
     _check_options(factory, options, spec)
     return factory(spec.name, api_key=ep.api_key, base_url=ep.base_url, **options)
 

@@ -240,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ._cli.serve_cmd import add_serve_parser
 
     add_serve_parser(sub)
+    from ._cli.durable_cmds import add_durable_commands
+
+    add_durable_commands(sub)
     return parser
 
 
@@ -266,6 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "show": cmd_show,
         "serve": cmd_serve,
     }
+    from ._cli.durable_cmds import DURABLE_COMMANDS
+
+    handlers.update(DURABLE_COMMANDS)
     try:
         return handlers[args.command](args)
     except ConfigurationError as exc:

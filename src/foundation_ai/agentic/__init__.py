@@ -14,12 +14,12 @@ trimming), ``stores`` (in-memory and SQLite), ``scripted`` (a deterministic ``Mo
 from __future__ import annotations
 
 from ..types import ToolArgs
-from .errors import CorruptRecordError, SessionClosedError
+from .errors import CorruptRecordError, SessionClosedError, SessionExistsError, StoreError
 from .events import TurnEvent, TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
 from .scripted import Reply, ScriptedModel, call, fail, hook, overflow, pause, rate_limited, say, think
 from .session import AgentSession, AgentSessionBuilder, Answer, Turn
-from .stores import InMemorySessionStore, SessionStore, SqliteSessionStore
+from .stores import InMemorySessionStore, SessionHeader, SessionMeta, SessionStore, SqliteSessionStore
 from .tools import BaseTool, FunctionTool, MultiCommandTool, ToolRegistry, tool
 
 __all__ = [
@@ -34,8 +34,12 @@ __all__ = [
     "Reply",
     "ScriptedModel",
     "SessionClosedError",
+    "SessionExistsError",
+    "SessionHeader",
+    "SessionMeta",
     "SessionStore",
     "SqliteSessionStore",
+    "StoreError",
     "TokenBudget",
     "TokenLedger",
     "ToolArgs",

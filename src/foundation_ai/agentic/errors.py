@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import FoundationAIError
 
-__all__ = ["ApprovalPendingError", "CorruptRecordError", "SessionClosedError"]
+__all__ = ["ApprovalPendingError", "CorruptRecordError", "SessionClosedError", "SessionExistsError", "StoreError"]
 
 
 class SessionClosedError(FoundationAIError):
@@ -32,3 +32,35 @@ class CorruptRecordError(FoundationAIError):
         )
         self.session_id = session_id
         self.seqs = seqs
+
+
+class StoreError(FoundationAIError):
+    """A session store could not be opened, read or written (the database stayed locked past the
+    busy timeout, the disk is full, the file is not a database, …). A failed write stored
+    nothing: the same batch may be sent again.
+
+    Attributes:
+        path: the store's location (a file path, ``":memory:"`` or a URL without credentials).
+        retryable: True when trying again later may succeed (a lock, a busy database).
+    """
+
+    def __init__(self, message: str, *, path: str = "", retryable: bool = False) -> None:
+        super().__init__(message)
+        self.path = path
+        self.retryable = retryable
+
+
+class SessionExistsError(FoundationAIError):
+    """``AgentSessionBuilder.build(session_id)`` was given the id of a stored session: resume it
+    with ``AgentSessionBuilder.resume(session_id)`` (which loads its history) or pick a new id.
+
+    Attributes:
+        session_id: the id.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} already exists in the store; "
+            f"continue it with AgentSession.builder(model).resume({session_id!r}) or build with a new id"
+        )
+        self.session_id = session_id

@@ -63,7 +63,7 @@ class TurnOutcome(enum.Enum):
     """The model (or the provider's filter) declined to answer: a typed outcome, not a failure.
     The refusal is persisted as the answer, retried never (one model call), and its text is
     ``TurnSummary.refusal`` (``Messages.Assistant.refusal()`` of the last output;
-    docs/providers.md, "Refusals")."""
+    docs/providers.md, "Refusals"); ``ask`` raises ``RefusalError``."""
 
 
 class TurnSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -15,8 +15,10 @@ is an Assistant message with ``StopReason.Error`` and the text in ``error_detail
 A reply is an output, a list of outputs, a :class:`Reply`, or a callable taking the
 ``ModelInteraction`` and returning one of those. Outputs: :func:`say`, :func:`think`,
 :func:`call`, :func:`fail` (also :func:`overflow` and :func:`rate_limited`), :func:`pause`
-(sleep, seconds) and :func:`hook` (call a function when reached). ``interactions`` records
-every request. Once the script is exhausted each generation fails with "script exhausted".
+(sleep, seconds) and :func:`hook` (call a function when reached). ``interactions`` (and
+``params``) keep the most recent requests, 100 by default (``record=``; ``None`` keeps all, ``0``
+none), so a long benchmark holds a bounded number of them; ``requests`` counts every one. Once
+the script is exhausted each generation fails with "script exhausted".
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 import msgspec
 
 from ..backends.base import ChunkMode, ModelDescriptor, ModelStream, _sync_iter, assemble
+from ..errors import ConfigurationError
 from ..ids import new_call_id, new_scru128
 from ..types import (
     ExecutionHint,
@@ -169,6 +172,13 @@ class ScriptedModel:
         name: the model name (``descriptor.name``).
         context_window: tokens, for ``descriptor``.
         input_price, output_price: USD per million tokens, for cost in the ledger.
+        record: how many of the latest requests ``interactions`` / ``params`` keep (oldest
+            dropped first); ``None``: all of them (grows with every generation); ``0``: none.
+
+    Attributes:
+        interactions: the latest ``ModelInteraction`` requests, oldest first (at most ``record``).
+        params: the ``ModelParams`` of those requests, aligned with ``interactions``.
+        requests: how many generations were requested in all.
     """
 
     def __init__(
@@ -182,7 +192,12 @@ class ScriptedModel:
         context_window: int | None = None,
         input_price: float | None = None,
         output_price: float | None = None,
+        record: int | None = 100,
     ) -> None:
+        if record is not None and record < 0:
+            raise ConfigurationError("record must be None or at least 0")
+        self.record = record
+        self.requests = 0
         self.script: list[ReplyLike] = list(script)
         self.chunk_mode: ChunkMode = chunk_mode
         self.chunk_words = chunk_words
@@ -212,6 +227,18 @@ class ScriptedModel:
         """Replies not yet played."""
         return len(self.script) - self._pos
 
+    def _remember(self, interaction: ModelInteraction, params: ModelParams | None) -> None:
+        self.requests += 1
+        keep = self.record
+        if keep == 0:
+            return
+        kept = self.interactions
+        kept.append(interaction)
+        self.params.append(params)
+        if keep is not None and len(kept) > keep:
+            del kept[0]  # one over at most: ``record`` is fixed
+            del self.params[0]
+
     def _next_reply(self, interaction: ModelInteraction) -> Reply:
         if self._pos >= len(self.script):
             return Reply([Fail("script exhausted")])
@@ -239,8 +266,7 @@ class ScriptedModel:
         self, interaction: ModelInteraction, params: ModelParams | None = None
     ) -> AsyncIterator[ModelStream]:
         """Play the next reply (see the module docstring)."""
-        self.interactions.append(interaction)
-        self.params.append(params)
+        self._remember(interaction, params)
         reply = self._next_reply(interaction)
         mid = self._model_id
         delay = self.chunk_delay

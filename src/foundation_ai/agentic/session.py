@@ -16,40 +16,59 @@
 Every blocking call has an async twin (``arun_turn``, ``aask``, ``arun_turn_stream``). Blocking
 calls run on the session's private event loop in the calling thread; called from inside a
 running event loop, ``run_turn``/``ask`` run in a worker thread instead.
+
+Failures: ``run_turn``, ``ask`` and their async twins raise :class:`~foundation_ai.errors.TurnFailedError`
+(carrying the ``Turn``, the error kind and the provider's text) when a turn ends without an
+answer: an HTTP error, a refused connection, a bad key, budget or iteration limits. A streamed
+turn reports the same as values: ``TurnStream.events()`` ends with ``TurnEvent.Failed``. An
+aborted turn is not an error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
-from ..errors import ConfigurationError, FoundationAIError
+from ..errors import (
+    ConfigurationError,
+    FoundationAIError,
+    OutputValidationError,
+    RefusalError,
+    TurnFailedError,
+)
 from ..ids import new_scru128
 from ..types import (
     AgenticError,
+    AgentProgress,
     AssistantMessage,
     Messages,
     ModelId,
     ModelParams,
     SessionRecord,
     StopReason,
+    Stream,
     TextContent,
     TokenSnapshot,
     ToolCall,
     ToolResultMessage,
     UsageReport,
 )
+from ..types.choices import tool_choice_of
 from .context import dangling_calls, interrupted_results, window
-from .errors import ApprovalPendingError, SessionClosedError
+from .errors import ApprovalPendingError, SessionClosedError, SessionExistsError
 from .events import TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
+from .output import OutputSpec, output_spec
+from .session_meta import header_for
 from .steering import Steering, checked_message
-from .stores import SessionStore, SqliteSessionStore, conversation_of
-from .tools import ToolRegistry
+from .stores import SessionHeader, SessionMeta, SessionStore, SqliteSessionStore, conversation_of
+from .stores.base import takes_header
+from .tools import ToolRegistry, as_agent_tool
 from .turn import (
     ChainedPhaseHooks,
     CircuitBreaker,
@@ -61,8 +80,12 @@ from .turn import (
     TurnState,
     run_turn,
 )
+from .turn.persist import flush as flush_pending
 
 __all__ = ["AgentSession", "AgentSessionBuilder", "Answer", "Turn"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Turn:
@@ -72,16 +95,32 @@ class Turn:
         records: what the turn produced, in order: ``Conversation`` (one per persisted message),
             ``Retracted``, ``Summary`` and, for a failed turn, a last ``FailedAction``.
         outcome: a :class:`TurnOutcome`.
+        output: the answer as the requested ``output_type`` (validated), or the text.
         error: why it did not complete (``None`` when completed).
         summary: the :class:`TurnSummary`.
     """
 
-    __slots__ = ("_usage", "awaiting", "error", "outcome", "records", "summary")
+    __slots__ = (
+        "_output",
+        "_usage",
+        "awaiting",
+        "error",
+        "outcome",
+        "output_spec",
+        "records",
+        "refusal",
+        "summary",
+    )
 
     def __init__(self, state: TurnState, usage: UsageReport) -> None:
         self.records: list[SessionRecord] = state.records
         self.outcome: TurnOutcome = state.outcome
         self.error: AgenticError | None = state.error
+        self.output_spec: OutputSpec | None = state.output_spec
+        """The output type asked for (``None``: plain text)."""
+        self.refusal: str | None = state.refusal
+        """The model's refusal text when the outcome is ``Refused``."""
+        self._output = (state.output, list(state.output_errors), state.output_text)
         self.awaiting: list[ToolCall] = list(state.awaiting)
         """The tool calls the turn paused on (outcome ``AwaitingApproval``), else empty."""
         self._usage = usage
@@ -142,6 +181,40 @@ class Turn:
     def usage(self) -> UsageReport:
         """Cumulative usage of the turn (tokens; cost in USD)."""
         return self._usage
+
+    @property
+    def output(self) -> Any:
+        """The answer: an instance of the turn's ``output_type`` (validated), or :meth:`text`
+        when none was asked for. For a turn that did not complete: ``None`` (with an output
+        type) or the partial text."""
+        if self.output_spec is None:
+            return self.text()
+        return self._output[0]
+
+    def raise_for_outcome(self) -> None:
+        """Raise when the turn ended without an answer; return when it completed or was aborted.
+        (``run_turn`` calls it for every outcome but ``Refused``; ``ask`` for every outcome.)
+
+        Raises:
+            RefusalError: the model refused (outcome ``Refused``).
+            OutputValidationError: no answer matched the ``output_type``, retries included.
+            TurnFailedError: the outcome is ``Failed``, ``BudgetExhausted``, ``IterationLimit``
+                or ``LoopDetected`` (``kind`` and ``detail`` from :attr:`error`).
+        """
+        if self.outcome in (TurnOutcome.Completed, TurnOutcome.Aborted, TurnOutcome.AwaitingApproval):
+            return  # a pause for approval is not a failure: approve()/deny() continue it
+        if self.outcome is TurnOutcome.Refused:
+            code = self.refusal or ""
+            said = self.text().strip()
+            # the provider's explanation; a bare reason code gives way to what the model said
+            raise RefusalError(self, said if said and code in ("refusal", "content_filter", "") else code)
+        if self.error is not None and self.error.kind == "output_validation":
+            _, errors, text = self._output
+            raise OutputValidationError(self, errors or [self.error.message], text)
+        err = self.error
+        kind = err.kind if err is not None else self.outcome.value
+        detail = err.message if err is not None else f"the turn ended as {self.outcome.value}"
+        raise TurnFailedError(self, kind, detail, retryable=bool(err is not None and err.retryable))
 
     def __repr__(self) -> str:
         return (
@@ -227,21 +300,105 @@ def _prompt_messages(prompt: object) -> list[Messages]:
     )
 
 
+_SETTLE_SECONDS = 5.0
+"""How long a blocking call waits, once done, for clean-up tasks it left on the private loop
+(async generators a backend left open closing in a worker thread, e.g. with a sync-only
+``httpx.Client``); the rest is cancelled when the session or the interpreter closes the loop."""
+
+
+def _tool_choices(choice: Any, registry: ToolRegistry) -> Any:
+    """A turn's tool choice checked against the registered tools: ``None``, one choice or a
+    list of them, each a ``ToolChoice`` or ``"auto"`` / ``"none"`` / ``"required"`` / a tool name.
+
+    Raises:
+        ToolChoiceError: an unknown string, or a tool name that is not registered.
+    """
+    if choice is None:
+        return None
+    offered = [f.name for f in registry.declarations().functions()]
+    if isinstance(choice, list | tuple):
+        return [tool_choice_of(c, offered) for c in choice]
+    return tool_choice_of(choice, offered)
+
+
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
-    if not loop.is_closed() and not loop.is_running():
+    """Close a session's private loop: let its leftover tasks finish (bounded), cancel the rest,
+    finalize open async generators; never "Task was destroyed but it is pending!"."""
+    if loop.is_closed() or loop.is_running():
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:  # called from async code (another loop runs in this thread): just close it
+        loop.close()
+        return
+    try:
+        loop.run_until_complete(_settle())
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in pending:
+            t.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    except Exception:  # closing must not fail (it may run at interpreter exit)
+        pass
+    finally:
         loop.close()
 
 
 async def _settle() -> None:
+    """Let async generators left open finish closing (their ``aclose`` tasks, at most
+    ``_SETTLE_SECONDS``); other tasks are left alone."""
     for _ in range(3):
         await asyncio.sleep(0)
+    closing = [t for t in asyncio.all_tasks() if not t.done() and _is_generator_close(t)]
+    if closing:
+        await asyncio.wait(closing, timeout=_SETTLE_SECONDS)
+
+
+def _is_generator_close(task: asyncio.Task[Any]) -> bool:
+    """True for the task the event loop runs to close an async generator that was dropped."""
+    return type(task.get_coro()).__name__ in ("async_generator_athrow", "async_generator_asend")
+
+
+def _meta_of(store: Any, session_id: str) -> SessionMeta | None:
+    """The store's metadata row of the session (``None`` for a store without metadata)."""
+    read = getattr(store, "session_meta", None)
+    if read is None:
+        return None
+    meta: SessionMeta | None = read(session_id)
+    return meta
+
+
+def _stored(store: Any, session_id: str) -> bool:
+    """True when the store holds a session with this id."""
+    if getattr(store, "session_meta", None) is not None:
+        return _meta_of(store, session_id) is not None
+    return bool(store.load(session_id))
+
+
+def _tools_named(catalog: list[Any], names: Sequence[str]) -> list[Any]:
+    """The catalog's tools with these function names, in that order."""
+    if not names:
+        return []
+    by_name = {as_agent_tool(t).declaration.name(): t for t in catalog}
+    found = [by_name[n] for n in names if n in by_name]
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        log.warning(
+            "resumed session: recorded tools not in the tool catalog, left out: %s", ", ".join(missing)
+        )
+    return found
 
 
 class AgentSessionBuilder:
     """Configures an :class:`AgentSession`; every ``with_*`` returns the builder."""
 
-    def __init__(self, model_or_router: Any) -> None:
+    def __init__(self, model_or_router: Any = None) -> None:
         self._model = model_or_router
+        self._catalog: list[Any] = []
+        self._memory: Any = None
         self._model_id: Any = None
         self._system: str | None = None
         self._soul: str | None = None
@@ -256,6 +413,7 @@ class AgentSessionBuilder:
         self._tool_choice: Any = None
         self._chat_template: str | None = None
         self._cooldown = 30.0
+        self._output: OutputSpec | None = None
         self._shed: Any = None
         self._factories: list[Any] = []
         self._can_use_tool: Any = None
@@ -287,17 +445,15 @@ class AgentSessionBuilder:
                 self._tools.append(t)
         return self
 
-    def with_tool_shed(self, shed: Any) -> AgentSessionBuilder:
-        """Discover tools with ``shed`` (a ``toolsets.ToolShed``): each request declares the
-        ``shed`` meta-tool plus the active tools only; tools given to :meth:`with_tools` stay
-        always declared. See ``docs/tools.md``."""
-        self._shed = shed
-        return self
-
-    def with_tool_factory(self, make: Any) -> AgentSessionBuilder:
-        """Session-aware tools: ``make(session)`` returns tools for each session built or
-        resumed (e.g. ``toolsets.SubAgents``); with a tool shed they are always declared."""
-        self._factories.append(make)
+    def with_tool_catalog(self, *tools: Any) -> AgentSessionBuilder:
+        """Tools :meth:`resume` may enable: when no tools were given with :meth:`with_tools`,
+        a resumed session gets those of the catalog whose names it recorded (in recorded order;
+        a recorded name missing from the catalog is logged and skipped)."""
+        for t in tools:
+            if isinstance(t, list | tuple):
+                self._catalog.extend(t)
+            else:
+                self._catalog.append(t)
         return self
 
     def with_params(self, params: ModelParams) -> AgentSessionBuilder:
@@ -332,6 +488,16 @@ class AgentSessionBuilder:
         self._store = store
         return self
 
+    def with_memory(self, config: Any = None) -> AgentSessionBuilder:
+        """Turn memory on: working memory (the ``memory`` tool), observations and reflections,
+        context assembly before each generation and retrieval (``search_context``).
+        ``config``: a :class:`foundation_ai.memory.MemoryConfig` (default settings when
+        ``None``). See ``docs/memory.md``."""
+        from ..memory.manager import MemoryConfig
+
+        self._memory = config if config is not None else MemoryConfig()
+        return self
+
     def with_tool_timeout(self, seconds: float | None) -> AgentSessionBuilder:
         """Default per-call timeout for tools that set none."""
         self._tool_timeout = seconds
@@ -339,8 +505,26 @@ class AgentSessionBuilder:
 
     def with_tool_choice(self, choice: Any) -> AgentSessionBuilder:
         """``ToolChoice`` for the first generation of every turn (later ones use the default),
-        or a list of them for the first generations in order."""
+        or a list of them for the first generations in order. A string works too: ``"auto"``,
+        ``"none"``, ``"required"`` or the name of a tool (checked by :meth:`build`, which raises
+        :class:`~foundation_ai.errors.ToolChoiceError` for anything else)."""
         self._tool_choice = choice
+        return self
+
+    def with_output_type(self, output_type: Any, *, retries: int | None = None) -> AgentSessionBuilder:
+        """Answer every turn as ``output_type``: a msgspec Struct, a dataclass, a TypedDict, a
+        pydantic model, ``list[...]``, a ``Literal``, an enum or a primitive (``str`` or
+        ``None``: plain text). ``ask`` then returns an instance, ``Turn.output`` holds it. The
+        schema is sent in each provider's strict structured-output mode; an answer that does
+        not validate goes back to the model with the errors, ``retries`` times (default 2),
+        then the turn fails with :class:`~foundation_ai.errors.OutputValidationError`. See
+        :mod:`foundation_ai.agentic.output`.
+
+        Raises:
+            ConfigurationError: the type cannot be expressed in strict mode (a free-form
+                ``dict``, ``Any``, a fixed-length tuple, a recursive type).
+        """
+        self._output = output_spec(output_type, retries)
         return self
 
     def with_chat_template(self, template: str) -> AgentSessionBuilder:
@@ -367,6 +551,19 @@ class AgentSessionBuilder:
         ModelInteraction`` (sync or async), e.g. to add memories; it receives the request the
         session would send. See ``docs/turn-loop.md``."""
         self._hooks = dataclasses.replace(self._hooks, context=assembler)
+        return self
+
+    def with_tool_shed(self, shed: Any) -> AgentSessionBuilder:
+        """Discover tools with ``shed`` (a ``toolsets.ToolShed``): each request declares the
+        ``shed`` meta-tool plus the active tools only; tools given to :meth:`with_tools` stay
+        always declared. See ``docs/tools.md``."""
+        self._shed = shed
+        return self
+
+    def with_tool_factory(self, make: Any) -> AgentSessionBuilder:
+        """Session-aware tools: ``make(session)`` returns tools for each session built or
+        resumed (e.g. ``toolsets.SubAgents``); with a tool shed they are always declared."""
+        self._factories.append(make)
         return self
 
     def with_tool_gate(self, gate: ToolGate) -> AgentSessionBuilder:
@@ -416,23 +613,56 @@ class AgentSessionBuilder:
         """A new session (fresh id unless given).
 
         Raises:
-            ConfigurationError: a model or tool is unusable.
+            SessionExistsError: ``session_id`` names a session the store already holds (continue
+                it with :meth:`resume`).
+            ConfigurationError: no model was given, or a model or tool is unusable.
+            StoreError: the store could not be read.
+            ToolChoiceError: the tool choice is unknown or names a tool that is not registered.
         """
         store = self._store if self._store is not None else SqliteSessionStore()
+        if session_id is not None and _stored(store, session_id):
+            raise SessionExistsError(session_id)
+        return self._make(store, session_id or new_scru128(), self._model, self._system, self._tools)
+
+    def _make(
+        self, store: SessionStore, session_id: str, model: Any, system: str | None, tools: list[Any]
+    ) -> AgentSession:
         from ..router import ProviderRouter
 
-        router = self._model if isinstance(self._model, ProviderRouter) else None
-        models = [_resolve_model(self._model, self._model_id)] + [
+        if model is None:
+            raise ConfigurationError(
+                "no model: pass one to AgentSession.builder(...) (resume(id) can use the one the session recorded)"
+            )
+        memory = None
+        hooks = self._hooks
+        if self._memory is not None:
+            from ..memory.manager import MemoryManager
+
+            memory = MemoryManager(self._memory)
+            hooks = dataclasses.replace(hooks, context=memory.assembler(hooks.context))
+        tools = tools + (memory.tools() if memory is not None else [])
+        registry: Any = (
+            ToolRegistry(tools, default_timeout=self._tool_timeout)
+            if self._shed is None
+            else self._shed.registry(pinned=tools, default_timeout=self._tool_timeout)
+        )
+        if self._can_use_tool is not None:
+            from .toolsets.approval import can_use_tool_gate
+
+            hooks = dataclasses.replace(hooks, gate=can_use_tool_gate(self._can_use_tool, registry))
+        tool_choice = _tool_choices(self._tool_choice, registry)
+        router = model if isinstance(model, ProviderRouter) else None
+        models = [_resolve_model(model, self._model_id)] + [
             _resolve_model(m, None if router is None else m, router) for m in self._fallbacks
         ]
-        registry: Any = (
-            ToolRegistry(self._tools, default_timeout=self._tool_timeout)
-            if self._shed is None
-            else self._shed.registry(pinned=self._tools, default_timeout=self._tool_timeout)
-        )
+        if isinstance(model, str) and getattr(models[0], "model_string", None) is None:
+            try:
+                models[0].model_string = model  # recorded as given ("local", "gguf:PATH", ...)
+            except AttributeError:
+                pass
         session = AgentSession(
             models=models,
-            system_prompt=self._system,
+            system_prompt=system,
             soul=self._soul,
             registry=registry,
             params=self._params,
@@ -440,12 +670,16 @@ class AgentSessionBuilder:
             max_outer=self._outer,
             budget=self._budget,
             store=store,
-            session_id=session_id or new_scru128(),
-            tool_choice=self._tool_choice,
+            session_id=session_id,
+            tool_choice=tool_choice,
             chat_template=self._chat_template,
             breaker=CircuitBreaker(self._cooldown),
-            hooks=self._session_hooks(registry),
+            output=self._output,
+            hooks=hooks,
         )
+        if memory is not None:
+            memory.bind(session)
+            session.memory = memory
         if self._shed is not None:
             registry.bind(session)
         for make in self._factories:
@@ -456,24 +690,41 @@ class AgentSessionBuilder:
                     registry.pin(t)
         return session
 
-    def _session_hooks(self, registry: Any) -> TurnHooks:
-        if self._can_use_tool is None:
-            return self._hooks
-        from .toolsets.approval import can_use_tool_gate
-
-        return dataclasses.replace(self._hooks, gate=can_use_tool_gate(self._can_use_tool, registry))
-
     def resume(self, session_id: str) -> AgentSession:
         """Rebuild a stored session: its conversation exactly as persisted (retracted outputs
-        left out; tool calls left without a result by a crash get an "interrupted" result).
+        left out; tool calls left without a result by a crash get an "interrupted" result), and
+        what it recorded about itself where this builder was not told: the model (a model
+        string, loaded with ``foundation_ai.model``; ``docs/models.md``), the system prompt, and
+        the tools of :meth:`with_tool_catalog` whose names it recorded. ``session.meta`` is the
+        stored :class:`~foundation_ai.agentic.stores.SessionMeta` (``None`` for a store without
+        metadata).
 
         Raises:
             FoundationAIError: the store has no such session.
+            ConfigurationError: no model was given and the session recorded none (or one that
+                cannot be loaded here).
+            StoreError: the store could not be read or written.
         """
-        session = self.build(session_id)
-        records = session.store.load(session_id)
+        store = self._store if self._store is not None else SqliteSessionStore()
+        records = store.load(session_id)
         if not records:
             raise FoundationAIError(f"no stored session {session_id!r}")
+        meta = _meta_of(store, session_id)
+        model = self._model
+        if model is None:
+            if meta is None or not meta.model:
+                raise ConfigurationError(
+                    f"session {session_id!r} recorded no model: pass one to AgentSession.builder(...)"
+                )
+            model = meta.model
+        system = self._system if self._system is not None else (meta.system_prompt if meta else None)
+        tools = self._tools or _tools_named(self._catalog, meta.tools if meta else ())
+        session = self._make(store, session_id, model, system, tools)
+        session.meta = meta
+        if meta is not None:
+            session.stored_header = SessionHeader(
+                model=meta.model, system_prompt=meta.system_prompt, tools=tuple(meta.tools)
+            )
         session.messages = conversation_of(records)
         restore = getattr(session.registry, "restore", None)
         if restore is not None:
@@ -486,7 +737,12 @@ class AgentSessionBuilder:
         elif open_calls:
             fix = interrupted_results(open_calls, "the process stopped")
             session.messages.extend(fix)
-            session.store.append(session_id, [SessionRecord.Conversation(message=m) for m in fix])
+            fixed = [SessionRecord.Conversation(message=m) for m in fix]
+            session.pending_records.extend(fixed)
+            session.flush()
+            records = [*records, *fixed]
+        if session.memory is not None:
+            session.memory.restore(records)
         return session
 
     async def aresume(self, session_id: str) -> AgentSession:
@@ -514,6 +770,7 @@ class AgentSession:
         tool_choice: Any = None,
         chat_template: str | None = None,
         breaker: CircuitBreaker | None = None,
+        output: OutputSpec | None = None,
         hooks: TurnHooks | None = None,
     ) -> None:
         self.models = list(models)
@@ -529,6 +786,8 @@ class AgentSession:
         self.tool_choice = tool_choice
         self.chat_template = chat_template
         self.breaker = breaker or CircuitBreaker()
+        self.output_spec = output
+        """The session's output type (``None``: plain text); a call's ``output_type`` overrides it."""
         self.hooks = hooks or TurnHooks()
         """The turn hooks (phase hooks, context assembler, tool gate, step runner)."""
         self.steering = Steering()
@@ -539,6 +798,14 @@ class AgentSession:
         self.context_cut: tuple[int, int] | None = None
         """Within the running turn, after an overflow with no older exchange left: send
         ``messages[context_start:head_end] + messages[cut:]`` (the prompt, then the latest rounds)."""
+        self.pending_records: list[SessionRecord] = []
+        """Records kept in memory but not yet in the store (a write failed): the next turn, or
+        :meth:`flush`, writes them first."""
+        self.stored_header: SessionHeader | None = None
+        """What the store last recorded about this session (model string, system prompt, tools)."""
+        self.meta: SessionMeta | None = None
+        """The stored metadata this session was resumed from (``None`` when built)."""
+        self._header: tuple[tuple[Any, ...], SessionHeader] | None = None
         self.awaiting: list[ToolCall] = []
         """The tool calls the last turn paused on, waiting for :meth:`approve`/:meth:`deny`."""
         self.paused_calls: list[ToolCall] = []
@@ -547,12 +814,55 @@ class AgentSession:
         self._busy = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self.memory: Any = None
+        """The session's ``MemoryManager`` (``with_memory``), else ``None``."""
 
     @staticmethod
-    def builder(model_or_router: Any) -> AgentSessionBuilder:
+    def builder(model_or_router: Any = None) -> AgentSessionBuilder:
         """Start configuring a session on a ``Model``, a ``ProviderRouter`` or a model string
-        (``"openai:gpt-4o-mini"``, ``"local"``: ``foundation_ai.model``, ``docs/models.md``)."""
+        (``"openai:gpt-4o-mini"``, ``"local"``: ``foundation_ai.model``, ``docs/models.md``).
+        Without one, only ``resume`` works (with the model the session recorded)."""
         return AgentSessionBuilder(model_or_router)
+
+    def session_header(self) -> SessionHeader:
+        """What this session records about itself in the store now: the primary model's model
+        string, the system prompt and the tool names (written with the next records when it
+        changed)."""
+        key = (self.models[0], self.system_prompt, len(self.registry))
+        cached = self._header
+        if cached is None or cached[0] != key:
+            cached = self._header = (
+                key,
+                header_for(self.models[0], self.system_prompt, self.registry.names()),
+            )
+        return cached[1]
+
+    def flush(self) -> None:
+        """Write the records a failed store write left in memory (see ``pending_records``);
+        nothing to write: returns at once.
+
+        Raises:
+            StoreError: the store still cannot be written (the records stay pending).
+            SessionClosedError: the session was closed.
+        """
+        self._check_open()
+        if not self.pending_records:
+            return
+        batch = list(self.pending_records)
+        now = self.session_header()
+        header = None if now == self.stored_header else now
+        if header is not None and takes_header(self.store):
+            self.store.append(self.session_id, batch, header)
+        else:
+            self.store.append(self.session_id, batch)
+        del self.pending_records[: len(batch)]
+        if header is not None:
+            self.stored_header = header
+
+    async def aflush(self) -> None:
+        """Async :meth:`flush` (the store is written off the event loop)."""
+        self._check_open()
+        await flush_pending(self)
 
     def context(self) -> list[Messages]:
         """The messages the next request carries, oldest first (see ``context_start``,
@@ -568,10 +878,12 @@ class AgentSession:
 
     def history(self) -> list[SessionRecord]:
         """The session's persisted records, from the store (records that no longer decode are
-        skipped; see ``SqliteSessionStore.load``).
+        skipped; see ``SqliteSessionStore.load``). Records a failed write left in
+        ``pending_records`` are not there yet (:meth:`flush` writes them).
 
         Raises:
             SessionClosedError: the session was closed.
+            StoreError: the store could not be read.
         """
         self._check_open()
         return self.store.load(self.session_id)
@@ -625,8 +937,18 @@ class AgentSession:
         if self._closed:
             raise SessionClosedError(f"session {self.session_id!r} is closed")
 
+    def _spec(self, output_type: Any, retries: int | None) -> OutputSpec | None:
+        if output_type is None:
+            return output_spec(self.output_spec, retries) if self.output_spec is not None else None
+        return output_spec(output_type, retries)
+
     def _start(
-        self, prompt: str | Messages | Sequence[str | Messages], tool_choice: Any, emit: bool
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        tool_choice: Any,
+        emit: bool,
+        output_type: Any = None,
+        output_retries: int | None = None,
     ) -> tuple[Any, Any]:
         prompts = _prompt_messages(prompt)
         self._check_open()
@@ -635,9 +957,15 @@ class AgentSession:
             raise ApprovalPendingError(
                 f"the last turn is waiting for approval of tool call(s) {ids}: approve() or deny() them first"
             )
-        tc = tool_choice if tool_choice is not None else self.tool_choice
-        state = TurnState(prompts, tc, emit=emit)
+        state = TurnState(
+            prompts,
+            _tool_choices(tool_choice, self.registry) if tool_choice is not None else self.tool_choice,
+            emit=emit,
+        )
+        state.output_spec = self._spec(output_type, output_retries)
         agen = run_turn(self, state, on_exit=self._enter)
+        if self.memory is not None:
+            agen = self.memory.wrap_turn(agen, state, emit)
 
         def finish() -> Turn:
             return Turn(state, self.ledger.turn)
@@ -654,60 +982,179 @@ class AgentSession:
                 self._settle()
 
     def run_turn_stream(
-        self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
     ) -> TurnStream:
         """Start a turn and stream it (``for`` or ``async for``; ``.events()`` for TurnEvents).
 
         ``tool_choice`` applies to the turn's first generation only; a list applies its items to
         the first generations in order (``[ToolChoice.Function("add"), ToolChoice.None_()]``:
         force the call, then force an answer); later generations use the provider default.
+        Strings work too: ``"auto"``, ``"none"``, ``"required"`` or a registered tool's name.
+        ``output_type`` / ``output_retries``: see :meth:`AgentSessionBuilder.with_output_type`
+        (this turn only; ``str`` asks for plain text). The stream's ``turn.output`` holds the value.
+
+        A streamed turn reports failures as values and never raises them: ``events()`` ends
+        with ``TurnEvent.Failed`` (a refusal ends with ``Done`` whose outcome is ``Refused``).
 
         Raises:
+            ToolChoiceError: an unknown tool choice or tool name (at once).
+            ConfigurationError: an ``output_type`` strict mode cannot express (at once).
             TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them (at once).
             ValueError: an empty prompt (at once).
             SessionClosedError: the session was closed (at once).
             FoundationAIError: a turn is already running (when iteration starts).
         """
-        agen, finish = self._start(prompt, tool_choice, True)
+        agen, finish = self._start(prompt, tool_choice, True, output_type, output_retries)
         return TurnStream(agen, self._drive, lambda: self._finish_stream(finish))
 
     def arun_turn_stream(
-        self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
     ) -> TurnStream:
         """The same as :meth:`run_turn_stream` (the stream supports ``async for``)."""
-        return self.run_turn_stream(prompt, tool_choice=tool_choice)
+        return self.run_turn_stream(
+            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+        )
 
     async def arun_turn(
-        self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
     ) -> Turn:
-        """Run a turn to its end; see :class:`Turn`.
+        """Run a turn to its end; see :class:`Turn` (``turn.output`` is the answer, typed when
+        ``output_type`` is given: see :meth:`AgentSessionBuilder.with_output_type`). Returns
+        when the turn completed, was aborted or was refused (``TurnOutcome.Refused``, the text in
+        ``turn.refusal``: a typed outcome, never retried); raises when it ended without an
+        answer (the turn is kept: records persisted, ``error.turn`` holds it).
 
         Raises:
+            TurnFailedError: the turn failed (``kind`` ``"provider"`` for an HTTP error, a
+                refused connection or a bad key; ``"rate_limited"``, ``"context_overflow"``),
+                or hit ``"budget_exhausted"`` / ``"iteration_limit"``.
+            OutputValidationError: (a ``TurnFailedError``) no answer matched ``output_type``.
+            ToolChoiceError: an unknown tool choice or tool name.
             TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them.
             ValueError: an empty prompt.
             SessionClosedError: the session was closed.
             FoundationAIError: a turn is already running.
         """
-        agen, finish = self._start(prompt, tool_choice, False)
+        agen, finish = self._start(prompt, tool_choice, False, output_type, output_retries)
         try:
             async for _ in agen:
                 pass
         finally:
             await agen.aclose()
         turn: Turn = finish()
+        if turn.outcome is not TurnOutcome.Refused:  # a refusal is an outcome: the turn returns
+            turn.raise_for_outcome()
         return turn
 
-    def run_turn(self, prompt: str | Messages | Sequence[str | Messages], *, tool_choice: Any = None) -> Turn:
-        """Blocking :meth:`arun_turn`."""
-        return self._run_sync(lambda: self.arun_turn(prompt, tool_choice=tool_choice))  # type: ignore[no-any-return]
+    def run_turn(
+        self,
+        prompt: str | Messages | Sequence[str | Messages],
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Turn:
+        """Blocking :meth:`arun_turn` (raises :class:`~foundation_ai.errors.TurnFailedError` the
+        same way)."""
+        return self._run_sync(  # type: ignore[no-any-return]
+            lambda: self.arun_turn(
+                prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+            )
+        )
 
-    async def aask(self, prompt: str | Messages, *, tool_choice: Any = None) -> Answer:
-        """Run a turn and return its answer text."""
-        return Answer(await self.arun_turn(prompt, tool_choice=tool_choice))
+    @overload
+    async def aask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: type[T],
+        output_retries: int | None = None,
+    ) -> T: ...
 
-    def ask(self, prompt: str | Messages, *, tool_choice: Any = None) -> Answer:
-        """Blocking :meth:`aask`."""
-        return Answer(self.run_turn(prompt, tool_choice=tool_choice))
+    @overload
+    async def aask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Any: ...
+
+    async def aask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Any:
+        """Run a turn and return its answer: an instance of ``output_type`` (this call's, else
+        the session's; see :meth:`AgentSessionBuilder.with_output_type`), or an :class:`Answer`
+        (its text and turn) when no output type is in effect.
+
+        Raises:
+            TurnFailedError: the turn ended without an answer (see :meth:`arun_turn`); never
+                an empty answer in place of an error. ``OutputValidationError`` (no valid
+                output) and ``RefusalError`` (the model refused) are ``TurnFailedError``s.
+        """
+        turn = await self.arun_turn(
+            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+        )
+        turn.raise_for_outcome()  # a refusal: RefusalError, never an empty answer
+        return Answer(turn) if turn.output_spec is None else turn.output
+
+    @overload
+    def ask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: type[T],
+        output_retries: int | None = None,
+    ) -> T: ...
+
+    @overload
+    def ask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Any: ...
+
+    def ask(
+        self,
+        prompt: str | Messages,
+        *,
+        tool_choice: Any = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> Any:
+        """Blocking :meth:`aask` (``agent.ask("...", output_type=Invoice)`` returns an
+        ``Invoice``; raises :class:`~foundation_ai.errors.TurnFailedError` the same way)."""
+        turn = self.run_turn(
+            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+        )
+        turn.raise_for_outcome()  # a refusal: RefusalError, never an empty answer
+        return Answer(turn) if turn.output_spec is None else turn.output
 
     # -- approvals -------------------------------------------------------------------------------
 
@@ -815,14 +1262,59 @@ class AgentSession:
             raise value
         return value
 
+    async def _ending(self) -> list[Any]:
+        self._check_open()
+        if not self._enter(True):
+            raise FoundationAIError("a turn is running on this session; end it after the turn")
+        try:
+            items: list[Any] = [Stream.Pending(AgentProgress.SessionEnding())]
+            if self.memory is not None:
+                items += await self.memory.final_pass()
+        finally:
+            self._enter(False)
+        return items
+
+    async def aend(self) -> list[Any]:
+        """End the session: ``Stream.Pending(AgentProgress.SessionEnding())``, then with memory
+        a final observation pass over what no observation covers yet (its
+        ``ProcessingMemory`` progress and ``Observation`` record, or a ``FailedAction`` of kind
+        ``"memory"``), then :meth:`close`. Returns those items.
+
+        Raises:
+            SessionClosedError: the session was already closed.
+            FoundationAIError: a turn is running.
+        """
+        items = await self._ending()
+        self.close()
+        return items
+
+    def end(self) -> list[Any]:
+        """Blocking :meth:`aend`."""
+        items: list[Any] = self._run_sync(self._ending)
+        self.close()
+        return items
+
     def close(self) -> None:
-        """Release the private event loop and the store (idempotent). Afterwards every turn,
-        steering and history call raises :class:`SessionClosedError`."""
+        """Release the private event loop and the store (idempotent), after a last attempt to
+        write records a failed store write left pending (a failure is logged). Afterwards every
+        turn, steering and history call raises :class:`SessionClosedError`."""
         if self._closed:
             return
+        if self.pending_records:
+            try:
+                self.flush()
+            except Exception:
+                log.warning(
+                    "session %s: %d record(s) could not be stored before closing",
+                    self.session_id,
+                    len(self.pending_records),
+                    exc_info=True,
+                )
         self._closed = True
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.close()
+        if self.memory is not None:
+            self.memory.close()
+        if self._loop is not None:
+            _close_loop(self._loop)
         self.store.close()
 
     async def aclose(self) -> None:

@@ -24,6 +24,7 @@ import threading
 from typing import Any
 
 from ..types import Messages, TextContent, UserMessage
+from .tools import calling_tool_loop
 
 __all__ = ["STEER_MARKER", "Steering", "checked_message"]
 
@@ -90,6 +91,9 @@ class Steering:
         with self._lock:
             self._steer.append(msg)
             self.wanted = True
+        loop = self._loop
+        if loop is not None and calling_tool_loop() is loop:
+            return  # from a tool of this turn: taken after the tool stage, the tool's result kept
         self._poke()
 
     def follow_up(self, message: str | Messages) -> None:

@@ -7,8 +7,9 @@ C19-C23, C26, C38 and C40 of ``cases/wire-cases.md``.
 Rules applied here:
 
 - ``system`` is top-level: ``system_prompt`` and ``soul`` joined by a blank line, plus the JSON
-  instruction of ``output_format`` (Anthropic has no JSON mode here: the answer is checked after
-  the stream, see :func:`check_output_format`).
+  instruction of ``output_format``, except a strict JSON Schema on a model with structured
+  outputs, sent as ``output_config.format`` (:func:`native_output_format`); the answer is
+  checked after the stream either way, see :func:`check_output_format`).
 - ``max_tokens`` is always sent (the API requires it).
 - Adjacent messages of one wire role are merged into ONE wire message with several blocks; in a
   user message ``tool_result`` blocks come first, in the order of the calls they answer.
@@ -32,6 +33,7 @@ Rules applied here:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -63,6 +65,7 @@ __all__ = [
     "build_request",
     "check_output_format",
     "json_instruction",
+    "native_output_format",
     "role_text",
     "wire_messages",
 ]
@@ -282,6 +285,27 @@ def json_instruction(fmt: Any) -> str | None:
     return None
 
 
+_STRUCTURED_MODEL = re.compile(r"claude-(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?!\d)")
+
+
+def native_output_format(model: str, fmt: Any) -> dict[str, Any] | None:
+    """``output_config.format`` (``{"type": "json_schema", "schema": ...}``) for a strict
+    ``OutputFormat.JsonSchema`` on a model with structured outputs (Claude 4.5 and later:
+    Opus, Sonnet, Haiku), else ``None`` (the format then rides as a system instruction and the
+    answer is checked after the stream). Source:
+    https://platform.claude.com/docs/en/build-with-claude/structured-outputs
+    """
+    if not isinstance(fmt, OutputFormat.JsonSchema) or not fmt.strict:
+        return None
+    found = _STRUCTURED_MODEL.search(model)
+    if found is None:
+        return None
+    version = (int(found.group(1)), int(found.group(2) or 0))
+    if version < (4, 5):
+        return None
+    return {"type": "json_schema", "schema": fmt.schema}
+
+
 def check_output_format(text: str, fmt: Any) -> str | None:
     """Check an answer against a JSON ``output_format``; ``None`` when it conforms (or the
     format is text), else a short reason. Surrounding whitespace and a Markdown code fence are
@@ -340,7 +364,8 @@ def build_request(
     budget; with thinking on, ``temperature`` and ``top_k`` are not sent and ``top_p`` only when
     >= 0.95, as the API requires; a forced tool (``tool_choice`` any / tool) turns thinking off,
     since the API rejects the two together), ``cache_retention`` -> ``cache_control`` on the system block
-    and on the last block of the last message, ``output_format`` -> a system instruction.
+    and on the last block of the last message, ``output_format`` -> ``output_config.format``
+    on models with structured outputs (:func:`native_output_format`), else a system instruction.
     ``seed``, penalties, ``logit_bias`` and ``repeat_penalty`` are not supported and ignored.
     """
     body: dict[str, Any] = {"model": model}
@@ -359,9 +384,9 @@ def build_request(
     body["max_tokens"] = max_tokens
 
     cache = _cache_control(params.cache_retention)
-    system_parts = [
-        p for p in (interaction.full_system_prompt(), json_instruction(params.output_format)) if p
-    ]
+    native = native_output_format(model, params.output_format)
+    instruction = None if native is not None else json_instruction(params.output_format)
+    system_parts = [p for p in (interaction.full_system_prompt(), instruction) if p]
     if system_parts:
         system_text = "\n\n".join(system_parts)
         if cache is not None:
@@ -406,5 +431,7 @@ def build_request(
             body["top_k"] = int(params.top_k)
     if params.stop_tokens:
         body["stop_sequences"] = list(params.stop_tokens)
+    if native is not None:
+        body["output_config"] = {"format": native}
     body["stream"] = stream
     return body

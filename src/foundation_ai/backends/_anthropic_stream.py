@@ -50,6 +50,11 @@ from ..types import (
 )
 from ._common import SnapshotParser
 from ._http import Timer
+from ._wire_text import MALFORMED as _MALFORMED
+from ._wire_text import as_key as _key
+from ._wire_text import as_name as _name
+from ._wire_text import as_object as _obj
+from ._wire_text import as_str as _str
 from ._wire_text import final, join, join_all, visible
 
 __all__ = ["AnthropicStreamError", "AnthropicStreamParser", "error_event_text", "map_stop_reason", "usage_of"]
@@ -61,25 +66,6 @@ _EMPTY_USAGE = UsageReport()
 class AnthropicStreamError(ProviderError):
     """An ``error`` event in the stream, a malformed event, or a stream that ended early;
     ``detail`` is the text."""
-
-
-_MALFORMED = (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError)
-"""What reading a wrongly typed event can raise: turned into :class:`AnthropicStreamError`."""
-
-
-def _str(value: Any) -> str:
-    """``value`` when it is a string, else ``""`` (a wrongly typed field reads as absent)."""
-    return value if isinstance(value, str) else ""
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else ``{}``."""
-    return value if isinstance(value, dict) else {}
-
-
-def _key(value: Any) -> Any:
-    """A block ``index`` usable as a dict key (a list or object reads as its JSON text)."""
-    return value if isinstance(value, str | int | float | bool) or value is None else repr(value)
 
 
 def error_event_text(doc: Any) -> str:
@@ -285,7 +271,7 @@ class AnthropicStreamParser(SnapshotParser):
             return [self._chunk(b.mid, ThinkingContent(visible(b.text), signature=b.signature))]
         if dt == "signature_delta":
             b = self._block(ev, "thinking")
-            b.signature = (b.signature or "") + _str(d.get("signature"))
+            b.signature = (b.signature or "") + _name(d.get("signature"))
             b.emitted = True
             return [self._chunk(b.mid, ThinkingContent(visible(b.text), signature=b.signature))]
         return []  # citations_delta and future delta types
@@ -304,7 +290,7 @@ class AnthropicStreamParser(SnapshotParser):
                 out.append(self._chunk(b.mid, TextContent(visible(b.text))))
         elif kind == "thinking":
             b.text = join("", _str(cb.get("thinking")))
-            b.signature = _str(cb.get("signature")) or None
+            b.signature = _name(cb.get("signature")) or None
             if b.text:
                 b.emitted = True
                 self.timer.first()
@@ -312,12 +298,14 @@ class AnthropicStreamParser(SnapshotParser):
         elif kind == "redacted_thinking":
             b.emitted = True
             self.timer.first()
-            out.append(self._chunk(b.mid, ThinkingContent("", signature=_str(cb.get("data")), redacted=True)))
+            out.append(
+                self._chunk(b.mid, ThinkingContent("", signature=_name(cb.get("data")), redacted=True))
+            )
         elif kind == "tool_use":
-            b.call_id = _str(cb.get("id"))
-            b.name = _str(cb.get("name"))
+            b.call_id = _name(cb.get("id"))
+            b.name = _name(cb.get("name"))
             b.initial = cb.get("input")  # optional: absent in some streams (C01)
-            b.signature = _str(cb.get("signature")) or None
+            b.signature = _name(cb.get("signature")) or None
         return out
 
     def _stop(self, ev: dict[str, Any]) -> list[Stream[Any, Any]]:

@@ -59,9 +59,15 @@ from ..types import (
     ToolCall,
     UsageReport,
 )
-from ._anthropic_stream import _MALFORMED, _key, _obj, _str, tool_arguments
+from ._anthropic_stream import tool_arguments
 from ._common import SnapshotParser
 from ._http import Timer
+from ._reasoning_tokens import billed_output
+from ._wire_text import MALFORMED as _MALFORMED
+from ._wire_text import as_key as _key
+from ._wire_text import as_name as _name
+from ._wire_text import as_object as _obj
+from ._wire_text import as_str as _str
 from ._wire_text import final, join, join_all, visible
 
 __all__ = ["ResponsesStreamError", "ResponsesStreamParser", "parse_response", "usage_of"]
@@ -88,20 +94,25 @@ def usage_of(u: Any) -> UsageReport:
     """A :class:`UsageReport` (tokens) from a Responses ``usage`` object.
 
     ``input_tokens`` minus ``input_tokens_details.cached_tokens`` -> input; the cached tokens ->
-    cache_read; ``output_tokens`` (reasoning tokens included) -> output; ``total_tokens``.
+    cache_read; ``output_tokens`` (OpenAI: reasoning tokens included) -> output, plus
+    ``output_tokens_details.reasoning_tokens`` only for a server whose ``total_tokens`` shows
+    they were left out (:func:`~._reasoning_tokens.billed_output`, docs/providers.md);
+    ``total_tokens``.
     """
     if not isinstance(u, dict):
         return _EMPTY_USAGE
     inp = _count(u.get("input_tokens"))
-    out = _count(u.get("output_tokens"))
+    sent = _count(u.get("output_tokens"))
+    reasoning = _count(_obj(u.get("output_tokens_details")).get("reasoning_tokens"))
     cached = _count(_obj(u.get("input_tokens_details")).get("cached_tokens"))
-    total = u.get("total_tokens")
+    total = _count(u.get("total_tokens")) if u.get("total_tokens") is not None else None
+    out = billed_output(sent, reasoning, inp, total)  # reasoning counted once, whatever the server
     return UsageReport(
         input=max(inp - cached, 0.0),
         output=out,
         cache_read=cached,
         cache_write=0.0,
-        total_tokens=_count(total) if total is not None else inp + out,
+        total_tokens=total if total is not None and out == sent else inp + out,
     )
 
 
@@ -262,7 +273,7 @@ class ResponsesStreamParser(SnapshotParser):
 
     def _open(self, item: dict[str, Any], index: Any) -> _Item:
         kind = _str(item.get("type"))
-        wire_id = _str(item.get("id")) or None
+        wire_id = _name(item.get("id")) or None
         if wire_id is not None and wire_id in self.items:
             return self.items[wire_id]  # added twice: the same item
         iid = wire_id or new_scru128()
@@ -273,12 +284,12 @@ class ResponsesStreamParser(SnapshotParser):
             self.by_index[_key(index)] = it
         if kind == "function_call":
             self.called = True
-            it.call_id = _str(item.get("call_id"))
-            it.name = _str(item.get("name"))
+            it.call_id = _name(item.get("call_id"))
+            it.name = _name(item.get("name"))
             if _str(item.get("arguments")):
                 it.parts.append(item["arguments"])
         elif kind == "reasoning":
-            it.signature = _str(item.get("encrypted_content")) or None
+            it.signature = _name(item.get("encrypted_content")) or None
         return it
 
     # -- events ------------------------------------------------------------------------------
@@ -359,14 +370,14 @@ class ResponsesStreamParser(SnapshotParser):
         kind = _str(item.get("type")) or it.kind
         if kind == "function_call":
             if _str(item.get("call_id")):
-                it.call_id = item["call_id"]
+                it.call_id = _name(item["call_id"])
             if _str(item.get("name")):
-                it.name = item["name"]
+                it.name = _name(item["name"])
             if isinstance(item.get("arguments"), str):
                 it.parts = [item["arguments"]]
         elif kind == "reasoning":
             if "encrypted_content" in item:
-                it.signature = _str(item.get("encrypted_content")) or None
+                it.signature = _name(item.get("encrypted_content")) or None
             raw_summary = item.get("summary")
             summary = [x for x in raw_summary if isinstance(x, dict)] if isinstance(raw_summary, list) else []
             if not it.text:

@@ -13,6 +13,10 @@ which strict decoders reject and which cannot be encoded as UTF-8. The rules her
   the text with a low surrogate starting the piece; any other lone surrogate becomes U+FFFD.
 - :func:`visible` is the text without a trailing high surrogate still waiting for its pair (what
   a snapshot chunk shows); :func:`final` replaces that last one with U+FFFD at the end.
+
+And reading fields of a decoded event whose types may be wrong: :func:`as_str`,
+:func:`as_object`, :func:`as_key` read a wrongly typed value as absent; :data:`MALFORMED` is what
+reading one can still raise (a parser turns those into its provider error, never lets them out).
 """
 
 from __future__ import annotations
@@ -23,7 +27,19 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["decode_event", "final", "has_surrogate_escape", "join", "join_all", "visible"]
+__all__ = [
+    "MALFORMED",
+    "as_key",
+    "as_name",
+    "as_object",
+    "as_str",
+    "decode_event",
+    "final",
+    "has_surrogate_escape",
+    "join",
+    "join_all",
+    "visible",
+]
 
 _DECODE = msgspec.json.Decoder().decode
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -101,3 +117,32 @@ def final(text: str) -> str:
     if text and "\ud800" <= text[-1] <= "\udbff":
         return text[:-1] + "\ufffd"
     return text
+
+
+MALFORMED = (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError)
+"""The exceptions reading a wrongly typed event can raise; the stream parsers turn them into
+their provider error (the contract's error message), never letting them out of ``stream``."""
+
+
+def as_str(value: Any) -> str:
+    """``value`` when it is a string, else ``""`` (a wrongly typed field reads as absent)."""
+    return value if isinstance(value, str) else ""
+
+
+def as_name(value: Any) -> str:
+    """An identifier-like field (an id, a name, a signature, a stop value): ``value`` when it is
+    a string, with any lone surrogate replaced by U+FFFD (so the stored message can always be
+    encoded), else ``""``."""
+    if not isinstance(value, str):
+        return ""
+    return final(join("", value)) if _SURROGATE.search(value) else value
+
+
+def as_object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else ``{}``."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_key(value: Any) -> Any:
+    """An ``index`` usable as a dict key (a list or object reads as its ``repr``)."""
+    return value if isinstance(value, str | int | float | bool) or value is None else repr(value)

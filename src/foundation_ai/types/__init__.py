@@ -35,6 +35,7 @@ from .records import (
     ReflectionEntry,
     SessionRecord,
     StructuredErrorTrace,
+    TimeRange,
 )
 from .serialization import FORMAT_VERSION, dump_document, from_json, load_document, to_json
 from .stream import ModelState, Stream
@@ -77,6 +78,7 @@ __all__ = [
     "TextContent",
     "ThinkingContent",
     "ThinkingLevel",
+    "TimeRange",
     "TokenLogProb",
     "TokenSnapshot",
     "Tool",

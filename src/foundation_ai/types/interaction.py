@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import msgspec
 
 from .messages import MessagesT
-from .tools import ToolChoiceT, ToolDeclarations
+from .tools import ToolChoice, ToolChoiceT, ToolDeclarations
 
 if TYPE_CHECKING:
     from .messages import Messages as _AnyMessage
@@ -120,9 +120,44 @@ class ModelParams(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     logit_bias: dict[str, float] | None = None
     """Token id (as a string) -> bias. Supported by: OpenAI Chat, llama.cpp."""
 
+    def __post_init__(self) -> None:
+        # Choices given as strings ("high", "long", "json_object") become their typed values;
+        # an unknown string raises instead of being ignored (see ``types/choices.py``).
+        if self.thinking_level is not None and not isinstance(self.thinking_level, ThinkingLevel):
+            from .choices import enum_choice
+
+            msgspec.structs.force_setattr(
+                self, "thinking_level", enum_choice("thinking_level", self.thinking_level, ThinkingLevel)
+            )
+        if self.cache_retention is not None and not isinstance(self.cache_retention, CacheRetention):
+            from .choices import enum_choice
+
+            msgspec.structs.force_setattr(
+                self, "cache_retention", enum_choice("cache_retention", self.cache_retention, CacheRetention)
+            )
+        if not isinstance(self.output_format, OutputFormat):
+            msgspec.structs.force_setattr(self, "output_format", _output_format_of(self.output_format))
+
     def with_(self, **changes: Any) -> ModelParams:
         """A copy with some fields changed."""
         return msgspec.structs.replace(self, **changes)
+
+
+def _output_format_of(value: object) -> OutputFormatT:
+    from ..errors import InvalidChoiceError
+
+    key = value.strip().lower() if isinstance(value, str) else None
+    if key == "text":
+        return _Text()
+    if key in ("json", "json_object"):
+        return _JsonObject()
+    raise InvalidChoiceError(
+        "output_format",
+        value,
+        ["text", "json_object", "OutputFormat.JsonSchema(...)"],
+        message=f"output_format: unknown choice {value!r} (accepted: 'text', 'json_object', an"
+        " OutputFormat; for a schema pass output_type= to the session or OutputFormat.JsonSchema)",
+    )
 
 
 class ModelInteraction(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -144,6 +179,15 @@ class ModelInteraction(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Local backends: a Jinja chat template overriding the model's own."""
     tool_choice: _AnyToolChoice | None = None
     """Whether/which tool must be called; ``None`` means the provider default (auto)."""
+
+    def __post_init__(self) -> None:
+        # ``tool_choice="required"`` (or "auto", "none", a tool name) becomes a ToolChoice; an
+        # unknown string raises ToolChoiceError instead of being ignored by the backend.
+        if self.tool_choice is not None and not isinstance(self.tool_choice, ToolChoice):
+            from .choices import tool_choice_of
+
+            offered = [f.name for f in self.tools_shed.functions()]
+            msgspec.structs.force_setattr(self, "tool_choice", tool_choice_of(self.tool_choice, offered))
 
     def full_system_prompt(self) -> str | None:
         """``system_prompt`` and ``soul`` joined by a blank line, or ``None`` when both are empty."""

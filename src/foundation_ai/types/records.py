@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import msgspec
 
@@ -24,6 +24,7 @@ __all__ = [
     "ReflectionEntry",
     "SessionRecord",
     "StructuredErrorTrace",
+    "TimeRange",
 ]
 
 
@@ -54,25 +55,55 @@ class MemoryFact(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class ObservationEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One observation the agent made about the conversation."""
+    """One observation the agent made about the conversation (see ``docs/memory.md``)."""
 
     id: Id = msgspec.field(default_factory=new_scru128)
     content: str
     priority: int = 0
     """Higher is more important."""
     timestamp: datetime = msgspec.field(default_factory=utc_now)
+    type: Literal["assertion", "question"] = "assertion"
+    """``"assertion"``: something stated or done; ``"question"``: something still open."""
+    source_message_id: Id | None = None
+    """The message it was drawn from, when one."""
+    scope: str | None = None
+    """What it is about (``"user"``, ``"task"``, a project name, ...), free text."""
 
     def __post_init__(self) -> None:
         _utc_field(self, "timestamp")
 
 
+class TimeRange(msgspec.Struct, frozen=True, kw_only=True):
+    """A span of time, ``from`` to ``to`` (UTC). JSON ``{"from": ..., "to": ...}``."""
+
+    from_: datetime = msgspec.field(name="from")
+    to: datetime
+
+    def __post_init__(self) -> None:
+        _utc_field(self, "from_")
+        _utc_field(self, "to")
+
+
 class ReflectionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One reflection condensed from observations."""
+    """One reflection condensed from observations (see ``docs/memory.md``).
+
+    Raises:
+        ValueError: ``importance`` outside 0.0 to 1.0 (``msgspec.ValidationError`` when decoding).
+    """
 
     id: Id = msgspec.field(default_factory=new_scru128)
     content: str
+    """The summary."""
     source_observations: list[Id] = msgspec.field(default_factory=list)
-    """The observation ids it condenses."""
+    """The observation (entry or record) ids it condenses."""
+    time_range: TimeRange | None = None
+    """The time the condensed observations span."""
+    importance: float = 0.5
+    """0.0 (trivia) to 1.0 (essential)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.importance <= 1.0:
+            raise ValueError(f"importance must be between 0.0 and 1.0, got {self.importance}")
 
 
 class AgenticError(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -256,10 +287,17 @@ class _Initializing(AgentProgress, tag="initializing", frozen=True, kw_only=True
 
 
 class _Generating(AgentProgress, tag="generating", frozen=True, kw_only=True):
-    """``AgentProgress.Generating(model, tokens_so_far)``: the model is generating (tokens so far)."""
+    """``AgentProgress.Generating(model, tokens_so_far)``: the model is generating (tokens so far).
+
+    With memory on, ``context_tokens`` is the request's estimated size in tokens as context
+    assembly counted it, and ``token_counter`` how: ``"tokenizer"`` (the model's own, in
+    process) or ``"estimate"`` (see ``docs/memory.md``).
+    """
 
     model: str
     tokens_so_far: int = 0
+    context_tokens: int | None = None
+    token_counter: str | None = None
 
 
 class _ToolCallRequested(AgentProgress, tag="tool_call_requested", frozen=True, kw_only=True):

@@ -11,6 +11,10 @@
 ``to_json(value)`` -> bytes; ``from_json(data, Messages)`` -> a typed value. Pass a seed base
 class (``Messages``, ``ModelOutput``, ``SessionRecord``, …), ``list[...]`` of one, or
 ``Stream[Messages, ModelState]``.
+
+Limits (``docs/json-format.md``, "Limits"): a text whose arrays and objects nest deeper than
+:data:`MAX_NESTING` levels is refused before it is decoded, so decoding never recurses without
+bound; every decoding failure is a :class:`~foundation_ai.errors.JsonFormatError`.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from .tools import Tool, ToolChoice, ToolChoiceT, ToolT
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "MAX_NESTING",
     "dump_document",
     "from_json",
     "load_document",
@@ -53,6 +58,11 @@ __all__ = [
 FORMAT_NAME = "foundation-ai"
 FORMAT_VERSION = 1
 """The version of the JSON format this library writes and the newest it reads."""
+
+MAX_NESTING = 128
+"""The deepest nesting of arrays and objects ``from_json`` and ``load_document`` accept (``[]`` and
+``{}`` are depth 1, ``[[1]]`` depth 2). Deeper texts raise ``JsonFormatError`` before decoding
+(``docs/json-format.md``, "Limits")."""
 
 T = TypeVar("T")
 
@@ -115,29 +125,114 @@ def _format_error(exc: msgspec.DecodeError) -> JsonFormatError:
     return JsonFormatError(text, "$")
 
 
+# The nesting scan keeps brackets (and quotes) only, every opener as "(" and closer as ")".
+_NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
+_NOT_STRUCTURE = bytes(range(256)).translate(None, b'[]{}"')
+_AS_PARENS = bytes.maketrans(b"[{]}", b"(())")
+_STRING = re.compile(rb'"[^"]*"')
+
+
+def nesting_exceeds(data: bytes, limit: int = MAX_NESTING) -> bool:
+    """True when the JSON text ``data`` nests arrays/objects deeper than ``limit`` levels.
+
+    Runs in C-speed passes over the bytes, without recursion or decoding. A first estimate
+    counts every bracket (those inside strings too); only when it says "too deep" (or cannot
+    tell) is the exact scan run, which drops string contents (escapes included) first. Each pass
+    removes the innermost pairs, at most ``limit`` passes. Unbalanced (malformed) text is left to
+    the decoder to report unless a run of openers alone exceeds the limit.
+    """
+    if len(data) <= limit:
+        return False
+    s = data.translate(_AS_PARENS, _NOT_BRACKETS)
+    if s.count(b"(") <= limit or _depth_over(s, limit) is False:
+        return False  # the estimate is exact unless strings hold unbalanced brackets
+    if b"\\" in data:  # drop escaped backslashes, then escaped quotes: string bounds become exact
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    s = data.translate(_AS_PARENS, _NOT_STRUCTURE)
+    if b'"' in s:
+        s = _STRING.sub(b"", s.replace(b'""', b""))
+    return _depth_over(s, limit) is True
+
+
+def _depth_over(s: bytes, limit: int) -> bool | None:
+    """Over a text of ``(`` and ``)`` only: True (deeper than ``limit``), False, or None
+    (unbalanced)."""
+    if b"(" * (limit + 1) in s:
+        return True  # a run of openers alone is deeper than the limit
+    for _ in range(limit):
+        if not s:
+            return False
+        shorter = s.replace(b"()", b"")  # one level: the pairs adjacent before this pass
+        if len(shorter) == len(s):
+            return None
+        s = shorter
+    return bool(s)
+
+
+def _as_bytes(data: bytes | str) -> bytes:
+    if isinstance(data, str):
+        try:
+            return data.encode()
+        except UnicodeEncodeError as exc:
+            raise JsonFormatError(
+                f"the text holds a character that is not valid Unicode ({exc.reason}, position {exc.start})",
+                "$",
+            ) from None
+    if isinstance(data, bytes):
+        return data
+    try:
+        return bytes(data)
+    except TypeError:
+        raise JsonFormatError(f"expected JSON text (bytes or str), got {type(data).__name__}", "$") from None
+
+
+def _too_deep() -> JsonFormatError:
+    return JsonFormatError(f"arrays and objects nested deeper than {MAX_NESTING} levels", "$")
+
+
 def from_json(data: bytes | str, tp: type[T] | Any) -> T:
     """Decode JSON into ``tp`` (a seed type such as ``Messages``, or ``list[Messages]``, …).
 
     Raises:
-        JsonFormatError: the text is not JSON or does not match the type; ``.path`` names where
-            (e.g. ``"$.content.type"``).
+        JsonFormatError: the text is not JSON (or not valid UTF-8 / Unicode), nests deeper than
+            :data:`MAX_NESTING`, or does not match the type; ``.path`` names where (e.g.
+            ``"$.content.type"``). No other exception escapes for any input.
     """
-    if tp is AgentProgress:
-        return _decode_progress(data)  # type: ignore[return-value]
-    if _holds_progress(tp):
-        return _decode_with_progress(data, tp)  # type: ignore[no-any-return]
+    raw = _as_bytes(data)
+    if nesting_exceeds(raw):
+        raise _too_deep()
+    value: T = _from_checked(raw, tp)
+    return value
+
+
+def _from_checked(data: bytes, tp: Any) -> Any:
     try:
-        dec = _decoder(tp)  # type: ignore[arg-type]
+        return _decode_typed(data, tp)
+    except RecursionError:  # a backstop: the nesting scan refuses deep texts first
+        raise _too_deep() from None
+    except JsonFormatError:
+        raise
+    except ValueError as exc:  # e.g. UnicodeError: every decoding failure is the typed one
+        raise JsonFormatError(f"{type(exc).__name__}: {exc}", "$") from None
+
+
+def _decode_typed(data: bytes, tp: Any) -> Any:
+    if tp is AgentProgress:
+        return _decode_progress(data)
+    if _holds_progress(tp):
+        return _decode_with_progress(data, tp)
+    try:
+        dec = _decoder(tp)
     except TypeError:  # an unhashable generic alias
         dec = msgspec.json.Decoder(_resolve(tp))
     try:
-        return dec.decode(data)  # type: ignore[no-any-return]
+        return dec.decode(data)
     except msgspec.DecodeError as exc:
         raise _format_error(exc) from None
 
 
-def _decode_progress(data: bytes | str) -> AgentProgress:
-    return _progress_from(from_json(data, dict[str, Any]), "$")
+def _decode_progress(data: bytes) -> AgentProgress:
+    return _progress_from(_decode_typed(data, dict[str, Any]), "$")
 
 
 def _progress_from(raw: dict[str, Any], path: str) -> AgentProgress:
@@ -173,10 +268,10 @@ def _progress_as_dicts(tp: Any) -> Any:
     return origin[tuple(_progress_as_dicts(a) for a in args)]
 
 
-def _decode_with_progress(data: bytes | str, tp: Any) -> Any:
+def _decode_with_progress(data: bytes, tp: Any) -> Any:
     """Decode a container holding ``AgentProgress`` so unknown variants become ``Unknown``
     wherever they sit (a list of progress items, the ``Pending`` of an agent ``Stream``, …)."""
-    return _restore_progress(from_json(data, _progress_as_dicts(tp)), tp, "$")
+    return _restore_progress(_decode_typed(data, _progress_as_dicts(tp)), tp, "$")
 
 
 def _restore_progress(value: Any, tp: Any, path: str) -> Any:
@@ -220,13 +315,19 @@ def load_document(data: bytes | str, item_type: Any) -> list[Any]:
     """Decode a document written by :func:`dump_document` into a list of ``item_type``.
 
     Raises:
-        JsonFormatError: not a foundation-ai document, a newer format version, or a bad item
-            (the path then names it, e.g. ``"$.items[3].message.role"``).
+        JsonFormatError: not a foundation-ai document, a newer format version, nested deeper than
+            :data:`MAX_NESTING`, or a bad item (the path then names it, e.g.
+            ``"$.items[3].message.role"``). No other exception escapes for any input.
     """
+    raw = _as_bytes(data)
+    if nesting_exceeds(raw):
+        raise _too_deep()
     try:
-        doc = msgspec.json.decode(data, type=_Document)
+        doc = msgspec.json.decode(raw, type=_Document)
     except msgspec.DecodeError as exc:
         raise _format_error(exc) from None
+    except RecursionError:
+        raise _too_deep() from None
     if doc.format != FORMAT_NAME:
         raise JsonFormatError(f"not a {FORMAT_NAME} document (format {doc.format!r})", "$.format")
     if doc.version > FORMAT_VERSION:
@@ -234,6 +335,6 @@ def load_document(data: bytes | str, item_type: Any) -> list[Any]:
             f"document version {doc.version} is newer than this library reads ({FORMAT_VERSION})", "$.version"
         )
     try:
-        return from_json(bytes(doc.items), list[item_type])
+        return _from_checked(bytes(doc.items), list[item_type])  # type: ignore[no-any-return]
     except JsonFormatError as exc:
         raise JsonFormatError(exc.reason, "$.items" + exc.path[1:]) from None

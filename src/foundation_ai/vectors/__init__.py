@@ -14,7 +14,14 @@
   cosine and dot product; for L2 the score is the distance itself (as seed 001's "L2 distance
   (0..inf)" says), so lower is more similar.
 - :class:`VectorStore`: the protocol (upsert, get, delete, search by vector with ``k`` and a tag
-  filter: tag names or key-value labels); :class:`InMemoryVectorStore` is an exact (brute-force) implementation.
+  filter: tag names or key-value labels). Implementations:
+
+  - :class:`InMemoryVectorStore`: exact (brute-force, numpy) in memory;
+  - :class:`SqliteVecStore`: an SQLite file with the sqlite-vec extension (through apsw), the
+    embedded default;
+  - :class:`PgVectorStore`: PostgreSQL with pgvector (HNSW index), for many machines.
+
+  One contract holds for all three (see ``docs/memory.md``).
 """
 
 from __future__ import annotations
@@ -29,14 +36,19 @@ from ._store import (
     VectorMetadata,
     VectorStore,
 )
+from .pgvector import PgVectorStore
+from .sqlite_vec import SqliteVecStore, default_vector_path
 
 __all__ = [
     "DimensionMismatchError",
     "InMemoryVectorStore",
     "Metric",
+    "PgVectorStore",
+    "SqliteVecStore",
     "TagFilter",
     "VectorEntry",
     "VectorMatch",
     "VectorMetadata",
     "VectorStore",
+    "default_vector_path",
 ]

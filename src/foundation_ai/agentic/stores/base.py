@@ -1,31 +1,194 @@
-"""The ``SessionStore`` protocol and rebuilding a conversation from records."""
+"""The ``SessionStore`` protocol, session metadata, and rebuilding a conversation from records.
+
+A store keeps, per session, its records (append-only) and one metadata row
+(:class:`SessionMeta`: created, updated, model, message count, title, system prompt, tool names)
+updated in the same transaction as each ``append``, so listing sessions never decodes messages.
+Every store method may raise :class:`~foundation_ai.agentic.errors.StoreError` when the storage
+fails (a lock held too long, a full disk) and
+:class:`~foundation_ai.agentic.errors.SessionClosedError` once closed; a failed ``append`` wrote
+nothing, so the caller may send the same batch again. Async callers use :func:`aappend`,
+:func:`aload`, :func:`alist_sessions` and :func:`asession_meta`, which run a store's blocking
+I/O off the event loop (a store may provide its own ``aappend`` … methods).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from ...types import Messages, SessionRecord
+import msgspec
 
-__all__ = ["SessionStore", "conversation_of"]
+from ...types import Messages, SessionRecord, TextContent, UserMessage
+
+__all__ = [
+    "SessionHeader",
+    "SessionMeta",
+    "SessionStore",
+    "aappend",
+    "alist_sessions",
+    "aload",
+    "asession_meta",
+    "conversation_of",
+    "meta_delta",
+    "takes_header",
+    "title_of",
+]
+
+TITLE_CHARS = 80
+"""A session's title is the first line of its first user text, cut to this many characters."""
+
+
+class SessionHeader(msgspec.Struct, frozen=True, kw_only=True):
+    """What a session declares about itself, stored with its records (latest value wins).
+
+    Attributes:
+        model: the primary model as a model string (``"openai:gpt-4o-mini"``,
+            ``"llamacpp:SmolLM2-135M"``; ``provider:name``), or ``None``.
+        system_prompt: the system prompt, or ``None``.
+        tools: the function names of the session's tools, in registration order.
+    """
+
+    model: str | None = None
+    system_prompt: str | None = None
+    tools: tuple[str, ...] = ()
+
+
+class SessionMeta(msgspec.Struct, frozen=True):
+    """One session's metadata row, as ``list_sessions`` and ``session_meta`` return it.
+
+    Attributes:
+        session_id: the id.
+        created: when the first record was stored (Unix time, seconds).
+        updated: when the last batch was stored (Unix time, seconds).
+        message_count: ``Conversation`` records stored (a message each; a ``Retracted`` record
+            does not lower it).
+        title: the first line of the first user text (at most 80 characters), or ``None``.
+        model, system_prompt, tools: the latest :class:`SessionHeader` stored (``None`` / ``()``
+            when the writer gave none, e.g. sessions written before metadata existed).
+
+    Fields are also positional, in this order.
+    """
+
+    session_id: str
+    created: float
+    updated: float
+    message_count: int = 0
+    title: str | None = None
+    model: str | None = None
+    system_prompt: str | None = None
+    tools: tuple[str, ...] = ()
 
 
 @runtime_checkable
 class SessionStore(Protocol):
-    """Persists session records.
+    """Persists session records and their metadata.
 
-    ``append`` writes a batch atomically (all or nothing) and must skip records whose
-    ``persistable`` is false (``FailedAction``); ``load`` returns a session's records in the
-    order appended (``[]`` for an unknown id); ``sessions`` lists ids, oldest first.
+    ``append`` writes a batch atomically (all or nothing) together with the session's metadata
+    row (``header``, when given, replaces the stored model / system prompt / tools), and skips
+    records whose ``persistable`` is false (``FailedAction``); ``load`` returns a session's records
+    in the order appended (``[]`` for an unknown id); ``sessions`` lists ids, oldest first;
+    ``list_sessions`` lists metadata rows, most recently updated first, without decoding any
+    record; ``session_meta`` is one row or ``None``. The contract is tested for every store in
+    ``tests/test_store_contract.py``. A store whose methods never wait for I/O may set a class
+    attribute ``nonblocking = True``: the turn loop then calls ``append`` on the event loop
+    instead of through ``aappend``.
     """
 
-    def append(self, session_id: str, records: Sequence[SessionRecord]) -> None: ...
+    def append(
+        self, session_id: str, records: Sequence[SessionRecord], header: SessionHeader | None = None
+    ) -> None: ...
 
     def load(self, session_id: str) -> list[SessionRecord]: ...
 
     def sessions(self) -> list[str]: ...
 
+    def list_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionMeta]: ...
+
+    def session_meta(self, session_id: str) -> SessionMeta | None: ...
+
     def close(self) -> None: ...
+
+
+def title_of(records: Iterable[SessionRecord]) -> str | None:
+    """The title a batch gives a session: the first line of its first user text, cut to
+    :data:`TITLE_CHARS` characters (``None`` when the batch holds no user text)."""
+    for r in records:
+        if type(r) is SessionRecord.Conversation:
+            m = r.message
+            if isinstance(m, UserMessage) and isinstance(m.content, TextContent):
+                line = m.content.content.strip().split("\n", 1)[0].strip()
+                if line:
+                    return line[:TITLE_CHARS]
+    return None
+
+
+def meta_delta(records: Sequence[SessionRecord]) -> tuple[int, str | None]:
+    """(messages added, title) for a batch being appended."""
+    count = sum(1 for r in records if type(r) is SessionRecord.Conversation)
+    return count, title_of(records)
+
+
+def takes_header(store: Any) -> bool:
+    """True when ``store.append`` accepts a ``header`` (stores written before metadata existed
+    take ``(session_id, records)`` only; they are still usable, without metadata)."""
+    kind = type(store)
+    known = _TAKES_HEADER.get(kind)
+    if known is None:
+        try:
+            params = inspect.signature(store.append).parameters
+            known = (
+                "header" in params
+                or any(p.kind is p.VAR_POSITIONAL for p in params.values())
+                or len(params) >= 3
+            )
+        except (TypeError, ValueError):
+            known = False
+        _TAKES_HEADER[kind] = known
+    return known
+
+
+_TAKES_HEADER: dict[type, bool] = {}
+
+
+async def _call(store: Any, name: str, *args: Any) -> Any:
+    own = getattr(store, "a" + name, None)
+    if own is not None:
+        return await own(*args)
+    return await asyncio.to_thread(getattr(store, name), *args)
+
+
+async def aappend(
+    store: SessionStore,
+    session_id: str,
+    records: Sequence[SessionRecord],
+    header: SessionHeader | None = None,
+) -> None:
+    """``store.append`` without blocking the event loop (the store's own ``aappend`` when it has
+    one, else a worker thread). Raises what ``append`` raises."""
+    if header is None or not takes_header(store):
+        await _call(store, "append", session_id, records)
+    else:
+        await _call(store, "append", session_id, records, header)
+
+
+async def aload(store: SessionStore, session_id: str) -> list[SessionRecord]:
+    """``store.load`` without blocking the event loop."""
+    out: list[SessionRecord] = await _call(store, "load", session_id)
+    return out
+
+
+async def alist_sessions(store: SessionStore, limit: int | None = None, offset: int = 0) -> list[SessionMeta]:
+    """``store.list_sessions`` without blocking the event loop."""
+    out: list[SessionMeta] = await _call(store, "list_sessions", limit, offset)
+    return out
+
+
+async def asession_meta(store: SessionStore, session_id: str) -> SessionMeta | None:
+    """``store.session_meta`` without blocking the event loop."""
+    out: SessionMeta | None = await _call(store, "session_meta", session_id)
+    return out
 
 
 def conversation_of(records: Iterable[SessionRecord]) -> list[Messages]:

@@ -3,27 +3,81 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from ...types import SessionRecord
+from .base import SessionHeader, SessionMeta, title_of
 
 __all__ = ["InMemorySessionStore"]
 
 _FAILED = SessionRecord.FailedAction
+_CONVERSATION = SessionRecord.Conversation
 
 
 class InMemorySessionStore:
-    """A ``SessionStore`` in memory; lost when the process ends. Thread-safe."""
+    """A ``SessionStore`` in memory; lost when the process ends. Thread-safe; its methods never
+    block on I/O (``nonblocking``: the turn loop calls them directly, and the ``a*`` methods
+    too). :meth:`close` keeps the data: several sessions in turn (build, close, resume) may share
+    one in-memory store."""
+
+    nonblocking: ClassVar[bool] = True
+    """Its methods never wait for I/O: async callers may call them on the event loop."""
 
     def __init__(self) -> None:
         self._data: dict[str, list[SessionRecord]] = {}
+        # session id -> [created, updated, message_count, title, model, system_prompt, tools, write#]
+        self._meta: dict[str, list[Any]] = {}
+        self._writes = 0  # the write number breaks ties of ``updated`` when listing
         self._lock = threading.Lock()
 
-    def append(self, session_id: str, records: Sequence[SessionRecord]) -> None:
-        """Add a batch (``FailedAction`` records skipped)."""
-        keep = [r for r in records if type(r) is not _FAILED]
+    def append(
+        self, session_id: str, records: Sequence[SessionRecord], header: SessionHeader | None = None
+    ) -> None:
+        """Add a batch (``FailedAction`` records skipped) and update the session's metadata."""
+        keep: list[SessionRecord] = []
+        added = 0
+        for r in records:
+            kind = type(r)
+            if kind is not _FAILED:
+                keep.append(r)
+                if kind is _CONVERSATION:
+                    added += 1
+        if not keep and header is None:
+            return
+        now = time.time()
         with self._lock:
+            row = self._meta.get(session_id)
+            if row is None:
+                row = self._meta[session_id] = [now, now, 0, None, None, None, (), 0]
             self._data.setdefault(session_id, []).extend(keep)
+            row[1] = now
+            row[2] += added
+            if row[3] is None and added:
+                row[3] = title_of(keep)
+            if header is not None:
+                row[4], row[5], row[6] = header.model, header.system_prompt, tuple(header.tools)
+            self._writes += 1
+            row[7] = self._writes
+
+    async def aappend(
+        self, session_id: str, records: Sequence[SessionRecord], header: SessionHeader | None = None
+    ) -> None:
+        """:meth:`append` (nothing blocks: called directly)."""
+        self.append(session_id, records, header)
+
+    async def aload(self, session_id: str) -> list[SessionRecord]:
+        """:meth:`load`."""
+        return self.load(session_id)
+
+    async def alist_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionMeta]:
+        """:meth:`list_sessions`."""
+        return self.list_sessions(limit, offset)
+
+    async def asession_meta(self, session_id: str) -> SessionMeta | None:
+        """:meth:`session_meta`."""
+        return self.session_meta(session_id)
 
     def load(self, session_id: str) -> list[SessionRecord]:
         """A copy of the session's records (``[]`` when unknown)."""
@@ -35,5 +89,22 @@ class InMemorySessionStore:
         with self._lock:
             return list(self._data)
 
+    def list_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionMeta]:
+        """Metadata rows, most recently updated first."""
+        with self._lock:
+            rows = sorted(self._meta.items(), key=lambda item: item[1][7], reverse=True)
+            end = None if limit is None else offset + max(limit, 0)
+            return [_as_meta(sid, row) for sid, row in rows[max(offset, 0) : end]]
+
+    def session_meta(self, session_id: str) -> SessionMeta | None:
+        """The session's metadata row, or ``None`` when unknown."""
+        with self._lock:
+            row = self._meta.get(session_id)
+            return None if row is None else _as_meta(session_id, row)
+
     def close(self) -> None:
-        """Nothing to release."""
+        """Nothing to release (the data stays)."""
+
+
+def _as_meta(session_id: str, row: list[Any]) -> SessionMeta:
+    return SessionMeta(session_id, *row[:7])

@@ -1,41 +1,101 @@
 """``SqliteSessionStore``: records as JSON rows in an SQLite file (the default store).
 
-Schema: ``records(session_id TEXT, seq INTEGER, kind TEXT, body BLOB, PRIMARY KEY(session_id,
-seq))`` and ``sessions(session_id TEXT PRIMARY KEY, created REAL)``. The body is the record in
-the foundation_ai JSON format (``to_json``). The database runs in WAL mode with
-``synchronous=NORMAL``: a committed batch survives the process being killed (SIGKILL); each
-``append`` is one transaction.
+Schema (``PRAGMA user_version`` 2):
 
-A row that no longer decodes (written by an older or buggy version) never makes the store
-unreadable: :meth:`SqliteSessionStore.load` skips it with a logged warning and counts it in
-:attr:`SqliteSessionStore.corrupt_records`; ``load(..., strict=True)`` raises
-:class:`~foundation_ai.agentic.errors.CorruptRecordError` for that session only.
+- ``records(session_id TEXT, seq INTEGER, kind TEXT, body BLOB, PRIMARY KEY(session_id, seq))``:
+  the body is the record in the foundation_ai JSON format (``to_json``);
+- ``sessions(session_id TEXT PRIMARY KEY, created REAL, updated REAL, message_count INTEGER,
+  title TEXT, model TEXT, system_prompt TEXT, tools TEXT)``: one metadata row per session
+  (:class:`~foundation_ai.agentic.stores.SessionMeta`; ``tools`` a JSON array of names), written
+  in the same transaction as each ``append`` and indexed by ``updated``, so listing sessions never
+  reads a record. A file written before this table had these columns is migrated when opened
+  (counts and titles are computed from the stored records once).
+
+The database runs in WAL mode with ``synchronous=NORMAL``: a committed batch survives the process
+being killed (SIGKILL); each ``append`` is one transaction. The busy timeout is set when the
+connection is made, before any statement, and opening retries while another process holds a lock
+(several processes may open a fresh file at once). Every ``sqlite3`` failure is raised as
+:class:`~foundation_ai.agentic.errors.StoreError` (``retryable`` for a lock or a busy
+database); a failed ``append`` stored nothing. The ``a*`` methods (``aappend``, ``aload``, …) run
+the same operations on the store's own worker thread, so a locked database never blocks an event
+loop.
+
+A row that no longer decodes (written by an older or buggy version, or nested past the JSON
+format's limit) never makes the store unreadable: :meth:`SqliteSessionStore.load` skips it with a
+logged warning and counts it in :attr:`SqliteSessionStore.corrupt_records`;
+``load(..., strict=True)`` raises :class:`~foundation_ai.agentic.errors.CorruptRecordError` for
+that session only.
+
+The default file is ``sessions.sqlite3`` in ``$FOUNDATION_AI_HOME`` when that variable is set,
+else in the user data directory (:func:`default_store_path`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import os
+import random
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
 
 from ...errors import FoundationAIError
 from ...types import SessionRecord, from_json, to_json
-from ..errors import CorruptRecordError, SessionClosedError
+from ..errors import CorruptRecordError, SessionClosedError, StoreError
+from .base import SessionHeader, SessionMeta, meta_delta, title_of
 
-__all__ = ["SqliteSessionStore", "default_store_path"]
+__all__ = ["HOME_ENV", "SqliteSessionStore", "default_store_path"]
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+HOME_ENV = "FOUNDATION_AI_HOME"
+"""Environment variable naming the directory for foundation-ai's data (the default session
+store); when unset, the user data directory of ``platformdirs`` is used."""
+
+SCHEMA_VERSION = 2
+
+_META_COLUMNS = {
+    "updated": "REAL",
+    "message_count": "INTEGER NOT NULL DEFAULT 0",
+    "title": "TEXT",
+    "model": "TEXT",
+    "system_prompt": "TEXT",
+    "tools": "TEXT",
+}
+_SELECT_META = (
+    "SELECT session_id, created, updated, message_count, title, model, system_prompt, tools FROM sessions"
+)
+_UPSERT_META = (
+    "INSERT INTO sessions(session_id, created, updated, message_count, title) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT(session_id) DO UPDATE SET updated = excluded.updated, "
+    "message_count = message_count + excluded.message_count, title = COALESCE(title, excluded.title)"
+)
+_tools_decoder = msgspec.json.Decoder(tuple[str, ...])
+
 
 def default_store_path() -> Path:
-    """``<user data dir>/foundation-ai/sessions.sqlite3`` (``platformdirs.user_data_dir``)."""
+    """``$FOUNDATION_AI_HOME/sessions.sqlite3`` when ``FOUNDATION_AI_HOME`` is set, else
+    ``<user data dir>/foundation-ai/sessions.sqlite3`` (``platformdirs.user_data_dir``)."""
+    home = os.environ.get(HOME_ENV)
+    if home:
+        return Path(home) / "sessions.sqlite3"
     import platformdirs
 
     return Path(platformdirs.user_data_dir("foundation-ai", appauthor=False)) / "sessions.sqlite3"
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 class SqliteSessionStore:
@@ -43,66 +103,220 @@ class SqliteSessionStore:
 
     Args:
         path: the database file; default :func:`default_store_path`. ``":memory:"`` works too.
+        busy_timeout: seconds a statement waits for another connection's lock before failing
+            with a retryable :class:`StoreError`; opening retries for as long.
 
     Thread-safe (one connection guarded by a lock). After :meth:`close` every method raises
     :class:`~foundation_ai.agentic.errors.SessionClosedError`.
+
+    Raises:
+        StoreError: the file cannot be opened or is not a database (``retryable`` when it stayed
+            locked by another process for ``busy_timeout`` seconds).
 
     Attributes:
         corrupt_records: session id -> the ``seq`` numbers of rows the last :meth:`load` of that
             session skipped because they no longer decode (absent when none were skipped).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, busy_timeout: float = 5.0) -> None:
         p = default_store_path() if path is None else path
-        if str(p) != ":memory:":
-            Path(p).parent.mkdir(parents=True, exist_ok=True)
         self.path = str(p)
+        self.busy_timeout = busy_timeout
         self._lock = threading.Lock()
         self._closed = False
+        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
         self.corrupt_records: dict[str, list[int]] = {}
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("PRAGMA busy_timeout=5000")
-        self._conn.execute(
+        if self.path != ":memory:":
+            try:
+                Path(p).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create the directory of {self.path!r}: {exc}", path=self.path
+                ) from None
+        self._conn = self._open()
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        deadline = time.monotonic() + max(self.busy_timeout, 0.5)
+        pause = 0.005
+        while True:
+            conn: sqlite3.Connection | None = None
+            try:
+                # ``timeout`` installs the busy handler when connecting, before any statement
+                conn = sqlite3.connect(
+                    self.path, timeout=self.busy_timeout, check_same_thread=False, isolation_level=None
+                )
+                self._prepare(conn)
+                return conn
+            except sqlite3.Error as exc:
+                if conn is not None:
+                    conn.close()
+                # switching to WAL and the first schema write can fail at once with "locked" when
+                # several processes open a fresh file together (no busy wait there): retry
+                if _is_busy(exc) and time.monotonic() < deadline:
+                    time.sleep(pause * (1 + random.random()))
+                    pause = min(pause * 2, 0.1)
+                    continue
+                raise StoreError(
+                    f"cannot open the session store {self.path!r}: {exc}",
+                    path=self.path,
+                    retryable=_is_busy(exc),
+                ) from None
+
+    def _prepare(self, c: sqlite3.Connection) -> None:
+        c.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        if self.path != ":memory:" and str(c.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+            c.execute("PRAGMA journal_mode=WAL")
+        c.execute("PRAGMA synchronous=NORMAL")
+        if int(c.execute("PRAGMA user_version").fetchone()[0]) >= SCHEMA_VERSION:
+            return
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            if int(c.execute("PRAGMA user_version").fetchone()[0]) < SCHEMA_VERSION:
+                self._migrate(c)
+                c.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    def _migrate(self, c: sqlite3.Connection) -> None:
+        """Create the tables, or bring a file of an older version up to :data:`SCHEMA_VERSION`."""
+        c.execute(
             "CREATE TABLE IF NOT EXISTS records (session_id TEXT NOT NULL, seq INTEGER NOT NULL, "
             "kind TEXT NOT NULL, body BLOB NOT NULL, PRIMARY KEY (session_id, seq))"
         )
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, created REAL NOT NULL)"
-        )
-
-    def append(self, session_id: str, records: Sequence[SessionRecord]) -> None:
-        """Write a batch in one transaction (``FailedAction`` records skipped)."""
-        keep = [r for r in records if r.persistable]
-        if not keep:
+        c.execute("CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, created REAL NOT NULL)")
+        have = {row[1] for row in c.execute("PRAGMA table_info(sessions)")}
+        missing = [name for name in _META_COLUMNS if name not in have]
+        for name in missing:
+            c.execute(f"ALTER TABLE sessions ADD COLUMN {name} {_META_COLUMNS[name]}")
+        c.execute("CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions(updated)")  # list_sessions order
+        if not missing:
             return
-        with self._lock:
-            self._check_open()
-            c = self._conn
-            c.execute("BEGIN IMMEDIATE")
-            try:
-                # read inside the write transaction: another process may share the file
-                row = c.execute("SELECT MAX(seq) FROM records WHERE session_id=?", (session_id,)).fetchone()
-                seq = 0 if row[0] is None else row[0] + 1
-                if seq == 0:
-                    c.execute(
-                        "INSERT OR IGNORE INTO sessions(session_id, created) VALUES (?, ?)",
-                        (session_id, time.time()),
-                    )
-                rows = []
-                for r in keep:
-                    rows.append((session_id, seq, r.__struct_config__.tag, to_json(r)))
-                    seq += 1
-                c.executemany("INSERT INTO records(session_id, seq, kind, body) VALUES (?,?,?,?)", rows)
-                c.execute("COMMIT")
-            except BaseException:
-                c.execute("ROLLBACK")
-                raise
+        # an older file: sessions known only by their records, then counts and titles
+        now = time.time()
+        c.execute(
+            "INSERT OR IGNORE INTO sessions(session_id, created) SELECT DISTINCT session_id, ? FROM records",
+            (now,),
+        )
+        c.execute(
+            "UPDATE sessions SET updated = created, message_count = (SELECT COUNT(*) FROM records r "
+            "WHERE r.session_id = sessions.session_id AND r.kind = 'conversation')"
+        )
+        ids = [row[0] for row in c.execute("SELECT session_id FROM sessions")]
+        for sid in ids:
+            bodies = c.execute(
+                "SELECT body FROM records WHERE session_id=? AND kind='conversation' ORDER BY seq LIMIT 20",
+                (sid,),
+            ).fetchall()
+            recs: list[SessionRecord] = []
+            for (body,) in bodies:
+                try:
+                    recs.append(from_json(bytes(body), SessionRecord))
+                except FoundationAIError:
+                    continue
+            title = title_of(recs)
+            if title is not None:
+                c.execute("UPDATE sessions SET title=? WHERE session_id=?", (title, sid))
+
+    # -- helpers ---------------------------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed:
             raise SessionClosedError(f"the session store {self.path!r} is closed")
+
+    def _failure(self, action: str, exc: sqlite3.Error) -> StoreError:
+        busy = _is_busy(exc)
+        hint = f" (still locked after the {self.busy_timeout} s busy timeout)" if busy else ""
+        return StoreError(
+            f"could not {action} in the session store {self.path!r}: {exc}{hint}",
+            path=self.path,
+            retryable=busy,
+        )
+
+    def _read(self, action: str, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            self._check_open()
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise self._failure(action, exc) from None
+
+    async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the store's worker thread and await it."""
+        with self._lock:
+            self._check_open()
+            if self._worker is None:
+                self._worker = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="foundation-ai-store"
+                )
+            worker = self._worker
+        return await asyncio.get_running_loop().run_in_executor(worker, lambda: fn(*args))
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def append(
+        self, session_id: str, records: Sequence[SessionRecord], header: SessionHeader | None = None
+    ) -> None:
+        """Write a batch and the session's metadata row in one transaction (``FailedAction``
+        records skipped); ``header`` replaces the stored model, system prompt and tool names.
+
+        Raises:
+            StoreError: the write failed (nothing was stored; ``retryable`` for a lock).
+            SessionClosedError: the store was closed.
+        """
+        keep = [r for r in records if r.persistable]
+        if not keep and header is None:
+            return
+        bodies = [(r.__struct_config__.tag, to_json(r)) for r in keep]
+        added, title = meta_delta(keep)
+        with self._lock:
+            self._check_open()
+            c = self._conn
+            try:
+                c.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._failure("start a write", exc) from None
+            try:
+                # read inside the write transaction: another process may share the file
+                row = c.execute("SELECT MAX(seq) FROM records WHERE session_id=?", (session_id,)).fetchone()
+                seq = 0 if row[0] is None else row[0] + 1
+                c.executemany(
+                    "INSERT INTO records(session_id, seq, kind, body) VALUES (?,?,?,?)",
+                    [(session_id, seq + i, kind, body) for i, (kind, body) in enumerate(bodies)],
+                )
+                now = time.time()
+                c.execute(_UPSERT_META, (session_id, now, now, added, title))
+                if header is not None:
+                    c.execute(
+                        "UPDATE sessions SET model=?, system_prompt=?, tools=? WHERE session_id=?",
+                        (
+                            header.model,
+                            header.system_prompt,
+                            msgspec.json.encode(list(header.tools)),
+                            session_id,
+                        ),
+                    )
+                c.execute("COMMIT")
+            except BaseException as exc:
+                try:
+                    c.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # the transaction is already gone (SQLite rolled it back itself)
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failure("write", exc) from None
+                raise
+
+    async def aappend(
+        self, session_id: str, records: Sequence[SessionRecord], header: SessionHeader | None = None
+    ) -> None:
+        """:meth:`append` on the store's worker thread (the event loop keeps running while the
+        database is locked). Raises what :meth:`append` raises."""
+        await self._off_loop(self.append, session_id, records, header)
+
+    # -- reading ---------------------------------------------------------------------------------
 
     def load(self, session_id: str, *, strict: bool = False) -> list[SessionRecord]:
         """The session's records in order (``[]`` when unknown).
@@ -112,20 +326,28 @@ class SqliteSessionStore:
 
         Raises:
             CorruptRecordError: ``strict`` and at least one row does not decode.
+            StoreError: the read failed.
             SessionClosedError: the store was closed.
         """
-        with self._lock:
-            self._check_open()
-            rows = self._conn.execute(
-                "SELECT seq, body FROM records WHERE session_id=? ORDER BY seq", (session_id,)
-            ).fetchall()
-        out: list[SessionRecord] = []
+        rows = self._read(
+            "read a session", "SELECT seq, body FROM records WHERE session_id=? ORDER BY seq", (session_id,)
+        )
+        try:  # fast path: every row at once
+            out: list[SessionRecord] = from_json(
+                b"[" + b",".join([body for _, body in rows]) + b"]", list[SessionRecord]
+            )
+            if len(out) == len(rows):
+                self.corrupt_records.pop(session_id, None)
+                return out
+        except (FoundationAIError, TypeError):  # a bad row (or a TEXT body): decode one by one
+            pass
+        out = []
         bad: list[int] = []
         detail = ""
         for seq, body in rows:
             try:
-                out.append(from_json(bytes(body), SessionRecord))
-            except (FoundationAIError, ValueError, TypeError) as exc:
+                out.append(from_json(body if isinstance(body, bytes | str) else bytes(body), SessionRecord))
+            except (FoundationAIError, TypeError) as exc:
                 bad.append(int(seq))
                 detail = detail or str(exc)
         if bad:
@@ -143,16 +365,52 @@ class SqliteSessionStore:
             self.corrupt_records.pop(session_id, None)
         return out
 
+    async def aload(self, session_id: str) -> list[SessionRecord]:
+        """:meth:`load` on the store's worker thread."""
+        return await self._off_loop(self.load, session_id)
+
     def sessions(self) -> list[str]:
         """Session ids, oldest first.
 
         Raises:
+            StoreError: the read failed.
             SessionClosedError: the store was closed.
         """
-        with self._lock:
-            self._check_open()
-            rows = self._conn.execute("SELECT session_id FROM sessions ORDER BY created, rowid").fetchall()
+        rows = self._read("list sessions", "SELECT session_id FROM sessions ORDER BY created, rowid")
         return [r[0] for r in rows]
+
+    def list_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionMeta]:
+        """Metadata rows, most recently updated first (``limit`` rows from ``offset``; all when
+        ``limit`` is ``None``). Reads the metadata table only: no record is decoded.
+
+        Raises:
+            StoreError: the read failed.
+            SessionClosedError: the store was closed.
+        """
+        rows = self._read(
+            "list sessions",
+            _SELECT_META + " ORDER BY updated DESC, rowid DESC LIMIT ? OFFSET ?",
+            (-1 if limit is None else max(limit, 0), max(offset, 0)),
+        )
+        return _metas(rows)
+
+    async def alist_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionMeta]:
+        """:meth:`list_sessions` on the store's worker thread."""
+        return await self._off_loop(self.list_sessions, limit, offset)
+
+    def session_meta(self, session_id: str) -> SessionMeta | None:
+        """The session's metadata row, or ``None`` when unknown.
+
+        Raises:
+            StoreError: the read failed.
+            SessionClosedError: the store was closed.
+        """
+        rows = self._read("read a session", _SELECT_META + " WHERE session_id=?", (session_id,))
+        return _metas(rows)[0] if rows else None
+
+    async def asession_meta(self, session_id: str) -> SessionMeta | None:
+        """:meth:`session_meta` on the store's worker thread."""
+        return await self._off_loop(self.session_meta, session_id)
 
     def close(self) -> None:
         """Close the connection (idempotent); later calls raise ``SessionClosedError``."""
@@ -160,3 +418,25 @@ class SqliteSessionStore:
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+                if self._worker is not None:
+                    self._worker.shutdown(wait=False)
+
+
+def _metas(rows: list[Any]) -> list[SessionMeta]:
+    """Metadata rows as ``SessionMeta`` (the tool lists decoded once per distinct value)."""
+    tools: dict[Any, tuple[str, ...]] = {None: (), "": ()}
+    out = []
+    for sid, created, updated, count, title, model, system, names in rows:
+        found = tools.get(names)
+        if found is None:
+            try:
+                found = _tools_decoder.decode(names)
+            except (msgspec.DecodeError, TypeError):
+                found = ()
+            tools[names] = found
+        out.append(
+            SessionMeta(
+                sid, created, created if updated is None else updated, count, title, model, system, found
+            )
+        )
+    return out

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ...errors import ConfigurationError
+from ...errors import ConfigurationError, TurnFailedError
 from ...ids import new_scru128
 from ...types import Messages, SessionRecord, TextContent, ToolResultMessage
 from ..ledger import TokenBudget
@@ -213,6 +213,8 @@ class SubAgents:
         child = self._child(parent, kind, depth)
         try:
             turn = await child.arun_turn(Messages.user(task))
+        except TurnFailedError as exc:  # the child's failure is reported below, with its usage
+            turn = exc.turn
         except asyncio.CancelledError:
             child.abort()
             self._roll_up(parent, _Partial(child))
@@ -243,7 +245,10 @@ class SubAgents:
 
         def work() -> None:
             try:
-                run.turn = asyncio.run(child.arun_turn(Messages.user(task)))
+                try:
+                    run.turn = asyncio.run(child.arun_turn(Messages.user(task)))
+                except TurnFailedError as exc:
+                    run.turn = exc.turn
                 self._roll_up(parent, run.turn)
             except BaseException as exc:
                 run.error = exc

@@ -5,12 +5,13 @@ from __future__ import annotations
 from ...types import AgentProgress, SessionRecord, Stream, TextContent, ToolCall
 from ..events import TurnOutcome
 from ..ledger import price_usage
+from ..output import check_output
 from .hooks import Phase
 from .host import TurnHost
 from .persist import persist
 from .policy import is_vacuous
 from .recover import after_error, after_interrupt, overflowed
-from .state import TurnState
+from .state import TurnState, fail
 
 __all__ = ["decide"]
 
@@ -25,8 +26,12 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
       ``stop_reason: "refusal"``, an OpenAI ``refusal``, a content filter): persisted as the
       answer, never retried as vacuous; the outcome is ``TurnOutcome.Refused`` with the refusal
       text in ``state.refusal`` -> ``follow_ups``;
-    - an answer with no tool calls: a vacuous one (empty, punctuation) is ``Retracted`` and
-      retried once, else it is persisted (emits ``FlushingRecords``) -> ``follow_ups``;
+    - an answer with no tool calls: with an output type (:mod:`foundation_ai.agentic.output`)
+      the answer is validated, and one that does not match is persisted with a
+      ``Messages.system`` note of its errors -> another generation (up to ``retries`` times),
+      then the turn fails (``output_validation``); without one, a vacuous answer (empty,
+      punctuation) is ``Retracted`` and retried once; else it is persisted (emits
+      ``FlushingRecords``) -> ``follow_ups``;
     - tool calls (text before them never makes a response final): the response is persisted
       (emits ``FlushingRecords`` and ``ExecutingTools(completed=0)``) -> ``execute_tools``.
     """
@@ -50,7 +55,19 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
                 out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
             return Phase.FOLLOW_UPS
         text = "".join(m.content.content for m in produced if isinstance(m.content, TextContent))
-        if is_vacuous(text) and not state.vacuous_retried:
+        spec = state.output_spec
+        if spec is not None:
+            verdict = check_output(spec, state, produced, text)
+            if verdict is not None:
+                persist(host, state, produced)
+                if isinstance(verdict, str):
+                    fail(state, "output_validation", verdict, model=gen.model.descriptor.name)
+                    return Phase.FINISH
+                persist(host, state, [verdict])  # the errors go back to the model
+                if emit:
+                    out.append(Stream.Next(SessionRecord.Conversation(message=verdict)))
+                return Phase.DRAIN_STEERING
+        if is_vacuous(text) and not state.vacuous_retried and spec is None:
             state.vacuous_retried = True
             rec = SessionRecord.Retracted(
                 reason="vacuous answer; retrying once", message_ids=[m.id for m in produced]

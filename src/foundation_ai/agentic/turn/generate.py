@@ -23,6 +23,7 @@ from ...types import (
     ToolCall,
     UsageReport,
 )
+from ..output import params_for
 
 if TYPE_CHECKING:
     from .host import TurnHost
@@ -49,7 +50,18 @@ class Generation:
     """One model call of a turn: ``key`` (``"generation:<n>"``), ``model``, ``interaction``;
     its result ``outputs`` (merged messages by id), ``error``, ``usage``, ``interrupted``."""
 
-    __slots__ = ("emit", "error", "host", "index", "interaction", "interrupted", "model", "outputs", "usage")
+    __slots__ = (
+        "emit",
+        "error",
+        "host",
+        "index",
+        "interaction",
+        "interrupted",
+        "model",
+        "outputs",
+        "params",
+        "usage",
+    )
 
     def __init__(self, host: TurnHost, state: TurnState, model: Any, interaction: ModelInteraction) -> None:
         self.host = host
@@ -57,6 +69,8 @@ class Generation:
         self.index = state.generations
         self.model = model
         self.interaction = interaction
+        self.params = params_for(host.params, state.output_spec, model)
+        """The session's params, with the turn's output type as ``output_format``."""
         self.outputs: dict[str, AssistantMessage] = {}
         self.error: AssistantMessage | None = None
         self.usage = _NO_USAGE
@@ -109,7 +123,7 @@ class Generation:
         # nothing is yielded.
         current_task = asyncio.current_task
         task = None if emit else current_task()
-        agen = model.astream(self.interaction, self.host.params)
+        agen = model.astream(self.interaction, self.params)
         anext_ = agen.__anext__
         try:
             while True:

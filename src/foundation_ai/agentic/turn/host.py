@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ...types import Messages, ModelParams, ToolCall
+from ...types import Messages, ModelParams, SessionRecord, ToolCall
 from ..ledger import TokenLedger
 from ..steering import Steering
-from ..stores import SessionStore
+from ..stores import SessionHeader, SessionStore
 from ..tools import ToolRegistry
 from .hooks import TurnHooks
 from .policy import CircuitBreaker
@@ -26,7 +26,8 @@ class TurnHost(Protocol):
     Configuration (read): ``models`` (primary first, then fallbacks), ``system_prompt``,
     ``soul``, ``chat_template``, ``params``, ``max_inner`` (model calls per round), ``max_outer``
     (follow-up rounds per turn), ``registry`` (tools), ``hooks``.
-    Collaborators: ``store`` and ``session_id`` (persistence), ``ledger`` (usage, budget),
+    Collaborators: ``store``, ``session_id``, ``pending_records``, ``stored_header`` and
+    ``session_header()`` (persistence, see :mod:`.persist`), ``ledger`` (usage, budget),
     ``breaker`` (rate-limit circuit breakers), ``steering`` (steer / follow-up / abort queues).
     Conversation (read and updated by the loop): ``messages`` (oldest first, appended to),
     ``context_start`` and ``context_cut`` (the window sent to the model, moved on overflow; see
@@ -54,3 +55,11 @@ class TurnHost(Protocol):
     paused_calls: list[ToolCall]
     context_start: int
     context_cut: tuple[int, int] | None
+    pending_records: list[SessionRecord]
+    """Records persisted in memory but not yet written to the store (oldest first)."""
+    stored_header: SessionHeader | None
+    """The ``SessionHeader`` last written to the store (``None``: not yet)."""
+
+    def session_header(self) -> SessionHeader:
+        """What the session records about itself now (model string, system prompt, tools)."""
+        ...

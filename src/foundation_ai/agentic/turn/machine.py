@@ -7,6 +7,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from ...errors import FoundationAIError
+from ...types import AgentProgress, Stream
+from ..errors import StoreError
 from .assemble import assemble_context
 from .begin import open_turn, persist_prompt
 from .decide import decide
@@ -17,6 +19,7 @@ from .follow_ups import take_follow_ups
 from .generate import generate
 from .hooks import Phase, PhaseHooks
 from .host import TurnHost
+from .persist import flush, flush_blocking, store_failed
 from .state import TurnState
 
 __all__ = ["run_turn"]
@@ -67,55 +70,75 @@ async def run_turn(
         out = state.out
         abandoned = False
         try:
-            open_(host, state)
-            if out:
-                for item in out:
-                    yield item
-                out.clear()
-            paused = Phase.DRAIN_STEERING
-            if state.resuming:  # a turn paused for approval goes on with its calls
-                paused = await tools(host, state)
-            else:
-                prompt(host, state)
-            if out:
-                for item in out:
-                    yield item
-                out.clear()
-            while paused is not Phase.FINISH:
-                nxt = drain(host, state)
+            try:
+                open_(host, state)
+                down = bool(host.pending_records) and not await _stored(
+                    host, state
+                )  # records an earlier turn could not write
                 if out:
                     for item in out:
                         yield item
                     out.clear()
-                if nxt is Phase.ADMIT:
-                    nxt = admit_(host, state)
-                if nxt is Phase.FINISH:
-                    break
-                if await assemble(host, state) is Phase.FINISH:
-                    break
-                stream = generate_(host, state)
-                try:
-                    async for item in stream:
-                        yield item
-                except BaseException:
-                    await stream.aclose()  # its cleanup runs now, not when it is collected
-                    raise
-                nxt = decide_(host, state)
+                if down:
+                    raise _StoreDown
+                paused = Phase.DRAIN_STEERING
+                if state.resuming:  # a turn paused for approval goes on with its calls
+                    paused = await tools(host, state)
+                else:
+                    prompt(host, state)
+                down = bool(host.pending_records) and not await _stored(host, state)
                 if out:
                     for item in out:
                         yield item
                     out.clear()
-                if nxt is Phase.DRAIN_STEERING:
-                    continue
-                if nxt is Phase.FINISH:
-                    break
-                nxt = await tools(host, state) if nxt is Phase.EXECUTE_TOOLS else follow(host, state)
-                if out:
-                    for item in out:
-                        yield item
-                    out.clear()
-                if nxt is Phase.FINISH:
-                    break
+                if down:
+                    raise _StoreDown
+                while paused is not Phase.FINISH:
+                    nxt = drain(host, state)
+                    down = bool(host.pending_records) and not await _stored(host, state)
+                    if out:
+                        for item in out:
+                            yield item
+                        out.clear()
+                    if down:
+                        raise _StoreDown
+                    if nxt is Phase.ADMIT:
+                        nxt = admit_(host, state)
+                    if nxt is Phase.FINISH:
+                        break
+                    if await assemble(host, state) is Phase.FINISH:
+                        break
+                    stream = generate_(host, state)
+                    try:
+                        async for item in stream:
+                            yield item
+                    except BaseException:
+                        await stream.aclose()  # its cleanup runs now, not when it is collected
+                        raise
+                    nxt = decide_(host, state)
+                    down = bool(host.pending_records) and not await _stored(host, state)
+                    if out:
+                        for item in out:
+                            yield item
+                        out.clear()
+                    if down:
+                        raise _StoreDown
+                    if nxt is Phase.DRAIN_STEERING:
+                        continue
+                    if nxt is Phase.FINISH:
+                        break
+                    nxt = await tools(host, state) if nxt is Phase.EXECUTE_TOOLS else follow(host, state)
+                    down = bool(host.pending_records) and not await _stored(host, state)
+                    if out:
+                        for item in out:
+                            yield item
+                        out.clear()
+                    if down:
+                        raise _StoreDown
+                    if nxt is Phase.FINISH:
+                        break
+            except _StoreDown:
+                pass  # the turn failed (kind "store"); it ends as any failed turn does
             state.finished = True
         except (GeneratorExit, asyncio.CancelledError):
             abandoned = True  # the consumer closed (or dropped) the stream, or the task was cancelled
@@ -126,13 +149,49 @@ async def run_turn(
                 close_abandoned(host, state)
             elif not state.finished:
                 close_crashed(host, state)
+            if not state.finished:
+                flush_blocking(host)  # cannot await here: a best effort, else the next turn writes them
         finish_(host, state)
+        try:
+            await flush(host)
+        except StoreError as exc:
+            if state.error is None or state.error.kind != "store":
+                _failed_at_the_end(state, exc)
         for item in out:
             yield item
         out.clear()
     finally:
         if on_exit is not None:
             on_exit(False)
+
+
+class _StoreDown(Exception):
+    """The store could not be written: the turn stops here (``state`` says why)."""
+
+
+async def _stored(host: TurnHost, state: TurnState) -> bool:
+    """Write what the phases queued (:func:`.persist.flush`). False when the store failed: the
+    turn is then marked failed (kind ``"store"``) and its open tool calls paired, queued too."""
+    try:
+        await flush(host)
+        return True
+    except StoreError as exc:
+        close_crashed(host, state)  # before the FailedAction: ``finish`` expects it last
+        store_failed(state, exc)
+        return False
+
+
+def _failed_at_the_end(state: TurnState, exc: StoreError) -> None:
+    """The last write (the ``Summary``) failed after ``finish``: the turn fails, its
+    ``FailedAction`` last, in place of ``TurnComplete``."""
+    store_failed(state, exc)
+    failed = state.records[-1]
+    state.out[:] = [
+        item
+        for item in state.out
+        if not (isinstance(item, Stream.Pending) and isinstance(item.value, AgentProgress.TurnComplete))
+    ]
+    state.out.append(Stream.Next(failed))
 
 
 def _watched(watch: PhaseHooks) -> Any:

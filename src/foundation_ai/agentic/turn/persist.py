@@ -1,45 +1,110 @@
-"""The only code of the turn loop that writes to the session store."""
+"""The only code of the turn loop that writes to the session store.
+
+The phases record what they persist in memory at once (the conversation, ``state.records``) and
+queue the records on the session (``host.pending_records``); the driver writes the queue with
+:func:`flush` after each phase, on the store's own worker thread (``aappend``), so a slow or
+locked store never blocks the event loop. One ``flush`` is one ``append``: all of the queue or
+nothing. When it fails (:class:`~foundation_ai.agentic.errors.StoreError`) the records stay
+queued, the turn ends as failed (kind ``"store"``) and the next turn (or ``flush``) writes them
+first: what the store holds is always a prefix of what the session holds in memory, in order.
+Each write carries the session's :class:`~foundation_ai.agentic.stores.SessionHeader` (model
+string, system prompt, tool names) when it changed since the last write.
+
+Idempotent on replay: a durable runner that runs a turn again after a crash (see
+``docs/turn-loop.md``, "Step runner") sets ``host.replay`` to a :class:`Replay` holding what the
+interrupted run already stored; the same messages (same id, equal value) and the ``Summary`` are
+then taken from it instead of being written twice. Without ``host.replay`` nothing changes.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from ...types import Messages, SessionRecord
+from ..errors import StoreError
+from ..stores import aappend
+from ..stores.base import takes_header
 from .host import TurnHost
-from .state import TurnState
+from .state import TurnState, fail
 
-__all__ = ["persist", "persist_records", "persist_summary"]
+__all__ = [
+    "Replay",
+    "flush",
+    "flush_blocking",
+    "persist",
+    "persist_records",
+    "persist_summary",
+    "store_failed",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Replay:
+    """What an interrupted run of the same turn already stored (set as ``host.replay``).
+
+    ``messages``: the conversation messages stored by that run, by id; ``summary``: its stored
+    ``Summary`` (``None``: not reached). :func:`persist` skips a message equal to the stored
+    one with its id (it still joins the conversation and the turn's records);
+    :func:`persist_summary` skips the write when ``summary`` is set.
+    """
+
+    messages: dict[str, Messages] = field(default_factory=dict)
+    summary: SessionRecord | None = None
+
+
+def _not_stored(host: TurnHost, msgs: Sequence[Messages]) -> Sequence[Messages]:
+    replay: Replay | None = getattr(host, "replay", None)
+    if replay is None or not replay.messages:
+        return msgs
+    fresh = []
+    for m in msgs:
+        if replay.messages.get(m.id) == m:
+            del replay.messages[m.id]
+        else:
+            fresh.append(m)
+    return fresh
 
 
 def persist(host: TurnHost, state: TurnState, msgs: Sequence[Messages]) -> None:
-    """Append ``msgs`` to the conversation, to ``state.records`` (as ``Conversation``) and to
-    the store, in one ``append`` call."""
+    """Append ``msgs`` to the conversation and to ``state.records`` (as ``Conversation``), and
+    queue them for the store (written by the driver's next :func:`flush`)."""
     if not msgs:
         return
     recs = [SessionRecord.Conversation(message=m) for m in msgs]
     host.messages.extend(msgs)
     state.records.extend(recs)
     state.persisted += len(msgs)
-    host.store.append(host.session_id, recs)
+    fresh = _not_stored(host, msgs)
+    if fresh is not msgs:
+        recs = [SessionRecord.Conversation(message=m) for m in fresh]
+    host.pending_records.extend(recs)
 
 
 def persist_summary(host: TurnHost, state: TurnState) -> SessionRecord:
-    """Store the turn's ``Summary`` (messages persisted, cumulative usage) and return it; it is
-    not added to ``state.records`` (the caller places it)."""
+    """Queue the turn's ``Summary`` (messages persisted, cumulative usage, the calls it paused
+    on) for the store and return it; it is not added to ``state.records`` (the caller places it)."""
     summary = SessionRecord.Summary(
         message_count=state.persisted,
         usage=host.ledger.snapshot(),
         awaiting_approval=[c.id for c in state.awaiting],
     )
     state.snapshot = summary.usage
-    host.store.append(host.session_id, [summary])
+    replay: Replay | None = getattr(host, "replay", None)
+    if replay is not None and replay.summary is not None:
+        replay.summary = None  # stored by the interrupted run
+        return summary
+    host.pending_records.append(summary)
     return summary
 
 
 def persist_records(host: TurnHost, state: TurnState, records: Sequence[SessionRecord]) -> None:
-    """Store other records of the turn (e.g. ``WorkingMemory``, ``Observation``,
-    ``Reflection``) and add them to ``state.records``. ``Conversation`` records go through
-    :func:`persist` (it keeps the conversation in step); ``Summary`` through
+    """Queue other records of the turn (e.g. ``WorkingMemory``, ``Observation``,
+    ``Reflection``) for the store and add them to ``state.records``. ``Conversation`` records go
+    through :func:`persist` (it keeps the conversation in step); ``Summary`` through
     :func:`persist_summary`.
 
     Raises:
@@ -50,4 +115,60 @@ def persist_records(host: TurnHost, state: TurnState, records: Sequence[SessionR
             raise ValueError(f"persist_records takes no {type(r).__name__} (use persist / persist_summary)")
     if records:
         state.records.extend(records)
-        host.store.append(host.session_id, list(records))
+        host.pending_records.extend(records)
+
+
+def _batch(host: TurnHost) -> tuple[list[SessionRecord], object]:
+    header = host.session_header()
+    return list(host.pending_records), (
+        None if header is host.stored_header or header == host.stored_header else header
+    )
+
+
+def _written(host: TurnHost, count: int, header: object) -> None:
+    if count == len(host.pending_records):
+        host.pending_records.clear()
+    else:
+        del host.pending_records[:count]
+    if header is not None:
+        host.stored_header = header  # type: ignore[assignment]
+
+
+async def flush(host: TurnHost) -> None:
+    """Write every queued record (and the header when it changed) in one ``append``, off the
+    event loop. Nothing to write: returns at once.
+
+    Raises:
+        StoreError: the store failed; the records stay queued (nothing was written).
+    """
+    if not host.pending_records:
+        return  # the header travels with records: a session is only stored once it has some
+    batch, header = _batch(host)
+    store = host.store
+    if getattr(store, "nonblocking", False):  # e.g. the in-memory store: no thread hop
+        store.append(host.session_id, batch, header)  # type: ignore[arg-type]
+    else:
+        await aappend(store, host.session_id, batch, header)  # type: ignore[arg-type]
+    _written(host, len(batch), header)
+
+
+def flush_blocking(host: TurnHost) -> None:
+    """:func:`flush` from code that cannot await (a turn being abandoned); a failure is logged
+    and the records stay queued for the next turn."""
+    if not host.pending_records:
+        return
+    batch, header = _batch(host)
+    try:
+        if header is not None and takes_header(host.store):
+            host.store.append(host.session_id, batch, header)  # type: ignore[arg-type]
+        else:
+            host.store.append(host.session_id, batch)
+    except Exception:
+        log.warning("session %s: could not store the end of the turn", host.session_id, exc_info=True)
+        return
+    _written(host, len(batch), header)
+
+
+def store_failed(state: TurnState, exc: StoreError) -> None:
+    """End the turn as failed because the store could not be written (kind ``"store"``)."""
+    fail(state, "store", f"the session store could not be written: {exc}", retryable=exc.retryable)

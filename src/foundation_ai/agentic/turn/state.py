@@ -72,6 +72,11 @@ class TurnState:
         "out",
         "outcome",
         "outer",
+        "output",
+        "output_errors",
+        "output_retries",
+        "output_spec",
+        "output_text",
         "persisted",
         "prompts",
         "records",
@@ -116,6 +121,12 @@ class TurnState:
         self.decisions: dict[str, Any] = {}
         self.resuming = False
         self.tracker: Any = None
+        # typed structured output (agentic/output.py), checked by ``decide``
+        self.output_spec: Any = None
+        self.output: Any = None
+        self.output_errors: list[str] = []
+        self.output_text = ""
+        self.output_retries = 0
 
 
 def fail(state: TurnState, kind: str, message: str, retryable: bool = False, **context: Any) -> None:

@@ -44,7 +44,7 @@ max_tokens, logit_bias (token id -> bias); min_p stays at llama.cpp's 0.05. A ca
 JSON object / JSON Schema is enforced by a grammar. **Tools** (``_llama_tools``): native when the
 template reads ``tools``, else the ``<tool_call>`` text protocol in the system prompt;
 ``ToolChoice.Required`` / ``Function`` are enforced by a grammar producing exactly one call.
-Malformed calls (kept as text) are logged as warnings on the ``foundation_ai.backends.llamacpp``
+Malformed calls (kept as text) are logged as warnings on the ``foundation_ai.backends._llamacpp``
 logger.
 """
 

@@ -92,11 +92,12 @@ from ._http import (
     resolve_endpoint,
     stream_events,
 )
+from ._reasoning_tokens import billed_output
 from ._sanitize import OPENAI_CHAT, sanitize_history
-from ._wire_text import decode_event, final, has_surrogate_escape, join, join_all, visible
+from ._wire_text import as_name, decode_event, final, has_surrogate_escape, join, join_all, visible
 from .base import ModelStream
 
-__all__ = ["OpenAIChatModel", "build_request", "openai_chat"]
+__all__ = ["OpenAIChatModel", "billed_output", "build_request", "openai_chat"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 IMAGE_PLACEHOLDER = "[The tool returned an image; it follows in the next user message.]"
@@ -837,8 +838,8 @@ def _merge_extra(into: dict[str, Any], extra: Any) -> None:
 
 def _google_signature(extra: Any) -> str | None:
     google = extra.get("google") if isinstance(extra, dict) else None
-    sig = google.get("thought_signature") if isinstance(google, dict) else None
-    return sig if isinstance(sig, str) and sig else None
+    sig = as_name(google.get("thought_signature")) if isinstance(google, dict) else ""
+    return sig or None
 
 
 def split_json_objects(text: str) -> list[Any] | None:
@@ -927,30 +928,6 @@ _FINISH = {
 }
 
 
-def billed_output(completion: float, reasoning: float, prompt: float, total: float | None) -> float:
-    """Output tokens as billed, reasoning tokens counted exactly once.
-
-    OpenAI, DeepSeek, Groq and OpenRouter include reasoning tokens in ``completion_tokens``
-    (``completion_tokens_details.reasoning_tokens`` is a part of it; ``total_tokens`` = prompt +
-    completion). xAI leaves them out of ``completion_tokens`` and counts them in
-    ``total_tokens`` (= prompt + completion + reasoning) and in the bill. So: when
-    ``total_tokens`` equals prompt + completion + reasoning (and not prompt + completion), the
-    reasoning tokens are added; else ``completion_tokens`` is the output. Units: tokens.
-    Sources: https://platform.openai.com/docs/guides/reasoning (usage),
-    https://docs.x.ai/docs/guides/reasoning ("reasoning_tokens ... billed as output"),
-    https://api-docs.deepseek.com/api/create-chat-completion (usage),
-    https://openrouter.ai/docs/use-cases/usage-accounting; see docs/providers.md.
-    """
-    if (
-        reasoning > 0
-        and total is not None
-        and total == prompt + completion + reasoning
-        and total != prompt + completion
-    ):
-        return completion + reasoning
-    return completion
-
-
 def _num(value: Any) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
@@ -1029,7 +1006,7 @@ class ChatStreamParser:
         self.events += 1
         out: list[ModelStream] | None = None
         if isinstance(chunk.system_fingerprint, str) and chunk.system_fingerprint:
-            self.fingerprint = chunk.system_fingerprint
+            self.fingerprint = as_name(chunk.system_fingerprint)
         if chunk.usage is not None:
             self._set_usage(chunk.usage)
             out = [Stream.Pending(ModelState.GeneratingTokens(self.usage))]
@@ -1038,7 +1015,7 @@ class ChatStreamParser:
                 if choice.index != 0:
                     continue  # n > 1 is not requested; only the first choice is read
                 if choice.finish_reason:
-                    self.finish_reason = choice.finish_reason
+                    self.finish_reason = as_name(choice.finish_reason)
                 d = choice.delta or choice.message
                 if d is None:
                     continue
@@ -1124,24 +1101,25 @@ class ChatStreamParser:
 
     def _tool_fragment(self, tc: _ToolDelta) -> None:
         fn = tc.function
-        name = (fn.name or "") if fn is not None else ""
+        name = as_name(fn.name) if fn is not None else ""
+        call_id = as_name(tc.id) or None
         args = fn.arguments if fn is not None else None
         key = _index_key(tc.index)
         cur = self.by_index.get(key) if key is not None else (self.calls[-1] if self.calls else None)
         new = cur is None
-        if not new and tc.id and cur is not None and cur.id and tc.id != cur.id:
+        if not new and call_id and cur is not None and cur.id and call_id != cur.id:
             new = True  # C07: a new id at a used index starts a new call
         if not new and isinstance(args, dict) and cur is not None and (cur.args_obj is not None or cur.parts):
             new = True  # C11: a complete object after the current call's arguments: another call
         if new:
-            cur = _Call(tc.id, name)
+            cur = _Call(call_id, name)
             self.calls.append(cur)
             if key is not None:
                 self.by_index[key] = cur
         else:
             assert cur is not None
-            if tc.id and not cur.id:
-                cur.id = tc.id
+            if call_id and not cur.id:
+                cur.id = call_id
             if name and name != cur.name:
                 cur.name += name  # streamed in pieces; concatenated repeats are split in _calls()
         sig = _google_signature(tc.extra_content)
@@ -1218,7 +1196,12 @@ class ChatStreamParser:
             fields["reasoning_details"] = self.details
         if self.extra:
             fields["extra_content"] = self.extra
-        return msgspec.json.encode(fields).decode() if fields else None
+        if not fields:
+            return None
+        try:
+            return msgspec.json.encode(fields).decode()
+        except UnicodeEncodeError:  # a lone surrogate inside: not a token any server issued
+            return None
 
     def _tool_calls(self) -> list[ToolCall]:
         out: list[ToolCall] = []

@@ -1,0 +1,243 @@
+"""The durable-turn commands: ``worker``, ``submit``, ``status``, ``follow``, ``steer``,
+``abort``, ``recover`` (``docs/scaling.md``). Registered on the parser by
+:func:`add_durable_commands`; each handler returns the exit status."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["DURABLE_COMMANDS", "add_durable_commands"]
+
+_DB_HELP = (
+    "sqlite:///PATH (embedded, one machine; default: durable.sqlite3 in the user data "
+    "directory) or postgresql://... (many machines); env FOUNDATION_AI_DB"
+)
+
+
+def _add_db(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", metavar="URL", help=_DB_HELP)
+    p.add_argument("--session-db", metavar="URL", help="the session store's URL when it differs from --db")
+    p.add_argument(
+        "--queue", default=None, metavar="NAME", help="the DBOS queue (default foundation_ai_turns)"
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def add_durable_commands(sub: Any) -> None:
+    """Add the durable-turn subcommands to ``sub`` (an argparse subparsers action)."""
+    w = sub.add_parser(
+        "worker",
+        help="run durable turns from the queue (SIGTERM: finish or hand back, then exit)",
+        description="Consume the durable turn queue. On SIGTERM/SIGINT stop taking turns, let "
+        "running ones finish for --grace seconds, hand back the rest and exit.",
+    )
+    _add_db(w)
+    w.add_argument(
+        "--agent", required=True, metavar="MODULE:FUNCTION", help="returns the AgentSessionBuilder"
+    )
+    w.add_argument(
+        "--concurrency", type=_positive, default=4, metavar="N", help="turns at once in this worker"
+    )
+    w.add_argument("--global-concurrency", type=_positive, metavar="N", help="turns at once over all workers")
+    w.add_argument(
+        "--executor-id",
+        metavar="ID",
+        help="unique worker id (default HOST-PID); restart with it to resume its turns",
+    )
+    w.add_argument(
+        "--grace", type=float, default=30.0, metavar="S", help="seconds to finish turns on shutdown"
+    )
+    w.add_argument("--poll", type=float, default=0.2, metavar="S", help="queue polling interval")
+    w.add_argument(
+        "--no-steering",
+        action="store_true",
+        help="never check for steer/abort (saves a DBOS recv per model call)",
+    )
+
+    s = sub.add_parser(
+        "submit", help="enqueue a durable turn and print its id", description="Enqueue a turn."
+    )
+    s.add_argument("session_id", metavar="SESSION", help="the session (created by its first turn)")
+    s.add_argument("prompt", metavar="PROMPT", help="the prompt ('-' reads stdin)")
+    s.add_argument("--turn-id", metavar="ID", help="an idempotency key: the same id is enqueued once")
+    s.add_argument("--wait", action="store_true", help="wait for the turn and print its answer")
+    _add_db(s)
+
+    st = sub.add_parser("status", help="print a durable turn's status", description="Print a turn's status.")
+    st.add_argument("turn_id", metavar="TURN")
+    st.add_argument("--json", action="store_true", help="one JSON object")
+    _add_db(st)
+
+    f = sub.add_parser(
+        "follow", help="print a durable turn's records as it runs", description="Follow a turn."
+    )
+    f.add_argument("turn_id", metavar="TURN")
+    f.add_argument("--json", action="store_true", help="the stored records as JSON lines")
+    _add_db(f)
+
+    for name, what in (("steer", "redirect"), ("abort", "abort")):
+        p = sub.add_parser(
+            name, help=f"{what} a running durable turn", description=f"{what.capitalize()} a turn."
+        )
+        p.add_argument("turn_id", metavar="TURN")
+        if name == "steer":
+            p.add_argument("message", metavar="TEXT")
+        _add_db(p)
+
+    r = sub.add_parser(
+        "recover",
+        help="hand back the turns of stopped workers",
+        description="Re-enqueue the running turns of workers that stopped for good.",
+    )
+    r.add_argument("executor_ids", nargs="+", metavar="EXECUTOR_ID")
+    _add_db(r)
+
+
+def _config(args: argparse.Namespace, **extra: Any) -> Any:
+    import os
+
+    from ..durable import DurableConfig
+
+    db = args.db or os.environ.get("FOUNDATION_AI_DB")
+    if not db:
+        from ..agentic.stores.sqlite import default_store_path
+
+        db = "sqlite:///" + str(default_store_path().with_name("durable.sqlite3"))
+    kw: dict[str, Any] = dict(extra)
+    if args.queue:
+        kw["queue"] = args.queue
+    return DurableConfig(db, session_db=args.session_db, **kw)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from ..durable import load_agent_factory, run_worker
+
+    cfg = _config(
+        args,
+        worker_concurrency=args.concurrency,
+        global_concurrency=args.global_concurrency,
+        polling_interval=args.poll,
+        steering=not args.no_steering,
+    )
+    agent = load_agent_factory(args.agent)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def ready() -> None:
+        print(f"worker ready (queue {cfg.queue})", file=sys.stderr, flush=True)
+
+    run_worker(cfg, agent, executor_id=args.executor_id, stop=stop, grace=args.grace, ready=ready)
+    print("worker stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from ..durable import DurableClient
+
+    return DurableClient(_config(args))
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    with _client(args) as client:
+        h = client.enqueue_turn(args.session_id, prompt, turn_id=args.turn_id)
+        print(h.turn_id, flush=True)
+        if args.wait:
+            res = h.result()
+            print(res.text)
+            return 0 if res.ok else 1
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    import json
+
+    with _client(args) as client:
+        h = client.handle(args.turn_id)
+        status = h.status()
+        if args.json:
+            print(json.dumps({"turn_id": h.turn_id, "session_id": h.session_id, "status": status}))
+        else:
+            print(status)
+    return 0
+
+
+def cmd_follow(args: argparse.Namespace) -> int:
+    from ..durable.client import TurnFailedError
+    from ..types import SessionRecord, to_json
+
+    with _client(args) as client:
+        h = client.handle(args.turn_id)
+        for rec in h.events():
+            if args.json:
+                print(to_json(rec).decode(), flush=True)
+            elif isinstance(rec, SessionRecord.Conversation):
+                m = rec.message
+                print(f"{type(m).__name__}: {_text(getattr(m, 'content', None))}", flush=True)
+        try:
+            res = h.result(timeout=5)
+        except TurnFailedError as exc:
+            print(str(exc), file=sys.stderr)
+            return 1
+        return 0 if res.ok else 1
+
+
+def _text(content: Any) -> str:
+    for attr in ("content", "text"):
+        v = getattr(content, attr, None)
+        if isinstance(v, str):
+            return v
+    name = getattr(content, "name", None)
+    if name:
+        return f"{name}({getattr(content, 'arguments', '')})"
+    return repr(content)
+
+
+def cmd_steer(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        client.steer(args.turn_id, args.message)
+    return 0
+
+
+def cmd_abort(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        client.abort(args.turn_id)
+    return 0
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        for turn in client.recover(args.executor_ids):
+            print(turn)
+    return 0
+
+
+DURABLE_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "worker": cmd_worker,
+    "submit": cmd_submit,
+    "status": cmd_status,
+    "follow": cmd_follow,
+    "steer": cmd_steer,
+    "abort": cmd_abort,
+    "recover": cmd_recover,
+}
+"""Subcommand name -> handler."""

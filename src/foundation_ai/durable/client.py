@@ -1,0 +1,268 @@
+"""Submitting durable turns and following them from any process: ``DurableClient``,
+``TurnHandle``, ``enqueue_turn``.
+
+A client needs no running worker and no DBOS launch: it writes to DBOS's system database
+through ``DBOSClient`` (https://docs.dbos.dev/python/reference/client) and reads the session
+store. Turns are enqueued on the partitioned turn queue with the session id as partition key
+(one turn of a session at a time, in order; see :mod:`foundation_ai.durable.worker`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+from typing import Any
+
+import msgspec
+from dbos import DBOSClient, EnqueueOptions
+
+from ..agentic.stores import SessionStore
+from ..errors import FoundationAIError
+from ..ids import new_scru128
+from ..types import Messages, SessionRecord, from_json, to_json
+from .config import APP_VERSION, DurableConfig
+from .steps import STEER_TOPIC
+from .worker import WORKFLOW_NAME, TurnResult
+
+__all__ = ["DurableClient", "TurnFailedError", "TurnHandle", "enqueue_turn"]
+
+TERMINAL = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
+"""DBOS workflow statuses after which a turn changes no more."""
+
+_RESULT = msgspec.json.Decoder(TurnResult)
+
+
+class TurnFailedError(FoundationAIError):
+    """The durable turn's workflow ended in error or was cancelled (``status``: the DBOS
+    status; the message says why)."""
+
+    def __init__(self, turn_id: str, status: str, detail: str) -> None:
+        super().__init__(f"turn {turn_id} ended {status}: {detail}")
+        self.turn_id, self.status = turn_id, status
+
+
+def _prompt_messages(prompt: str | Messages | Sequence[str | Messages]) -> list[Messages]:
+    from ..agentic.session import _prompt_messages as check
+
+    return check(prompt)
+
+
+class TurnHandle:
+    """A durable turn: ``turn_id`` (its DBOS workflow id), ``session_id``, ``prompt_id`` (its
+    first prompt message's id). ``status()``, ``result()``, ``events()``, ``steer()``,
+    ``abort()`` work from any process (rebuild a handle with :meth:`DurableClient.handle`)."""
+
+    def __init__(self, client: DurableClient, turn_id: str, session_id: str, prompt_id: str) -> None:
+        self.client, self.turn_id, self.session_id, self.prompt_id = client, turn_id, session_id, prompt_id
+
+    def __repr__(self) -> str:
+        return f"TurnHandle({self.turn_id!r}, session={self.session_id!r})"
+
+    def status(self) -> str:
+        """The DBOS status: ``ENQUEUED`` (waiting), ``PENDING`` (running), ``SUCCESS``, ``ERROR``,
+        ``CANCELLED`` or ``MAX_RECOVERY_ATTEMPTS_EXCEEDED``."""
+        return str(self.client.dbos.retrieve_workflow(self.turn_id).get_status().status)
+
+    def result(self, timeout: float | None = None, poll: float = 0.1) -> TurnResult:
+        """Wait for the turn to end and return its :class:`TurnResult`.
+
+        Raises:
+            TimeoutError: still running after ``timeout`` seconds.
+            TurnFailedError: the workflow ended in error or was cancelled.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            st = self.client.dbos.retrieve_workflow(self.turn_id).get_status()
+            if st.status == "SUCCESS":
+                return _RESULT.decode(str(st.output))
+            if st.status in TERMINAL:
+                raise TurnFailedError(self.turn_id, str(st.status), str(st.error or ""))
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"turn {self.turn_id} still {st.status} after {timeout} s")
+            time.sleep(poll)
+
+    def events(self, poll: float = 0.2, timeout: float | None = None) -> Iterator[SessionRecord]:
+        """The records the turn stores, as they are stored (read from the session store,
+        starting at the turn's prompt), until the turn ends.
+
+        Raises:
+            TimeoutError: the turn has not ended after ``timeout`` seconds.
+        """
+        seen = 0
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            done = self.status() in TERMINAL
+            recs = self.client.store.load(self.session_id)
+            start = _index_of(recs, self.prompt_id)
+            if start is not None:
+                mine = _this_turn(recs[start:])
+                yield from mine[seen:]
+                seen = max(seen, len(mine))
+            if done:
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"turn {self.turn_id} still running after {timeout} s")
+            time.sleep(poll)
+
+    def steer(self, message: str | Messages) -> None:
+        """Redirect the running turn (it takes the message before its next model call)."""
+        self.client.steer(self.turn_id, message)
+
+    def abort(self) -> None:
+        """End the running turn as aborted (before its next model call)."""
+        self.client.abort(self.turn_id)
+
+
+def _index_of(recs: list[SessionRecord], message_id: str) -> int | None:
+    for i, r in enumerate(recs):
+        if isinstance(r, SessionRecord.Conversation) and r.message.id == message_id:
+            return i
+    return None
+
+
+def _this_turn(recs: list[SessionRecord]) -> list[SessionRecord]:
+    for i, r in enumerate(recs):
+        if isinstance(r, SessionRecord.Summary):
+            return recs[: i + 1]
+    return recs
+
+
+class DurableClient:
+    """Submits and follows durable turns (a context manager; :meth:`close` when done).
+
+    Args:
+        config: the same :class:`DurableConfig` the workers use.
+        store: the session store to read events from (default: ``config.open_store()``).
+
+    Raises:
+        ConfigurationError: a bad config.
+    """
+
+    def __init__(self, config: DurableConfig, store: SessionStore | None = None) -> None:
+        self.config = config
+        self.dbos = DBOSClient(system_database_url=config.system_database_url)
+        # DBOSClient never creates the schema; a turn may be submitted before any worker ran.
+        self.dbos._sys_db.run_migrations()
+        self._store = store
+        self._own_store = store is None
+
+    @property
+    def store(self) -> SessionStore:
+        """The session store (opened on first use)."""
+        if self._store is None:
+            self._store = self.config.open_store()
+        return self._store
+
+    def enqueue_turn(
+        self,
+        session_id: str,
+        prompt: str | Messages | Sequence[str | Messages],
+        *,
+        turn_id: str | None = None,
+    ) -> TurnHandle:
+        """Enqueue a turn of ``session_id`` (created by its first turn) and return its handle.
+        ``turn_id`` makes the call idempotent: enqueueing the same id again returns the
+        existing turn.
+
+        Raises:
+            TypeError / ValueError: a bad prompt (nothing is enqueued).
+        """
+        msgs = _prompt_messages(prompt)
+        wf_id = turn_id or f"turn-{new_scru128()}"
+        opts: EnqueueOptions = {
+            "workflow_name": WORKFLOW_NAME,
+            "queue_name": self.config.queue,
+            "workflow_id": wf_id,
+            "queue_partition_key": session_id,
+            "app_version": APP_VERSION,
+        }
+        self.dbos.enqueue(opts, session_id, to_json(msgs).decode())
+        return TurnHandle(self, wf_id, session_id, msgs[0].id)
+
+    def handle(self, turn_id: str) -> TurnHandle:
+        """The handle of an enqueued turn.
+
+        Raises:
+            FoundationAIError: no such turn.
+        """
+        st = self.dbos.retrieve_workflow(turn_id).get_status() if self._exists(turn_id) else None
+        if st is None or not st.input or len(st.input["args"]) < 2:
+            raise FoundationAIError(f"no durable turn {turn_id!r}")
+        session_id, prompt = st.input["args"][0], st.input["args"][1]
+        first: Messages = from_json(prompt, list[Messages])[0]
+        return TurnHandle(self, turn_id, str(session_id), first.id)
+
+    def _exists(self, turn_id: str) -> bool:
+        return bool(self.dbos.list_workflows(workflow_ids=[turn_id]))
+
+    def steer(self, turn_id: str, message: str | Messages) -> None:
+        """Send a steering message to a turn (a DBOS message; the turn takes it before its
+        next model call; sent to a finished turn it is never read).
+
+        Raises:
+            TypeError / ValueError: ``message`` is not a non-empty ``str`` / ``Messages``.
+        """
+        msg = message if isinstance(message, Messages) else Messages.agent(message)
+        if isinstance(message, str) and not message.strip():
+            raise ValueError("the steering message is empty")
+        self.dbos.send(turn_id, {"kind": "steer", "message": to_json(msg).decode()}, STEER_TOPIC)
+
+    def abort(self, turn_id: str) -> None:
+        """Ask a turn to end as aborted (before its next model call)."""
+        self.dbos.send(turn_id, {"kind": "abort"}, STEER_TOPIC)
+
+    def turns(self, session_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """Recent turns, newest first: ``{"turn_id", "session_id", "status", "executor"}``."""
+        rows = self.dbos.list_workflows(name=WORKFLOW_NAME, limit=limit, sort_desc=True, load_input=True)
+        out = []
+        for st in rows:
+            sid = st.input["args"][0] if st.input and st.input["args"] else None
+            if session_id is None or sid == session_id:
+                out.append(
+                    {
+                        "turn_id": st.workflow_id,
+                        "session_id": sid,
+                        "status": st.status,
+                        "executor": st.executor_id,
+                    }
+                )
+        return out
+
+    def recover(self, executor_ids: Sequence[str]) -> list[str]:
+        """Hand back the running turns of workers that stopped (crashed, killed, shut down):
+        they are re-enqueued and another worker resumes each from its last checkpointed step
+        (DBOS workflow recovery, https://docs.dbos.dev/architecture#workflow-recovery).
+        Returns the turn ids handed back. Idempotent: a turn already resumed elsewhere is left.
+        """
+        from dbos._utils import INTERNAL_QUEUE_NAME
+
+        sys_db = self.dbos._sys_db
+        out: list[str] = []
+        for ex in executor_ids:
+            for wf in sys_db.get_pending_workflows(ex, APP_VERSION):
+                if sys_db.reenqueue_for_recovery(wf.workflow_id, [ex], INTERNAL_QUEUE_NAME):
+                    out.append(wf.workflow_id)
+        return out
+
+    def close(self) -> None:
+        """Close the DBOS client and the session store (if this client opened it)."""
+        self.dbos.destroy()
+        if self._own_store and self._store is not None:
+            self._store.close()
+
+    def __enter__(self) -> DurableClient:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def enqueue_turn(
+    session_id: str, prompt: str | Messages | Sequence[str | Messages], *, config: DurableConfig
+) -> TurnHandle:
+    """Enqueue one turn with a new :class:`DurableClient` (keep the handle's ``client`` open
+    while you use the handle; ``handle.client.close()`` when done)."""
+    return DurableClient(config).enqueue_turn(session_id, prompt)

@@ -1,0 +1,132 @@
+"""Where durable turns keep their state: ``DurableConfig`` and the two databases it names.
+
+One ``--db`` URL names both databases (``docs/scaling.md``):
+
+- ``sqlite:///PATH`` (the embedded default): the session store is the SQLite file ``PATH`` and
+  DBOS's system database the file ``PATH.dbos`` next to it. Durable turns on one machine, no
+  server; every worker process on that machine shares the two files.
+- ``postgresql://USER:PASS@HOST:PORT/DB``: DBOS's system database in that Postgres (schema
+  ``dbos``), the session store in the same database when
+  :mod:`foundation_ai.agentic.stores.postgres` is installed, else (``session_db``) a SQLite
+  file named explicitly. Workers on many machines share it.
+
+DBOS system database URLs: https://docs.dbos.dev/python/reference/configuration
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..agentic.stores import SessionStore
+from ..errors import ConfigurationError
+
+__all__ = ["DEFAULT_QUEUE", "DurableConfig"]
+
+DEFAULT_QUEUE = "foundation_ai_turns"
+"""The DBOS queue durable turns are enqueued on."""
+
+APP_VERSION = "foundation-ai-durable-1"
+"""DBOS application version shared by every worker and submitter: DBOS only recovers and
+dequeues workflows of its own version, so it is pinned instead of hashed from the source."""
+
+
+@dataclass(frozen=True, slots=True)
+class DurableConfig:
+    """How durable turns are stored and scheduled.
+
+    Attributes:
+        db: ``sqlite:///PATH`` or ``postgresql://...`` (see the module docstring).
+        session_db: the session store's URL when it differs from ``db`` (``sqlite:///PATH`` or
+            ``postgresql://...``); ``None``: derived from ``db``.
+        queue: the DBOS queue name.
+        worker_concurrency: turns one worker process runs at once (``None``: no limit).
+        global_concurrency: turns all workers together run at once (``None``: no limit).
+        polling_interval: seconds between two polls of the queue by a worker.
+        steering: take steering / abort messages before each model call (one ``DBOS.recv``
+            per model call; ``False`` saves that cost for turns nobody steers).
+
+    Raises:
+        ConfigurationError: ``db`` is neither a ``sqlite:///`` nor a ``postgresql://`` URL, or
+            a limit is below 1.
+    """
+
+    db: str
+    session_db: str | None = None
+    queue: str = DEFAULT_QUEUE
+    worker_concurrency: int | None = 4
+    global_concurrency: int | None = None
+    polling_interval: float = 0.2
+    steering: bool = True
+
+    def __post_init__(self) -> None:
+        _kind(self.db)
+        if self.session_db is not None:
+            _kind(self.session_db)
+        for name in ("worker_concurrency", "global_concurrency"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ConfigurationError(f"{name} must be at least 1, got {v}")
+        if self.polling_interval <= 0:
+            raise ConfigurationError(f"polling_interval must be > 0 seconds, got {self.polling_interval}")
+
+    @property
+    def system_database_url(self) -> str:
+        """DBOS's system database URL (``sqlite:///PATH.dbos`` or ``postgresql+psycopg://...``)."""
+        if _kind(self.db) == "sqlite":
+            path = _sqlite_path(self.db)
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            return f"sqlite:///{path}.dbos"
+        return "postgresql+psycopg://" + self.db.split("://", 1)[1]
+
+    def dbos_config(self, name: str = "foundation-ai", executor_id: str | None = None) -> dict[str, Any]:
+        """The ``DBOSConfig`` of a worker or submitter
+        (https://docs.dbos.dev/python/reference/configuration)."""
+        cfg: dict[str, Any] = {
+            "name": name,
+            "system_database_url": self.system_database_url,
+            "application_version": APP_VERSION,
+            "log_level": os.environ.get("FOUNDATION_AI_DBOS_LOG", "WARNING"),
+            "notification_listener_polling_interval_sec": 0.05,
+        }
+        if executor_id:
+            cfg["executor_id"] = executor_id
+        return cfg
+
+    def open_store(self) -> SessionStore:
+        """Open the session store this config names.
+
+        Raises:
+            ConfigurationError: a Postgres session store is asked for and
+                ``foundation_ai.agentic.stores.postgres`` is not available.
+        """
+        url = self.session_db or self.db
+        if _kind(url) == "sqlite":
+            from ..agentic.stores.sqlite import SqliteSessionStore
+
+            return SqliteSessionStore(_sqlite_path(url))
+        try:
+            from ..agentic.stores import postgres  # type: ignore[attr-defined,unused-ignore]
+        except ImportError as exc:
+            raise ConfigurationError(
+                "a Postgres session store needs foundation_ai.agentic.stores.postgres "
+                "(pass session_db='sqlite:///PATH' meanwhile)"
+            ) from exc
+        store: SessionStore = postgres.PostgresSessionStore(url)
+        return store
+
+
+def _kind(url: str) -> str:
+    if url.startswith("sqlite:///"):
+        if not url[len("sqlite:///") :]:
+            raise ConfigurationError(f"database URL {url!r} names no file")
+        return "sqlite"
+    if url.startswith(("postgresql://", "postgres://")):
+        return "postgresql"
+    raise ConfigurationError(f"database URL {url!r}: expected sqlite:///PATH or postgresql://...")
+
+
+def _sqlite_path(url: str) -> str:
+    return url[len("sqlite:///") :]

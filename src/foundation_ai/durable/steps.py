@@ -1,0 +1,146 @@
+"""``DurableSteps``: the turn's model calls and tool calls as DBOS steps.
+
+Plugged in with ``AgentSessionBuilder.with_step_runner`` (``docs/turn-loop.md``, "Step
+runner") inside a DBOS workflow. Each generation is one step (its ``GenerationRecord`` is
+checkpointed as JSON); each tool call is one step (its ``ToolResultMessage``). When DBOS
+recovers the workflow on another worker, the completed steps return their checkpoints and the
+turn goes on from the first step that had not completed
+(https://docs.dbos.dev/python/tutorials/step-tutorial).
+
+Side effects: a tool marked with :func:`side_effects` runs **at most once per call id**. A
+``claim`` step is checkpointed before it runs; if the workflow is recovered after the claim
+but before the tool's own step completed, the tool is not run again and the call gets an
+error result saying its outcome is unknown. Unmarked tools are re-run (at least once).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from dbos import DBOS
+
+from ..agentic.tools import error_result
+from ..agentic.turn.generate import GenerationRecord
+from ..agentic.turn.hooks import StepRunner
+from ..types import Messages, ToolCall, ToolResultMessage, from_json, to_json
+
+if TYPE_CHECKING:
+    from ..agentic.turn.generate import Generation
+
+__all__ = ["DurableSteps", "current_call_id", "has_side_effects", "side_effects"]
+
+T = TypeVar("T")
+
+_CALL_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("foundation_ai_call_id", default=None)
+STEER_TOPIC = "foundation_ai.steer"
+"""The DBOS message topic steering and abort requests are sent on."""
+
+
+def side_effects(tool: T) -> T:
+    """Mark ``tool`` (a ``@tool`` function or any tool object) as having side effects: in a
+    durable turn it runs at most once per call id (see the module docstring). Returns ``tool``."""
+    tool.side_effects = True  # type: ignore[attr-defined]
+    return tool
+
+
+def has_side_effects(tool: object) -> bool:
+    """Whether :func:`side_effects` marked ``tool``."""
+    return bool(getattr(tool, "side_effects", False))
+
+
+def current_call_id() -> str | None:
+    """The id of the tool call running in this task (inside a durable turn's tool step; ``None``
+    elsewhere): a tool can use it as an idempotency key for what it writes."""
+    return _CALL_ID.get()
+
+
+class DurableSteps(StepRunner):
+    """A :class:`~foundation_ai.agentic.turn.hooks.StepRunner` checkpointing every step in
+    DBOS. Only usable inside a DBOS workflow (``foundation_ai.durable.worker``).
+
+    Before each generation it takes the steering messages sent to the workflow
+    (``DBOS.recv`` on :data:`STEER_TOPIC`, checkpointed so a replay sees the same ones) into the
+    session's steering queue: a steer or abort sent from another process reaches the turn at
+    the next model call (``docs/scaling.md``).
+
+    Args:
+        lookup: tool name -> the session's tool object or ``None`` (to find the
+            :func:`side_effects` marks), e.g. ``session.registry.get``.
+        steering: take steering messages before each generation (``False``: never; saves one
+            ``DBOS.recv`` per model call).
+    """
+
+    def __init__(self, lookup: Callable[[str], Any] | None = None, *, steering: bool = True) -> None:
+        self.lookup = lookup
+        self.steering = steering
+
+    async def _take_steering(self, step: Generation) -> None:
+        while True:
+            msg = await DBOS.recv_async(STEER_TOPIC, timeout_seconds=0)
+            if msg is None:
+                return
+            kind, body = msg.get("kind"), msg.get("message")
+            if kind == "abort":
+                step.host.steering.abort()
+            elif kind == "steer" and isinstance(body, str):
+                step.host.steering.steer(from_json(body, Messages))
+            elif kind == "follow_up" and isinstance(body, str):
+                step.host.steering.follow_up(from_json(body, Messages))
+
+    async def generation(self, step: Generation) -> AsyncGenerator[Any, None]:
+        """One checkpointed model call (step ``generation:<n>``): streamed once, replayed from
+        its ``GenerationRecord`` afterwards. Yields nothing (durable turns run unstreamed)."""
+        if self.steering:
+            await self._take_steering(step)
+
+        async def call_model() -> str:
+            async for _ in step.stream():
+                pass
+            return to_json(step.snapshot()).decode()
+
+        record = await DBOS.run_step_async({"name": step.key}, call_model)
+        step.restore(from_json(record, GenerationRecord))
+        return
+        yield  # an async generator that yields nothing
+
+    async def tool_call(
+        self, call: ToolCall, run: Callable[[], Awaitable[ToolResultMessage]]
+    ) -> ToolResultMessage:
+        """One checkpointed tool call (step ``tool:<name>``). A :func:`side_effects` tool is
+        claimed first and never re-run after a crash between its claim and its result."""
+        guarded = self.lookup is not None and has_side_effects(self.lookup(call.name))
+        fresh = {"claimed": not guarded}
+
+        async def claim() -> bool:
+            fresh["claimed"] = True
+            return True
+
+        if guarded:
+            await DBOS.run_step_async({"name": f"claim:{call.name}"}, claim)
+
+        async def run_tool() -> str:
+            if not fresh["claimed"]:  # claimed by a run that died before checkpointing
+                return to_json(_unknown_outcome(call)).decode()
+            token = _CALL_ID.set(call.id)
+            try:
+                result = await run()
+            finally:
+                _CALL_ID.reset(token)
+            return to_json(result).decode()
+
+        out: Messages = from_json(
+            await DBOS.run_step_async({"name": f"tool:{call.name}", "retries_allowed": False}, run_tool),
+            Messages,
+        )
+        assert isinstance(out, ToolResultMessage)
+        return out
+
+
+def _unknown_outcome(call: ToolCall) -> ToolResultMessage:
+    return error_result(
+        call,
+        "the worker running this call stopped before its result was recorded; the tool has "
+        "side effects, so it was not run again (its effect may or may not have happened)",
+    )

@@ -1,0 +1,223 @@
+"""``PgVectorStore``: a :class:`~foundation_ai.vectors.VectorStore` in PostgreSQL with the
+pgvector extension (https://github.com/pgvector/pgvector), through psycopg 3.
+
+Table ``<t>`` (default ``vectors``)::
+
+    id text PRIMARY KEY, embedding vector(<dimensions>) NOT NULL,
+    tags text[] NOT NULL, labels jsonb NOT NULL, extra jsonb NOT NULL
+
+with an HNSW index on ``embedding`` for the store's metric (``vector_cosine_ops``,
+``vector_l2_ops`` or ``vector_ip_ops``) and GIN indexes on ``tags`` and ``labels``. Scores:
+cosine similarity = 1 - ``<=>``; L2 distance = ``<->``; dot product = -(``<#>``), as the
+pgvector README defines the operators.
+
+An unfiltered search uses the HNSW index (approximate; ``ef_search`` sets its breadth, pgvector's
+``hnsw.ef_search``). A filtered search (``tags @> ...`` / ``labels @> ...``) turns index scans
+off for its transaction and scores every row that passes the filter exactly, so it returns up to
+``k`` matches however selective the filter is (pgvector's HNSW filters after the index scan and
+could return fewer). ``index=None`` skips the HNSW index: every search is exact.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..errors import ConfigurationError
+from ._store import (
+    DimensionMismatchError,
+    Metric,
+    TagFilter,
+    VectorEntry,
+    VectorMatch,
+    VectorMetadata,
+    want_filter,
+)
+
+__all__ = ["PgVectorStore"]
+
+_TABLE_OK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
+_OPS = {Metric.Cosine: "vector_cosine_ops", Metric.L2: "vector_l2_ops", Metric.Dot: "vector_ip_ops"}
+_OPERATOR = {Metric.Cosine: "<=>", Metric.L2: "<->", Metric.Dot: "<#>"}
+
+
+def _literal(vector: Sequence[float]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def _score(metric: Metric, distance: float | None) -> float:
+    if distance is None or math.isnan(distance):  # cosine of a zero vector: no direction
+        return 0.0
+    if metric is Metric.Cosine:
+        return 1.0 - distance
+    if metric is Metric.Dot:
+        return -distance
+    return distance
+
+
+class PgVectorStore:
+    """A vector store in PostgreSQL + pgvector. Thread-safe (one connection behind a lock).
+
+    Args:
+        conninfo: a libpq connection string or URL (``postgresql://...``), or an open
+            ``psycopg.Connection`` (autocommit is turned on).
+        dimensions: the vector length (required: the column type needs it).
+        metric: ``Metric.Cosine`` (default), ``Metric.L2`` or ``Metric.Dot``.
+        table: the table name (letters, digits, ``_``).
+        index: ``"hnsw"`` (default) or ``None`` (exact search only).
+        ef_search: HNSW search breadth (pgvector ``hnsw.ef_search``; recall rises with it).
+
+    Raises:
+        ConfigurationError: psycopg missing, the server has no ``vector`` extension, or a bad
+            table name.
+        DimensionMismatchError: (from upsert/search) a vector of another length.
+    """
+
+    def __init__(
+        self,
+        conninfo: Any,
+        *,
+        dimensions: int,
+        metric: Metric = Metric.Cosine,
+        table: str = "vectors",
+        index: str | None = "hnsw",
+        ef_search: int = 100,
+    ) -> None:
+        try:
+            import psycopg
+        except ImportError as exc:
+            raise ConfigurationError(
+                "PgVectorStore needs psycopg: pip install 'foundation-ai[postgres]'"
+            ) from exc
+        if not _TABLE_OK.match(table):
+            raise ConfigurationError(f"invalid table name {table!r}")
+        if index not in ("hnsw", None):
+            raise ConfigurationError(f"index must be 'hnsw' or None, got {index!r}")
+        self.dimensions = int(dimensions)
+        self.metric = metric
+        self.table = table
+        self.ef_search = int(ef_search)
+        self._lock = threading.Lock()
+        if isinstance(conninfo, psycopg.Connection):
+            self._conn = conninfo
+            self._conn.autocommit = True
+        else:
+            self._conn = psycopg.connect(conninfo, autocommit=True)
+        try:
+            self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.Error as exc:
+            raise ConfigurationError(f"the server has no pgvector extension: {exc}") from exc
+        t = table
+        self._conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {t} (id text PRIMARY KEY, embedding vector({self.dimensions}) NOT NULL, "
+            "tags text[] NOT NULL DEFAULT '{}', labels jsonb NOT NULL DEFAULT '{}', "
+            "extra jsonb NOT NULL DEFAULT '{}')"
+        )
+        self._conn.execute(f"CREATE INDEX IF NOT EXISTS {t}_tags_idx ON {t} USING gin (tags)")
+        self._conn.execute(f"CREATE INDEX IF NOT EXISTS {t}_labels_idx ON {t} USING gin (labels)")
+        if index == "hnsw":
+            self._conn.execute(
+                f"CREATE INDEX IF NOT EXISTS {t}_hnsw_{metric.value} ON {t} "
+                f"USING hnsw (embedding {_OPS[metric]})"
+            )
+
+    def _check(self, vector: Sequence[float]) -> None:
+        if len(vector) != self.dimensions:
+            raise DimensionMismatchError(f"vector has {len(vector)} dimensions, store has {self.dimensions}")
+
+    def upsert(self, entries: Iterable[VectorEntry]) -> None:
+        """Insert entries, replacing those with the same id (one transaction)."""
+        rows = []
+        for e in entries:
+            self._check(e.vector)
+            m = e.metadata
+            rows.append((e.id, _literal(e.vector), list(m.tags), json.dumps(m.labels), json.dumps(m.extra)))
+        if not rows:
+            return
+        t = self.table
+        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {t} (id, embedding, tags, labels, extra) "
+                "VALUES (%s, %s::vector, %s, %s::jsonb, %s::jsonb) ON CONFLICT (id) DO UPDATE SET "
+                "embedding = EXCLUDED.embedding, tags = EXCLUDED.tags, labels = EXCLUDED.labels, "
+                "extra = EXCLUDED.extra",
+                rows,
+            )
+
+    def get(self, id: str) -> VectorEntry | None:
+        """The entry with this id (vector as ``float32`` values), or ``None``."""
+        with self._lock:
+            row = self._conn.execute(
+                f"SELECT embedding::text, tags, labels, extra FROM {self.table} WHERE id = %s", (id,)
+            ).fetchone()
+        if row is None:
+            return None
+        import numpy as np
+
+        vector = np.asarray(json.loads(row[0]), dtype=np.float32).tolist()
+        return VectorEntry(
+            id, vector, VectorMetadata(tags=list(row[1]), labels=dict(row[2]), extra=dict(row[3]))
+        )
+
+    def delete(self, ids: Iterable[str]) -> int:
+        """Delete entries; returns how many existed."""
+        wanted = list(ids)
+        if not wanted:
+            return 0
+        with self._lock:
+            cur = self._conn.execute(f"DELETE FROM {self.table} WHERE id = ANY(%s)", (wanted,))
+            return int(cur.rowcount)
+
+    def __len__(self) -> int:
+        with self._lock:
+            row = self._conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()
+        return int(row[0]) if row else 0
+
+    def search(
+        self, vector: Sequence[float], k: int = 10, tags: TagFilter | None = None
+    ) -> list[VectorMatch]:
+        """The ``k`` best matches, best first; see the module docstring for scores and filters."""
+        if k <= 0:
+            return []
+        self._check(vector)
+        want = want_filter(tags)
+        op = _OPERATOR[self.metric]
+        q = _literal(vector)
+        t = self.table
+        with self._lock, self._conn.transaction():
+            if want is None:
+                self._conn.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, k)}")
+                rows = self._conn.execute(  # ORDER BY the distance alone, so the HNSW index applies
+                    f"SELECT id, embedding {op} %s::vector AS d FROM {t} ORDER BY d LIMIT %s", (q, k)
+                ).fetchall()
+                rows.sort(key=lambda r: (r[1], r[0]))
+            else:
+                self._conn.execute("SET LOCAL enable_indexscan = off")
+                if isinstance(want, Mapping):
+                    cond, arg = "labels @> %s::jsonb", json.dumps(dict(want))
+                else:
+                    cond, arg = "tags @> %s::text[]", list(want)  # type: ignore[assignment]
+                rows = self._conn.execute(
+                    f"SELECT id, embedding {op} %s::vector AS d FROM {t} WHERE {cond} ORDER BY d, id LIMIT %s",
+                    (q, arg, k),
+                ).fetchall()
+        return [VectorMatch(i, _score(self.metric, None if d is None else float(d))) for i, d in rows]
+
+    def drop(self) -> None:
+        """Drop the table and its indexes."""
+        with self._lock:
+            self._conn.execute(f"DROP TABLE IF EXISTS {self.table}")
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            self._conn.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"PgVectorStore(table={self.table!r}, metric={self.metric.value}, dimensions={self.dimensions})"
+        )

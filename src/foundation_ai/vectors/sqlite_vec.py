@@ -1,0 +1,285 @@
+"""``SqliteVecStore``: a :class:`~foundation_ai.vectors.VectorStore` in an SQLite file, searched
+with the sqlite-vec extension (https://alexgarcia.xyz/sqlite-vec/).
+
+The extension is loaded through ``apsw`` (which bundles its own SQLite and can load
+extensions) because many Python builds, including macOS's system Python and some pyenv builds,
+ship an ``sqlite3`` module without ``enable_load_extension``.
+
+Schema (``<t>`` is the table prefix, default ``vectors``):
+
+- ``<t>_items(rowid INTEGER PRIMARY KEY, id TEXT UNIQUE, metadata TEXT)``: the entry id and its
+  metadata as JSON;
+- ``<t>_vec``: a ``vec0`` virtual table, ``embedding float[<dimensions>]`` with the store's
+  distance metric, keyed by the same ``rowid``;
+- ``<t>_tags(tag, rowid)`` and ``<t>_labels(key, value, rowid)``: what filters read;
+- ``<t>_meta(key, value)``: ``dimensions`` and ``metric`` of the store.
+
+A search without a filter is a ``vec0`` k-nearest-neighbour query (exact; sqlite-vec has no
+approximate index); with a filter it scores only the rows that pass it
+(``vec_distance_cosine`` / ``vec_distance_l2``), so a filtered search always returns up to
+``k`` matches. Metrics: ``Metric.Cosine`` and ``Metric.L2`` (sqlite-vec has no dot-product
+distance). Vectors are stored as ``float32``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..errors import ConfigurationError
+from ._store import (
+    DimensionMismatchError,
+    Metric,
+    TagFilter,
+    VectorEntry,
+    VectorMatch,
+    VectorMetadata,
+    want_filter,
+)
+
+__all__ = ["SqliteVecStore", "default_vector_path"]
+
+_TABLE_OK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
+_SQL_METRIC = {Metric.Cosine: "cosine", Metric.L2: "l2"}
+_DISTANCE_FN = {Metric.Cosine: "vec_distance_cosine", Metric.L2: "vec_distance_l2"}
+
+
+def default_vector_path() -> Path:
+    """``<user data dir>/foundation-ai/vectors.sqlite3``, beside the session store."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("foundation-ai", appauthor=False)) / "vectors.sqlite3"
+
+
+def _open(path: str) -> Any:
+    try:
+        import apsw
+        import sqlite_vec
+    except ImportError as exc:
+        raise ConfigurationError(
+            "SqliteVecStore needs apsw and sqlite-vec: pip install 'foundation-ai[memory]'"
+        ) from exc
+    conn = apsw.Connection(path)
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+    conn.setbusytimeout(5000)
+    return conn
+
+
+class SqliteVecStore:
+    """A vector store in an SQLite file (sqlite-vec through apsw). Thread-safe.
+
+    Args:
+        path: the database file (created with its parent folders); ``":memory:"`` works;
+            default :func:`default_vector_path`.
+        dimensions: vector length; ``None`` reads it from an existing table or takes it from
+            the first upserted entry.
+        metric: ``Metric.Cosine`` (default) or ``Metric.L2``; an existing table keeps its own.
+        table: the table prefix (letters, digits, ``_``), so several stores share one file.
+
+    Raises:
+        ConfigurationError: apsw/sqlite-vec missing, ``Metric.Dot``, a bad table name, or an
+            existing table with another metric or dimension.
+        DimensionMismatchError: (from upsert/search) a vector of another length.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        dimensions: int | None = None,
+        metric: Metric = Metric.Cosine,
+        table: str = "vectors",
+    ) -> None:
+        if metric not in _SQL_METRIC:
+            raise ConfigurationError("sqlite-vec supports Metric.Cosine and Metric.L2, not Metric.Dot")
+        if not _TABLE_OK.match(table):
+            raise ConfigurationError(f"invalid table name {table!r}")
+        p = default_vector_path() if path is None else path
+        if str(p) != ":memory:":
+            Path(p).parent.mkdir(parents=True, exist_ok=True)
+        self.path = str(p)
+        self.table = table
+        self._lock = threading.RLock()
+        self._conn = _open(self.path)
+        t = table
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {t}_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+            f"CREATE TABLE IF NOT EXISTS {t}_items (rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
+            " metadata TEXT NOT NULL);"
+            f"CREATE TABLE IF NOT EXISTS {t}_tags (tag TEXT NOT NULL, rowid INTEGER NOT NULL,"
+            " PRIMARY KEY (tag, rowid)) WITHOUT ROWID;"
+            f"CREATE TABLE IF NOT EXISTS {t}_labels (key TEXT NOT NULL, value TEXT NOT NULL,"
+            " rowid INTEGER NOT NULL, PRIMARY KEY (key, value, rowid)) WITHOUT ROWID;"
+        )
+        meta = dict(self._conn.execute(f"SELECT key, value FROM {t}_meta"))
+        if meta:
+            stored_metric = Metric(meta["metric"])
+            stored_dims = int(meta["dimensions"])
+            if dimensions is not None and dimensions != stored_dims:
+                raise ConfigurationError(
+                    f"table {t!r} holds {stored_dims}-dimension vectors, not {dimensions}"
+                )
+            if metric is not stored_metric and metric is not Metric.Cosine:
+                raise ConfigurationError(f"table {t!r} uses {stored_metric.value}, not {metric.value}")
+            self.metric = stored_metric
+            self.dimensions: int | None = stored_dims
+        else:
+            self.metric = metric
+            self.dimensions = None
+            if dimensions is not None:
+                self._create(dimensions)
+
+    def _create(self, dimensions: int) -> None:
+        t = self.table
+        with self._lock:
+            self._conn.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {t}_vec USING vec0("
+                f"embedding float[{int(dimensions)}] distance_metric={_SQL_METRIC[self.metric]})"
+            )
+            self._conn.execute(
+                f"INSERT OR REPLACE INTO {t}_meta VALUES ('dimensions', ?), ('metric', ?)",
+                (str(dimensions), self.metric.value),
+            )
+            self.dimensions = dimensions
+
+    def _check(self, vector: Sequence[float]) -> None:
+        if self.dimensions is None:
+            self._create(len(vector))
+        elif len(vector) != self.dimensions:
+            raise DimensionMismatchError(f"vector has {len(vector)} dimensions, store has {self.dimensions}")
+
+    def upsert(self, entries: Iterable[VectorEntry]) -> None:
+        """Insert entries, replacing those with the same id (one transaction)."""
+        import sqlite_vec
+
+        t = self.table
+        enc = msgspec.json.encode
+        with self._lock, self._conn:
+            cur = self._conn.cursor()
+            for e in entries:
+                self._check(e.vector)
+                blob = sqlite_vec.serialize_float32(list(e.vector))
+                row = cur.execute(f"SELECT rowid FROM {t}_items WHERE id = ?", (e.id,)).fetchone()
+                if row is None:
+                    cur.execute(
+                        f"INSERT INTO {t}_items (id, metadata) VALUES (?, ?)",
+                        (e.id, enc(e.metadata).decode()),
+                    )
+                    rowid = self._conn.last_insert_rowid()
+                else:
+                    rowid = row[0]
+                    cur.execute(
+                        f"UPDATE {t}_items SET metadata = ? WHERE rowid = ?",
+                        (enc(e.metadata).decode(), rowid),
+                    )
+                    cur.execute(f"DELETE FROM {t}_vec WHERE rowid = ?", (rowid,))
+                    cur.execute(f"DELETE FROM {t}_tags WHERE rowid = ?", (rowid,))
+                    cur.execute(f"DELETE FROM {t}_labels WHERE rowid = ?", (rowid,))
+                cur.execute(f"INSERT INTO {t}_vec (rowid, embedding) VALUES (?, ?)", (rowid, blob))
+                if e.metadata.tags:
+                    cur.executemany(
+                        f"INSERT OR IGNORE INTO {t}_tags VALUES (?, ?)", [(g, rowid) for g in e.metadata.tags]
+                    )
+                if e.metadata.labels:
+                    cur.executemany(
+                        f"INSERT OR IGNORE INTO {t}_labels VALUES (?, ?, ?)",
+                        [(k, v, rowid) for k, v in e.metadata.labels.items()],
+                    )
+
+    def get(self, id: str) -> VectorEntry | None:
+        """The entry with this id (vector as ``float32`` values), or ``None``."""
+        import numpy as np
+
+        t = self.table
+        with self._lock:
+            row = self._conn.execute(f"SELECT rowid, metadata FROM {t}_items WHERE id = ?", (id,)).fetchone()
+            if row is None:
+                return None
+            vec = self._conn.execute(f"SELECT embedding FROM {t}_vec WHERE rowid = ?", (row[0],)).fetchone()
+        values = np.frombuffer(vec[0], dtype=np.float32).tolist()
+        return VectorEntry(id, values, msgspec.json.decode(row[1], type=VectorMetadata))
+
+    def delete(self, ids: Iterable[str]) -> int:
+        """Delete entries; returns how many existed."""
+        t = self.table
+        count = 0
+        with self._lock, self._conn:
+            cur = self._conn.cursor()
+            for id_ in ids:
+                row = cur.execute(f"SELECT rowid FROM {t}_items WHERE id = ?", (id_,)).fetchone()
+                if row is None:
+                    continue
+                count += 1
+                for table in ("items", "tags", "labels"):
+                    cur.execute(f"DELETE FROM {t}_{table} WHERE rowid = ?", (row[0],))
+                if self.dimensions is not None:
+                    cur.execute(f"DELETE FROM {t}_vec WHERE rowid = ?", (row[0],))
+        return count
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute(f"SELECT count(*) FROM {self.table}_items").fetchone()[0])
+
+    def search(
+        self, vector: Sequence[float], k: int = 10, tags: TagFilter | None = None
+    ) -> list[VectorMatch]:
+        """The ``k`` best matches, best first (cosine: similarity = 1 - cosine distance; L2:
+        the distance); see :class:`~foundation_ai.vectors.VectorStore`."""
+        import sqlite_vec
+
+        if k <= 0:
+            return []
+        want = want_filter(tags)
+        if self.dimensions is None:  # nothing stored yet
+            return []
+        self._check(vector)
+        t = self.table
+        blob = sqlite_vec.serialize_float32(list(vector))
+        with self._lock:
+            if want is None:
+                rows = self._conn.execute(
+                    f"SELECT i.id, v.distance FROM (SELECT rowid, distance FROM {t}_vec "
+                    f"WHERE embedding MATCH ? AND k = ?) v JOIN {t}_items i ON i.rowid = v.rowid "
+                    "ORDER BY v.distance, i.id",
+                    (blob, k),
+                ).fetchall()
+            else:
+                where, params = self._filter_sql(want)
+                rows = self._conn.execute(
+                    f"SELECT i.id, {_DISTANCE_FN[self.metric]}(v.embedding, ?) AS d FROM {t}_vec v "
+                    f"JOIN {t}_items i ON i.rowid = v.rowid WHERE v.rowid IN ({where}) "
+                    "ORDER BY d, i.id LIMIT ?",
+                    (blob, *params, k),
+                ).fetchall()
+        if self.metric is Metric.Cosine:
+            # a zero vector has no direction: sqlite-vec gives NULL, scored as similarity 0
+            return [VectorMatch(i, 1.0 - float(d) if d is not None else 0.0) for i, d in rows]
+        return [VectorMatch(i, float(d)) for i, d in rows]
+
+    def _filter_sql(self, want: TagFilter) -> tuple[str, list[str]]:
+        t = self.table
+        if isinstance(want, Mapping):
+            parts = [f"SELECT rowid FROM {t}_labels WHERE key = ? AND value = ?"] * len(want)
+            params = [x for kv in want.items() for x in kv]
+        else:
+            names = list(want)
+            parts = [f"SELECT rowid FROM {t}_tags WHERE tag = ?"] * len(names)
+            params = names
+        return " INTERSECT ".join(parts), params
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            self._conn.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteVecStore({self.path!r}, table={self.table!r}, metric={self.metric.value})"

@@ -1,0 +1,273 @@
+"""The ``SessionStore`` contract, run against every store (in memory, SQLite; a new store adds a
+``StoreKind`` to ``KINDS``): records appended atomically and loaded in order, ``FailedAction``
+never stored, one metadata row per session (created, updated, message count, title, model, system
+prompt, tools) written with each append, listing without decoding records, async twins, and
+concurrent writers."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from foundation_ai.agentic import SessionStore
+from foundation_ai.agentic.stores import (
+    InMemorySessionStore,
+    SessionHeader,
+    SessionMeta,
+    SqliteSessionStore,
+    aappend,
+    alist_sessions,
+    aload,
+    asession_meta,
+)
+from foundation_ai.types import (
+    AgenticError,
+    ImageContent,
+    Messages,
+    MimeType,
+    ModelId,
+    SessionRecord,
+    TextContent,
+    TokenSnapshot,
+    ToolCall,
+)
+
+
+@dataclass
+class StoreKind:
+    """How the contract opens one kind of store.
+
+    ``open(where)`` makes a store at ``where`` (a temp dir); ``reopen(store, where)`` closes it
+    and opens the same data again (a new connection); ``corrupt(store, where)`` makes every stored
+    record body undecodable, or is ``None`` when the store cannot hold bad bytes.
+    """
+
+    name: str
+    open: Callable[[Path], Any]
+    reopen: Callable[[Any, Path], Any]
+    corrupt: Callable[[Any, Path], None] | None = None
+
+
+def _sqlite_corrupt(store: Any, where: Path) -> None:
+    with sqlite3.connect(where / "s.db") as conn:
+        conn.execute("UPDATE records SET body = x'7b6e6f74206a736f6e'")  # "{not json"
+
+
+def _sqlite_reopen(store: Any, where: Path) -> Any:
+    store.close()
+    return SqliteSessionStore(where / "s.db")
+
+
+KINDS = [
+    StoreKind("memory", lambda where: InMemorySessionStore(), lambda store, where: store),
+    StoreKind("sqlite", lambda where: SqliteSessionStore(where / "s.db"), _sqlite_reopen, _sqlite_corrupt),
+]
+
+
+@pytest.fixture(params=KINDS, ids=[k.name for k in KINDS])
+def kind(request: pytest.FixtureRequest) -> StoreKind:
+    k: StoreKind = request.param
+    return k
+
+
+@pytest.fixture
+def store(kind: StoreKind, tmp_path: Path) -> Iterator[Any]:
+    s = kind.open(tmp_path)
+    yield s
+    s.close()
+
+
+def user(text: str) -> SessionRecord:
+    return SessionRecord.Conversation(message=Messages.user(text))
+
+
+def answer(text: str) -> SessionRecord:
+    return SessionRecord.Conversation(
+        message=Messages.Assistant(model=ModelId.Name("m"), content=TextContent(text))
+    )
+
+
+FAILED = SessionRecord.FailedAction(error=AgenticError(kind="provider", message="x"))
+SUMMARY = SessionRecord.Summary(message_count=2, usage=TokenSnapshot(input=3))
+
+
+# ---- records ---------------------------------------------------------------------------------
+
+
+def test_store_satisfies_the_protocol(store: Any) -> None:
+    assert isinstance(store, SessionStore)
+
+
+def test_records_load_in_append_order_without_failed_actions(store: Any) -> None:
+    batch1 = [user("hi"), FAILED, answer("hello"), SUMMARY]
+    batch2 = [SessionRecord.Retracted(reason="r", message_ids=["x"]), user("again")]
+    store.append("s1", batch1)
+    store.append("s1", batch2)
+    assert store.load("s1") == [batch1[0], batch1[2], batch1[3], *batch2]
+    assert store.load("unknown") == []
+
+
+def test_every_kind_of_content_round_trips(store: Any) -> None:
+    recs = [
+        SessionRecord.Conversation(message=Messages.user("naïve 😀 \u202e rtl \x00 nul")),
+        SessionRecord.Conversation(
+            message=Messages.User(content=ImageContent("aGVsbG8=", MimeType.Png))  # type: ignore[arg-type]
+        ),
+        SessionRecord.Conversation(
+            message=Messages.Assistant(
+                model=ModelId.Name("m"),
+                content=ToolCall(id="c1", name="f", arguments={"deep": [[{"a": None}]], "n": 1.5}),
+            )
+        ),
+        answer("x" * 200_000),
+    ]
+    store.append("s", recs)
+    assert store.load("s") == recs
+
+
+def test_sessions_lists_ids_oldest_first(store: Any) -> None:
+    for sid in ("b", "a", "c"):
+        store.append(sid, [user(sid)])
+    store.append("b", [user("more")])
+    assert store.sessions() == ["b", "a", "c"]
+
+
+def test_an_empty_batch_creates_no_session(store: Any) -> None:
+    store.append("s", [])
+    store.append("s", [FAILED])
+    assert store.sessions() == []
+    assert store.session_meta("s") is None
+    assert store.list_sessions() == []
+
+
+def test_data_survives_reopening(kind: StoreKind, tmp_path: Path) -> None:
+    s = kind.open(tmp_path)
+    hi = user("hi")
+    s.append("s", [hi], SessionHeader(model="openai:gpt-4o-mini", tools=("add",)))
+    s = kind.reopen(s, tmp_path)
+    assert s.load("s") == [hi]
+    meta = s.session_meta("s")
+    assert meta is not None and meta.model == "openai:gpt-4o-mini" and meta.tools == ("add",)
+    s.close()
+
+
+# ---- metadata --------------------------------------------------------------------------------
+
+
+def test_metadata_row_follows_each_append(store: Any) -> None:
+    header = SessionHeader(
+        model="anthropic:claude-sonnet-4-5", system_prompt="Be brief.", tools=["add", "search"]
+    )
+    store.append("s", [user("  \n  First line of the question\nsecond line"), FAILED], header)
+    first = store.session_meta("s")
+    assert isinstance(first, SessionMeta)
+    assert first.session_id == "s"
+    assert first.message_count == 1
+    assert first.title == "First line of the question"
+    assert (first.model, first.system_prompt, first.tools) == (
+        header.model,
+        header.system_prompt,
+        tuple(header.tools),  # a list is accepted; rows hold tuples
+    )
+    assert first.created <= first.updated
+    store.append("s", [answer("a"), user("later question"), SUMMARY])
+    second = store.session_meta("s")
+    assert second is not None
+    assert second.message_count == 3
+    assert second.title == "First line of the question"  # the first user text names the session
+    assert second.model == header.model  # no header: the stored one stays
+    assert second.created == first.created
+    assert second.updated >= first.updated
+    store.append("s", [], SessionHeader(model="openai:gpt-4.1", tools=()))
+    third = store.session_meta("s")
+    assert third is not None
+    assert (third.model, third.system_prompt, third.tools, third.message_count) == (
+        "openai:gpt-4.1",
+        None,
+        (),
+        3,
+    )
+    assert store.session_meta("unknown") is None
+
+
+def test_title_is_cut_and_absent_without_user_text(store: Any) -> None:
+    store.append("long", [user("y" * 500)])
+    store.append("none", [answer("only an answer")])
+    long_meta, none_meta = store.session_meta("long"), store.session_meta("none")
+    assert long_meta is not None and long_meta.title == "y" * 80
+    assert none_meta is not None and none_meta.title is None
+    store.append("none", [user("now a question")])
+    none_meta = store.session_meta("none")
+    assert none_meta is not None and none_meta.title == "now a question"
+
+
+def test_list_sessions_most_recently_updated_first_with_paging(store: Any) -> None:
+    for sid in ("a", "b", "c", "d"):
+        store.append(sid, [user(sid)])
+    store.append("b", [answer("b2")])
+    ids = [m.session_id for m in store.list_sessions()]
+    assert ids == ["b", "d", "c", "a"]
+    assert [m.session_id for m in store.list_sessions(limit=2)] == ["b", "d"]
+    assert [m.session_id for m in store.list_sessions(limit=2, offset=2)] == ["c", "a"]
+    assert store.list_sessions(limit=0) == []
+    assert [m.message_count for m in store.list_sessions()] == [2, 1, 1, 1]
+
+
+def test_listing_never_decodes_records(kind: StoreKind, store: Any, tmp_path: Path) -> None:
+    if kind.corrupt is None:
+        pytest.skip(f"{kind.name} cannot hold undecodable records")
+    store.append("s1", [user("hi"), answer("x")], SessionHeader(model="m:n"))
+    store.append("s2", [user("yo")])
+    kind.corrupt(store, tmp_path)
+    rows = store.list_sessions()
+    assert [(m.session_id, m.message_count, m.title) for m in rows] == [("s2", 1, "yo"), ("s1", 2, "hi")]
+    assert store.session_meta("s1").model == "m:n"
+    assert store.load("s1") == []  # the records themselves are skipped as corrupt
+
+
+# ---- async and concurrency -------------------------------------------------------------------
+
+
+def test_async_helpers_match_the_blocking_methods(store: Any) -> None:
+    hi, ok = user("hi"), answer("ok")
+
+    async def main() -> None:
+        await aappend(store, "s", [hi], SessionHeader(model="x:y"))
+        await aappend(store, "s", [ok])
+        assert await aload(store, "s") == [hi, ok]
+        rows = await alist_sessions(store, 10, 0)
+        assert [r.session_id for r in rows] == ["s"]
+        meta = await asession_meta(store, "s")
+        assert meta is not None and meta.message_count == 2 and meta.model == "x:y"
+
+    asyncio.run(main())
+
+
+def test_concurrent_writers_lose_nothing(store: Any) -> None:
+    def writer(n: int) -> None:
+        for i in range(25):
+            store.append("shared", [user(f"{n}-{i}")])
+            store.append(f"own-{n}", [user(f"{n}-{i}"), answer("a")])
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    shared = store.load("shared")
+    assert len(shared) == 200
+    assert sorted(r.message.content.content for r in shared) == sorted(
+        f"{n}-{i}" for n in range(8) for i in range(25)
+    )
+    for n in range(8):
+        texts = [r.message.content.content for r in store.load(f"own-{n}")]
+        assert texts[::2] == [f"{n}-{i}" for i in range(25)]  # each writer's own order kept
+    assert store.session_meta("shared").message_count == 200
+    assert len(store.list_sessions()) == 9
