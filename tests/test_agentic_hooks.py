@@ -26,7 +26,6 @@ from foundation_ai.agentic.turn import (
     StepRunner,
     TurnState,
 )
-from foundation_ai.errors import TurnFailedError
 from foundation_ai.types import (
     Messages,
     ModelInteraction,
@@ -279,22 +278,18 @@ def test_denied_call_still_pairs_with_its_dependents() -> None:
     assert RAN == ["add(2, 2)"]
 
 
-def test_ask_ends_the_turn_with_approval_required_and_runs_nothing() -> None:
+def test_ask_pauses_the_turn_awaiting_approval_and_runs_nothing() -> None:
     agent = session(
         ScriptedModel([[call("add", {"a": 1, "b": 2}), call("wipe", {"path": "/tmp/x"})], say("never")]),
         tool_gate=lambda req: Ask("delete /tmp/x?") if req.call.name == "wipe" else Allow(),
     )
-    with pytest.raises(TurnFailedError) as caught:  # run_turn raises for a turn that failed
-        agent.run_turn("add and wipe")
-    turn = caught.value.turn
-    assert turn.outcome is TurnOutcome.Failed
-    assert turn.error is not None and turn.error.kind == "approval_required"
-    assert isinstance(turn.records[-1], SessionRecord.FailedAction)
-    assert isinstance(turn.records[-2], SessionRecord.Summary)
+    turn = agent.run_turn("add and wipe")
+    assert turn.outcome is TurnOutcome.AwaitingApproval and turn.error is None
+    assert isinstance(turn.records[-1], SessionRecord.Summary)
+    assert turn.records[-1].awaiting_approval == [c.id for c in turn.awaiting]
+    assert [c.name for c in turn.awaiting] == ["wipe"]
     assert RAN == []  # not even the allowed call
-    results = turn.tool_results()
-    assert [r.name for r in results] == ["add", "wipe"]
-    assert all("approval" in (r.error_detail or "") for r in results)
+    assert turn.tool_results() == []
 
 
 def test_a_gate_answer_that_is_not_a_decision_is_a_type_error() -> None:

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 from ..errors import FoundationAIError
 
-__all__ = ["CorruptRecordError", "SessionClosedError", "SessionExistsError", "StoreError"]
+__all__ = [
+    "ApprovalPendingError",
+    "CorruptRecordError",
+    "SessionClosedError",
+    "SessionExistsError",
+    "StoreError",
+]
 
 
 class SessionClosedError(FoundationAIError):
     """The ``AgentSession`` (or its ``SessionStore``) was closed; build or resume a new one."""
+
+
+class ApprovalPendingError(FoundationAIError):
+    """The session's last turn paused for approval: ``approve``/``deny`` its pending tool calls
+    (``AgentSession.pending_approvals()``) before starting another turn; or an ``approve``/``deny``
+    named no pending call."""
 
 
 class CorruptRecordError(FoundationAIError):

@@ -54,6 +54,11 @@ class TurnOutcome(enum.Enum):
     """The token or cost budget ran out."""
     IterationLimit = "iteration_limit"
     """The inner or outer iteration limit was reached."""
+    AwaitingApproval = "awaiting_approval"
+    """A tool call needs approval: the turn paused before running its response's calls
+    (``Turn.awaiting`` lists them; ``approve``/``deny`` continue it)."""
+    LoopDetected = "loop_detected"
+    """The model repeated the same tool call past the loop detection's nudge."""
     Refused = "refused"
     """The model (or the provider's filter) declined to answer: a typed outcome, not a failure.
     The refusal is persisted as the answer, retried never (one model call), and its text is

@@ -60,7 +60,7 @@ from ..types import (
 )
 from ..types.choices import tool_choice_of
 from .context import dangling_calls, interrupted_results, window
-from .errors import SessionClosedError, SessionExistsError
+from .errors import ApprovalPendingError, SessionClosedError, SessionExistsError
 from .events import TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
 from .output import OutputSpec, output_spec
@@ -100,7 +100,17 @@ class Turn:
         summary: the :class:`TurnSummary`.
     """
 
-    __slots__ = ("_output", "_usage", "error", "outcome", "output_spec", "records", "refusal", "summary")
+    __slots__ = (
+        "_output",
+        "_usage",
+        "awaiting",
+        "error",
+        "outcome",
+        "output_spec",
+        "records",
+        "refusal",
+        "summary",
+    )
 
     def __init__(self, state: TurnState, usage: UsageReport) -> None:
         self.records: list[SessionRecord] = state.records
@@ -111,6 +121,8 @@ class Turn:
         self.refusal: str | None = state.refusal
         """The model's refusal text when the outcome is ``Refused``."""
         self._output = (state.output, list(state.output_errors), state.output_text)
+        self.awaiting: list[ToolCall] = list(state.awaiting)
+        """The tool calls the turn paused on (outcome ``AwaitingApproval``), else empty."""
         self._usage = usage
         self.summary = TurnSummary(
             outcome=state.outcome,
@@ -186,11 +198,11 @@ class Turn:
         Raises:
             RefusalError: the model refused (outcome ``Refused``).
             OutputValidationError: no answer matched the ``output_type``, retries included.
-            TurnFailedError: the outcome is ``Failed``, ``BudgetExhausted`` or
-                ``IterationLimit`` (``kind`` and ``detail`` from :attr:`error`).
+            TurnFailedError: the outcome is ``Failed``, ``BudgetExhausted``, ``IterationLimit``
+                or ``LoopDetected`` (``kind`` and ``detail`` from :attr:`error`).
         """
-        if self.outcome in (TurnOutcome.Completed, TurnOutcome.Aborted):
-            return
+        if self.outcome in (TurnOutcome.Completed, TurnOutcome.Aborted, TurnOutcome.AwaitingApproval):
+            return  # a pause for approval is not a failure: approve()/deny() continue it
         if self.outcome is TurnOutcome.Refused:
             code = self.refusal or ""
             said = self.text().strip()
@@ -258,6 +270,14 @@ def _resolve_model(obj: Any, model_id: Any = None, router: Any = None) -> Any:
     if _is_model(obj):
         return obj
     raise ConfigurationError(f"expected a Model or a ProviderRouter, got {type(obj).__name__}")
+
+
+def _awaiting_ids(records: Sequence[SessionRecord]) -> set[str]:
+    """The call ids the last ``Summary`` of ``records`` says its turn paused on."""
+    for r in reversed(records):
+        if isinstance(r, SessionRecord.Summary):
+            return set(r.awaiting_approval)
+    return set()
 
 
 def _prompt_messages(prompt: object) -> list[Messages]:
@@ -394,6 +414,9 @@ class AgentSessionBuilder:
         self._chat_template: str | None = None
         self._cooldown = 30.0
         self._output: OutputSpec | None = None
+        self._shed: Any = None
+        self._factories: list[Any] = []
+        self._can_use_tool: Any = None
         self._hooks = TurnHooks()
 
     def with_model_id(self, model_id: Any) -> AgentSessionBuilder:
@@ -530,12 +553,54 @@ class AgentSessionBuilder:
         self._hooks = dataclasses.replace(self._hooks, context=assembler)
         return self
 
+    def with_tool_shed(self, shed: Any) -> AgentSessionBuilder:
+        """Discover tools with ``shed`` (a ``toolsets.ToolShed``): each request declares the
+        ``shed`` meta-tool plus the active tools only; tools given to :meth:`with_tools` stay
+        always declared. See ``docs/tools.md``."""
+        self._shed = shed
+        return self
+
+    def with_tool_factory(self, make: Any) -> AgentSessionBuilder:
+        """Session-aware tools: ``make(session)`` returns tools for each session built or
+        resumed (e.g. ``toolsets.SubAgents``); with a tool shed they are always declared."""
+        self._factories.append(make)
+        return self
+
     def with_tool_gate(self, gate: ToolGate) -> AgentSessionBuilder:
         """Decide about every tool call before it runs: ``gate(GateRequest) -> Allow() |
         Deny(reason) | Ask(question)`` (sync or async). A denied call gets an error result with
-        the reason; ``Ask`` ends the turn (``approval_required``; pausing is not supported
-        yet). See ``docs/turn-loop.md``."""
+        the reason; ``Ask`` pauses the turn until :meth:`AgentSession.approve` /
+        :meth:`AgentSession.deny` (outcome ``AwaitingApproval``). See ``docs/turn-loop.md`` and
+        ``docs/tools.md``."""
         self._hooks = dataclasses.replace(self._hooks, gate=gate)
+        return self
+
+    def with_can_use_tool(self, can_use_tool: Any) -> AgentSessionBuilder:
+        """Decide about every tool call with ``can_use_tool(call, context) -> Allow() |
+        Deny(reason) | Ask(question)`` (sync or async; ``context`` is a
+        ``toolsets.approval.ToolContext``). For a tool marked ``requires_approval`` an ``Allow``
+        counts as the approval. ``Ask`` pauses the turn until ``approve``/``deny``. Replaces a
+        :meth:`with_tool_gate` gate. See ``docs/tools.md``."""
+        self._can_use_tool = can_use_tool
+        return self
+
+    def with_tool_policy(self, policy: Any) -> AgentSessionBuilder:
+        """Retries, error policy and loop detection for tool calls (a
+        ``toolsets.policy.ToolPolicy``; default: no retries, errors reported to the model, loop
+        detection at 3 identical calls). See ``docs/tools.md``."""
+        self._hooks = dataclasses.replace(self._hooks, policy=policy)
+        return self
+
+    def with_can_spend(self, check: Any = None) -> AgentSessionBuilder:
+        """Check before each generation that the session may spend on it: ``check(SpendRequest)
+        -> None | True | False | reason`` (default: ``toolsets.approval.estimated_spend_check``,
+        the request's estimated size against the budget's remaining tokens and USD). A refusal
+        ends the turn ``BudgetExhausted`` before the model is called."""
+        if check is None:
+            from .toolsets.approval import estimated_spend_check
+
+            check = estimated_spend_check
+        self._hooks = dataclasses.replace(self._hooks, can_spend=check)
         return self
 
     def with_step_runner(self, runner: StepRunner) -> AgentSessionBuilder:
@@ -601,7 +666,15 @@ class AgentSessionBuilder:
             memory = MemoryManager(self._memory)
             hooks = dataclasses.replace(hooks, context=memory.assembler(hooks.context))
         tools = tools + (memory.tools() if memory is not None else [])
-        registry = ToolRegistry(tools, default_timeout=self._tool_timeout)
+        registry: Any = (
+            ToolRegistry(tools, default_timeout=self._tool_timeout)
+            if self._shed is None
+            else self._shed.registry(pinned=tools, default_timeout=self._tool_timeout)
+        )
+        if self._can_use_tool is not None:
+            from .toolsets.approval import can_use_tool_gate
+
+            hooks = dataclasses.replace(hooks, gate=can_use_tool_gate(self._can_use_tool, registry))
         tool_choice = _tool_choices(self._tool_choice, registry)
         router = model if isinstance(model, ProviderRouter) else None
         models = [_resolve_model(model, self._model_id)] + [
@@ -632,6 +705,14 @@ class AgentSessionBuilder:
         if memory is not None:
             memory.bind(session)
             session.memory = memory
+        if self._shed is not None:
+            registry.bind(session)
+        for make in self._factories:
+            for t in make(session):
+                if self._shed is None:
+                    registry.add(t)
+                else:
+                    registry.pin(t)
         return session
 
     def resume(self, session_id: str) -> AgentSession:
@@ -670,8 +751,15 @@ class AgentSessionBuilder:
                 model=meta.model, system_prompt=meta.system_prompt, tools=tuple(meta.tools)
             )
         session.messages = conversation_of(records)
+        restore = getattr(session.registry, "restore", None)
+        if restore is not None:
+            restore(session.messages)
         open_calls = dangling_calls(session.messages)
-        if open_calls:
+        waiting = _awaiting_ids(records)
+        if open_calls and waiting and waiting <= {c.id for c in open_calls}:
+            session.paused_calls = open_calls  # paused for approval: kept open, see approve()
+            session.awaiting = [c for c in open_calls if c.id in waiting]
+        elif open_calls:
             fix = interrupted_results(open_calls, "the process stopped")
             session.messages.extend(fix)
             fixed = [SessionRecord.Conversation(message=m) for m in fix]
@@ -743,6 +831,11 @@ class AgentSession:
         self.meta: SessionMeta | None = None
         """The stored metadata this session was resumed from (``None`` when built)."""
         self._header: tuple[tuple[Any, ...], SessionHeader] | None = None
+        self.awaiting: list[ToolCall] = []
+        """The tool calls the last turn paused on, waiting for :meth:`approve`/:meth:`deny`."""
+        self.paused_calls: list[ToolCall] = []
+        """Every call of the paused response (run, or denied, once the turn continues)."""
+        self._decisions: dict[str, Any] = {}
         self._busy = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -884,6 +977,11 @@ class AgentSession:
     ) -> tuple[Any, Any]:
         prompts = _prompt_messages(prompt)
         self._check_open()
+        if self.awaiting:
+            ids = ", ".join(c.id for c in self.awaiting)
+            raise ApprovalPendingError(
+                f"the last turn is waiting for approval of tool call(s) {ids}: approve() or deny() them first"
+            )
         state = TurnState(
             prompts,
             _tool_choices(tool_choice, self.registry) if tool_choice is not None else self.tool_choice,
@@ -1082,6 +1180,66 @@ class AgentSession:
         )
         turn.raise_for_outcome()  # a refusal: RefusalError, never an empty answer
         return Answer(turn) if turn.output_spec is None else turn.output
+
+    # -- approvals -------------------------------------------------------------------------------
+
+    def pending_approvals(self) -> list[ToolCall]:
+        """The tool calls waiting for :meth:`approve`/:meth:`deny` (empty when none)."""
+        return [c for c in self.awaiting if c.id not in self._decisions]
+
+    def _decide(self, call_id: str, decision: Any) -> bool:
+        self._check_open()
+        if call_id not in {c.id for c in self.awaiting}:
+            known = ", ".join(c.id for c in self.awaiting) or "none"
+            raise ApprovalPendingError(f"no tool call {call_id!r} is waiting for approval (waiting: {known})")
+        self._decisions[call_id] = decision
+        return not self.pending_approvals()
+
+    async def _acontinue(self) -> Turn:
+        state = TurnState([], None, emit=False)
+        state.resuming = True
+        state.calls = list(self.paused_calls)
+        state.results = [None] * len(state.calls)
+        state.decisions = dict(self._decisions)
+        self.awaiting, self.paused_calls, self._decisions = [], [], {}
+        agen: Any = run_turn(self, state, on_exit=self._enter)
+        try:
+            async for _ in agen:
+                pass
+        finally:
+            await agen.aclose()
+        return Turn(state, self.ledger.turn)
+
+    async def aapprove(self, call_id: str) -> Turn | None:
+        """Approve a pending tool call; once every pending call is decided the paused turn
+        continues (its allowed and approved calls run, denied ones get error results, then the
+        model is called again) and its :class:`Turn` is returned; ``None`` while others wait.
+
+        Raises:
+            ApprovalPendingError: no pending call has this id.
+        """
+        from .turn import Allow
+
+        if not self._decide(call_id, Allow()):
+            return None
+        return await self._acontinue()
+
+    async def adeny(self, call_id: str, reason: str = "the user denied it") -> Turn | None:
+        """Deny a pending tool call (it gets an error result with ``reason``); see
+        :meth:`aapprove`."""
+        from .turn import Deny
+
+        if not self._decide(call_id, Deny(reason)):
+            return None
+        return await self._acontinue()
+
+    def approve(self, call_id: str) -> Turn | None:
+        """Blocking :meth:`aapprove`."""
+        return self._run_sync(lambda: self.aapprove(call_id))  # type: ignore[no-any-return]
+
+    def deny(self, call_id: str, reason: str = "the user denied it") -> Turn | None:
+        """Blocking :meth:`adeny`."""
+        return self._run_sync(lambda: self.adeny(call_id, reason))  # type: ignore[no-any-return]
 
     # -- sync plumbing ---------------------------------------------------------------------------
 

@@ -229,6 +229,9 @@ class _Summary(SessionRecord, tag="summary", frozen=True, kw_only=True):
     """Messages persisted in the turn."""
     usage: TokenSnapshot
     """Cumulative usage of the turn."""
+    awaiting_approval: list[str] = msgspec.field(default_factory=list)
+    """Ids of the tool calls the turn paused on, waiting for ``approve``/``deny`` (empty: the
+    turn did not pause; omitted from JSON then)."""
 
 
 _attach(

@@ -7,9 +7,9 @@ import inspect
 from ...types import ModelInteraction
 from ..context import window
 from .generate import Generation
-from .hooks import ContextRequest, Phase
+from .hooks import ContextRequest, Phase, SpendRequest
 from .host import TurnHost
-from .state import TurnState
+from .state import TurnState, fail
 
 __all__ = ["assemble_context", "default_interaction"]
 
@@ -33,8 +33,10 @@ def default_interaction(host: TurnHost, state: TurnState) -> ModelInteraction:
 async def assemble_context(host: TurnHost, state: TurnState) -> Phase:
     """Build the request (:func:`default_interaction`, then the session's
     :data:`~foundation_ai.agentic.turn.hooks.ContextAssembler` when one is set) and the
-    :class:`Generation` step that will send it (``state.generation``). Emits nothing.
-    Next: ``generate``.
+    :class:`Generation` step that will send it (``state.generation``); then the session's
+    :data:`~foundation_ai.agentic.turn.hooks.SpendCheck` (``can_spend``), when one is set, may
+    refuse it: the turn ends ``BudgetExhausted`` before the model is called. Emits nothing.
+    Next: ``generate``, or ``finish`` when the spend check refused.
 
     Raises:
         TypeError: the context assembler returned something else than a ``ModelInteraction``.
@@ -49,6 +51,14 @@ async def assemble_context(host: TurnHost, state: TurnState) -> Phase:
         interaction = await made if inspect.isawaitable(made) else made
         if not isinstance(interaction, ModelInteraction):
             raise TypeError(f"a context assembler must return a ModelInteraction, got {interaction!r:.80}")
+    check = host.hooks.can_spend
+    if check is not None:
+        verdict = check(SpendRequest(host.session_id, interaction, model, host.ledger, state))
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        if verdict is False or isinstance(verdict, str):
+            fail(state, "budget_exhausted", verdict or "the spend check refused the next generation")
+            return Phase.FINISH
     gen = Generation(host, state, model, interaction)
     state.generation = gen
     state.live = gen.outputs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ...types import AgentProgress, Messages, SessionRecord, Stream
+from ...types import AgentProgress, AssistantMessage, Messages, SessionRecord, Stream, ToolCall
 from .hooks import Phase
 from .host import TurnHost
 from .persist import persist
@@ -20,6 +20,18 @@ def open_turn(host: TurnHost, state: TurnState) -> Phase:
     host.steering.bind(asyncio.get_running_loop())
     host.ledger.start_turn()
     state.keep_from = state.head_end = len(host.messages)
+    if state.resuming:  # the paused response belongs to this turn (its calls get results here)
+        ids = {c.id for c in state.calls}
+        first = next(
+            (
+                i
+                for i, m in enumerate(host.messages)
+                if isinstance(m, AssistantMessage) and isinstance(m.content, ToolCall) and m.content.id in ids
+            ),
+            None,
+        )
+        if first is not None:
+            state.keep_from = state.head_end = first
     if state.emit:
         state.out += (Stream.Init(), Stream.Pending(AgentProgress.Initializing(step="turn")))
     return Phase.PROMPT

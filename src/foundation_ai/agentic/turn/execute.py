@@ -1,5 +1,6 @@
-"""Phase ``execute_tools``: the tool gate, then the calls of one response (``depends_on``
-stages, see :mod:`foundation_ai.agentic.dag`), each run through the step runner."""
+"""Phase ``execute_tools``: approvals and the tool gate, then the calls of one response
+(``depends_on`` stages, see :mod:`foundation_ai.agentic.dag`) under the tool policy, each run
+through the step runner (``docs/tools.md``)."""
 
 from __future__ import annotations
 
@@ -10,47 +11,52 @@ from typing import Any
 from ...types import AgentProgress, SessionRecord, Stream, ToolCall, ToolResultMessage
 from ..context import interrupted_results
 from ..dag import CallExecutor, run_calls
+from ..events import TurnOutcome
 from ..tools import ToolRegistry, error_result
-from .hooks import IN_PROCESS, Allow, Ask, Deny, GateRequest, Phase, StepRunner, ToolGate
+from ..toolsets.policy import DEFAULT_POLICY, LoopTracker, PolicyExecutor
+from .hooks import IN_PROCESS, Allow, Ask, Deny, GateDecision, GateRequest, Phase
 from .host import TurnHost
 from .persist import persist
 from .state import TurnState, fail
 
-__all__ = ["execute_tools"]
-
-_ASK = "the call needs approval, and pausing a turn for approval is not supported yet; the call was not run"
+__all__ = ["decide_calls", "execute_tools", "requires_approval"]
 
 
 async def execute_tools(host: TurnHost, state: TurnState) -> Phase:
-    """Ask the :data:`~foundation_ai.agentic.turn.hooks.ToolGate` about every call (a denied
-    call gets an error result with the reason; any ``Ask`` ends the turn with
-    ``approval_required``), run the allowed calls through the step runner, persist every result
-    in call order. Steering or abort while gating or running stops the calls still running; each
-    of them gets an "interrupted" result (emits ``ToolCallCancelled``). Emits
-    ``FlushingRecords``, ``ExecutingTools(completed=total)`` and the results (streaming only).
-    Next: ``drain_steering``, or ``finish`` after an ``Ask``."""
+    """Decide about every call (:func:`decide_calls`: a human decision from ``approve``/``deny``,
+    else the :data:`~foundation_ai.agentic.turn.hooks.ToolGate`, else ``Ask`` for a tool marked
+    ``requires_approval``). Any ``Ask`` pauses the turn before a call runs: outcome
+    ``AwaitingApproval``, the calls in ``state.awaiting`` -> ``finish`` (which stores their ids in
+    the ``Summary``). Otherwise denied calls get an error result with the reason and the others
+    run (``depends_on`` stages) under the session's
+    :class:`~foundation_ai.agentic.toolsets.policy.ToolPolicy` (retries, error policy, loop
+    detection) through the step runner; every result is persisted in call order. Steering or
+    abort while deciding or running stops the calls still running; each of them gets an
+    "interrupted" result (emits ``ToolCallCancelled``). Emits ``FlushingRecords``,
+    ``ExecutingTools(completed=total)`` and the results (streaming only).
+    Next: ``drain_steering``; ``finish`` after an ``Ask``, a detected loop or an error the policy
+    says fails the turn."""
     steering, calls, results, out = host.steering, state.calls, state.results, state.out
-    asked = False
     interrupted = steering.wanted
+    if state.tracker is None:
+        state.tracker = LoopTracker()
+    tracker: LoopTracker = state.tracker
     if not interrupted:
         steering.wait_here(asyncio.current_task())
         try:
-            hooks = host.hooks
-            if hooks.gate is None and hooks.steps is IN_PROCESS:
-                executor: CallExecutor | None = host.registry
-            else:
-                executor = await _gated(host, state)
+            executor = await _executor(host, state, tracker)
             if executor is None:
-                asked = True
-                results[:] = [error_result(c, _ASK) for c in calls]
-            else:
-                await run_calls(calls, executor, results)
+                state.outcome = TurnOutcome.AwaitingApproval
+                state.results = []
+                return Phase.FINISH
+            await run_calls(calls, executor, results)
         except asyncio.CancelledError as exc:
             if not steering.is_interrupt(exc):
                 raise
             interrupted = True
         finally:
             steering.wait_here(None)
+    state.decisions = {}
     done = [r for r in results if r is not None]
     if interrupted:
         why = "aborted" if steering.aborted else "steered"
@@ -64,58 +70,106 @@ async def execute_tools(host: TurnHost, state: TurnState) -> Phase:
         out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(done))))
         out.append(Stream.Pending(AgentProgress.ExecutingTools(total=len(calls), completed=len(calls))))
         out += [Stream.Next(SessionRecord.Conversation(message=r)) for r in done]
-    if asked:
+    if tracker.looped is not None and not interrupted:
+        c = tracker.looped
         fail(
             state,
-            "approval_required",
-            "a tool call needs approval; pausing for approval is not supported yet",
+            "loop_detected",
+            f"the model repeated the call {c.name} past the loop detection's nudge",
+            tool=c.name,
         )
+        return Phase.FINISH
+    if tracker.failed is not None and not interrupted:
+        c, detail = tracker.failed
+        fail(state, "tool_failed", detail, tool=c.name)
         return Phase.FINISH
     return Phase.DRAIN_STEERING
 
 
-async def _gated(host: TurnHost, state: TurnState) -> CallExecutor | None:
-    """A :class:`_Gated` executor, or ``None`` when the gate asked for an approval."""
+def requires_approval(registry: ToolRegistry, call: ToolCall) -> bool:
+    """True when the tool behind ``call`` is marked ``requires_approval`` (an attribute of the
+    tool object, e.g. ``toolsets.shell_tools``) and the call would run: a call that fails
+    validation (unknown or inactive tool, bad arguments) gets its error result without asking."""
+    t = registry.get(call.name)
+    if t is None or not getattr(t, "requires_approval", False):
+        return False
+    return not isinstance(registry.prepare(call), ToolResultMessage)
+
+
+async def decide_calls(host: TurnHost, state: TurnState) -> list[GateDecision]:
+    """One decision per call of ``state.calls``, in order: the human decision recorded for it
+    (``state.decisions``), else the session's gate's answer, else ``Ask`` when its tool is
+    marked ``requires_approval``, else ``Allow``.
+
+    Raises:
+        TypeError: the gate answered something other than ``Allow``, ``Deny`` or ``Ask``.
+    """
     gate = host.hooks.gate
-    denied = await _ask_gate(host, state, gate) if gate is not None else {}
-    if denied is None:
-        return None
-    return _Gated(host.registry, denied, host.hooks.steps)
-
-
-async def _ask_gate(host: TurnHost, state: TurnState, gate: ToolGate) -> dict[int, str] | None:
-    """``{id(call): reason}`` for the denied calls, or ``None`` when one needs approval."""
-    denied: dict[int, str] = {}
+    decisions: list[GateDecision] = []
     for call in state.calls:
-        decision = gate(GateRequest(host.session_id, call, state.calls, state))
-        if inspect.isawaitable(decision):
-            decision = await decision
-        if isinstance(decision, Deny):
-            denied[id(call)] = decision.reason
-        elif isinstance(decision, Ask):
-            return None
-        elif not isinstance(decision, Allow):
+        decision: Any = state.decisions.get(call.id)
+        if decision is None:
+            if gate is not None:
+                decision = gate(GateRequest(host.session_id, call, state.calls, state))
+                if inspect.isawaitable(decision):
+                    decision = await decision
+            elif requires_approval(host.registry, call):
+                decision = Ask(f"run {call.name}?")
+            else:
+                decision = _ALLOW
+        if not isinstance(decision, Allow | Deny | Ask):
             raise TypeError(f"a tool gate must answer Allow(), Deny(reason) or Ask(), got {decision!r:.80}")
-    return denied
+        decisions.append(decision)
+    return decisions
+
+
+_ALLOW = Allow()
+
+
+async def _executor(host: TurnHost, state: TurnState, tracker: LoopTracker) -> CallExecutor | None:
+    """The executor of this stage, or ``None`` (and ``state.awaiting`` set) when a call needs
+    approval."""
+    hooks = host.hooks
+    policy = hooks.policy if hooks.policy is not None else DEFAULT_POLICY
+    run = None if hooks.steps is IN_PROCESS else hooks.steps.tool_call
+    needs_gate = (
+        hooks.gate is not None
+        or state.decisions
+        or any(requires_approval(host.registry, c) for c in state.calls)
+    )
+    denied: dict[int, str] = {}
+    if needs_gate:
+        decisions = await decide_calls(host, state)
+        asked = [c for c, d in zip(state.calls, decisions, strict=True) if isinstance(d, Ask)]
+        if asked:
+            state.awaiting = asked
+            host.awaiting = list(asked)
+            host.paused_calls = list(state.calls)
+            return None
+        denied = {id(c): d.reason for c, d in zip(state.calls, decisions, strict=True) if isinstance(d, Deny)}
+    inner = PolicyExecutor(host.registry, policy, tracker, run)
+    if not denied:
+        return inner
+    return _Gated(inner, denied)
 
 
 class _Gated:
-    """A ``CallExecutor`` over ``registry``: denied calls get an error result instead of
-    running; allowed ones run through ``steps.tool_call``."""
+    """A ``CallExecutor``: denied calls get an error result instead of running; the others go
+    to ``inner`` (the policy executor)."""
 
-    __slots__ = ("denied", "registry", "steps")
+    __slots__ = ("denied", "inner")
 
-    def __init__(self, registry: ToolRegistry, denied: dict[int, str], steps: StepRunner) -> None:
-        self.registry, self.denied, self.steps = registry, denied, steps
+    def __init__(self, inner: PolicyExecutor, denied: dict[int, str]) -> None:
+        self.inner, self.denied = inner, denied
 
     def prepare(self, call: ToolCall) -> Any:
         reason = self.denied.get(id(call))
         if reason is not None:
             return error_result(call, f"the call was denied: {reason}; the tool was not run")
-        return self.registry.prepare(call)
+        return self.inner.prepare(call)
 
     def is_sequential(self, call: ToolCall) -> bool:
-        return self.registry.is_sequential(call)
+        return self.inner.is_sequential(call)
 
     async def execute(self, call: ToolCall, prepared: Any) -> ToolResultMessage:
-        return await self.steps.tool_call(call, lambda: self.registry.execute(call, prepared))
+        return await self.inner.execute(call, prepared)

@@ -37,6 +37,8 @@ __all__ = [
     "InProcessSteps",
     "Phase",
     "PhaseHooks",
+    "SpendCheck",
+    "SpendRequest",
     "StepRunner",
     "ToolGate",
     "TurnHooks",
@@ -130,9 +132,10 @@ class Deny:
 
 @dataclass(frozen=True, slots=True)
 class Ask:
-    """The call needs a human's approval (``question``: what to show). Pausing a turn for
-    approval is not supported yet: the response's calls get error results and the turn ends
-    with a ``FailedAction`` of kind ``approval_required``."""
+    """The call needs a human's approval (``question``: what to show). The turn pauses before
+    any call of the response runs: it ends with outcome ``AwaitingApproval`` (the calls asked
+    about are listed in ``Turn.awaiting`` and stored in the turn's ``Summary``), and
+    ``AgentSession.approve``/``deny`` continue it (``docs/tools.md``)."""
 
     question: str = ""
 
@@ -191,10 +194,34 @@ IN_PROCESS = InProcessSteps()
 
 
 @dataclass(frozen=True, slots=True)
+class SpendRequest:
+    """What a :data:`SpendCheck` receives before each generation: the request about to be sent,
+    the model, the session's ledger (totals and budget) and the turn."""
+
+    session_id: str
+    interaction: ModelInteraction
+    model: Any
+    ledger: Any
+    state: TurnState
+
+
+SpendCheck: TypeAlias = Callable[[SpendRequest], "bool | str | Awaitable[bool | str | None] | None"]
+"""``check(request)``: ``None`` or ``True`` lets the generation run; ``False`` or a reason (a
+``str``) ends the turn with outcome ``BudgetExhausted`` before the model is called
+(``toolsets.approval.estimated_spend_check`` is a ready one)."""
+
+
+@dataclass(frozen=True, slots=True)
 class TurnHooks:
-    """The hooks of a session (all optional; ``None`` = the default behaviour)."""
+    """The hooks of a session (all optional; ``None`` = the default behaviour).
+
+    ``policy`` is a :class:`~foundation_ai.agentic.toolsets.policy.ToolPolicy` (``None``: the
+    default policy: no retries, errors reported, loop detection at 3 identical calls);
+    ``can_spend`` a :data:`SpendCheck`."""
 
     phases: PhaseHooks | None = None
     context: ContextAssembler | None = None
     gate: ToolGate | None = None
     steps: StepRunner = IN_PROCESS
+    policy: Any = None
+    can_spend: SpendCheck | None = None

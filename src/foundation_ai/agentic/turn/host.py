@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ...types import Messages, ModelParams, SessionRecord
+from ...types import Messages, ModelParams, SessionRecord, ToolCall
 from ..ledger import TokenLedger
 from ..steering import Steering
 from ..stores import SessionHeader, SessionStore
@@ -31,7 +31,9 @@ class TurnHost(Protocol):
     ``breaker`` (rate-limit circuit breakers), ``steering`` (steer / follow-up / abort queues).
     Conversation (read and updated by the loop): ``messages`` (oldest first, appended to),
     ``context_start`` and ``context_cut`` (the window sent to the model, moved on overflow; see
-    :mod:`foundation_ai.agentic.context`).
+    :mod:`foundation_ai.agentic.context`). Approvals (written by ``execute_tools`` when a turn
+    pauses): ``awaiting`` (the calls asked about) and ``paused_calls`` (all calls of the paused
+    response).
     """
 
     models: list[Any]
@@ -49,6 +51,8 @@ class TurnHost(Protocol):
     breaker: CircuitBreaker
     steering: Steering
     messages: list[Messages]
+    awaiting: list[ToolCall]
+    paused_calls: list[ToolCall]
     context_start: int
     context_cut: tuple[int, int] | None
     pending_records: list[SessionRecord]

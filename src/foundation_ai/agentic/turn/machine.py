@@ -81,7 +81,11 @@ async def run_turn(
                     out.clear()
                 if down:
                     raise _StoreDown
-                prompt(host, state)
+                paused = Phase.DRAIN_STEERING
+                if state.resuming:  # a turn paused for approval goes on with its calls
+                    paused = await tools(host, state)
+                else:
+                    prompt(host, state)
                 down = bool(host.pending_records) and not await _stored(host, state)
                 if out:
                     for item in out:
@@ -89,7 +93,7 @@ async def run_turn(
                     out.clear()
                 if down:
                     raise _StoreDown
-                while True:
+                while paused is not Phase.FINISH:
                     nxt = drain(host, state)
                     down = bool(host.pending_records) and not await _stored(host, state)
                     if out:
@@ -102,7 +106,8 @@ async def run_turn(
                         nxt = admit_(host, state)
                     if nxt is Phase.FINISH:
                         break
-                    await assemble(host, state)
+                    if await assemble(host, state) is Phase.FINISH:
+                        break
                     stream = generate_(host, state)
                     try:
                         async for item in stream:

@@ -85,9 +85,13 @@ def persist(host: TurnHost, state: TurnState, msgs: Sequence[Messages]) -> None:
 
 
 def persist_summary(host: TurnHost, state: TurnState) -> SessionRecord:
-    """Queue the turn's ``Summary`` (messages persisted, cumulative usage) for the store and
-    return it; it is not added to ``state.records`` (the caller places it)."""
-    summary = SessionRecord.Summary(message_count=state.persisted, usage=host.ledger.snapshot())
+    """Queue the turn's ``Summary`` (messages persisted, cumulative usage, the calls it paused
+    on) for the store and return it; it is not added to ``state.records`` (the caller places it)."""
+    summary = SessionRecord.Summary(
+        message_count=state.persisted,
+        usage=host.ledger.snapshot(),
+        awaiting_approval=[c.id for c in state.awaiting],
+    )
     state.snapshot = summary.usage
     replay: Replay | None = getattr(host, "replay", None)
     if replay is not None and replay.summary is not None:

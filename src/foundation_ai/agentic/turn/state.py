@@ -19,7 +19,11 @@ if TYPE_CHECKING:
 
 __all__ = ["TurnState", "fail"]
 
-_OUTCOMES = {"budget_exhausted": TurnOutcome.BudgetExhausted, "iteration_limit": TurnOutcome.IterationLimit}
+_OUTCOMES = {
+    "budget_exhausted": TurnOutcome.BudgetExhausted,
+    "iteration_limit": TurnOutcome.IterationLimit,
+    "loop_detected": TurnOutcome.LoopDetected,
+}
 
 
 class TurnState:
@@ -37,6 +41,12 @@ class TurnState:
     :class:`~foundation_ai.agentic.turn.generate.Generation`); ``calls`` (the tool calls of the
     last response) and ``results`` (their results, filled as they finish).
 
+    Tools and approvals: ``awaiting`` (the calls the turn paused on, outcome
+    ``AwaitingApproval``), ``decisions`` (``{call id: Allow() | Deny(reason)}`` made by
+    ``approve``/``deny`` for a continued turn), ``resuming`` (the turn continues a paused one:
+    it starts at ``execute_tools`` with ``calls``), ``tracker`` (the turn's loop detection,
+    :class:`~foundation_ai.agentic.toolsets.policy.LoopTracker`).
+
     Plumbing: ``emit`` (False for non-streaming callers: snapshot and progress items are
     skipped), ``out`` (stream items a phase emitted, yielded by the driver after it),
     ``live`` (outputs of the running generation, not yet persisted: kept if the turn is
@@ -45,8 +55,10 @@ class TurnState:
     """
 
     __slots__ = (
+        "awaiting",
         "calls",
         "choices",
+        "decisions",
         "emit",
         "error",
         "finished",
@@ -70,8 +82,10 @@ class TurnState:
         "records",
         "refusal",
         "results",
+        "resuming",
         "snapshot",
         "step",
+        "tracker",
         "vacuous_retried",
     )
 
@@ -103,6 +117,10 @@ class TurnState:
         self.calls: list[ToolCall] = []
         self.results: list[ToolResultMessage | None] = []
         self.finished = False
+        self.awaiting: list[ToolCall] = []
+        self.decisions: dict[str, Any] = {}
+        self.resuming = False
+        self.tracker: Any = None
         # typed structured output (agentic/output.py), checked by ``decide``
         self.output_spec: Any = None
         self.output: Any = None

@@ -1,0 +1,491 @@
+"""MCP servers as tool sources, with the official ``mcp`` SDK (install the ``mcp`` extra).
+
+    from foundation_ai.agentic.toolsets.mcp import MCPServerTools
+
+    server = MCPServerTools.stdio(["python", "my_server.py"])       # a subprocess over stdio
+    web = MCPServerTools.http("http://127.0.0.1:8000/mcp")           # streamable HTTP
+    agent = AgentSession.builder(model).with_tools(server.list_tools()).build()
+    # or discover them: ToolShed().tools(server.list_tools())
+
+Each tool of the server becomes an ordinary tool: its ``inputSchema`` is the tool's ``Args``, so
+calls are validated like any other before they are sent; the server's answer becomes the tool
+result (text parts joined; ``isError`` answers, a timeout, a protocol error and a server that
+crashed or closed the connection become error results). A server that stopped is started again
+(stdio) or reconnected (HTTP) on the next call. Names that providers would refuse are made safe
+(``[a-zA-Z0-9_-]``, at most 64 characters; an optional ``prefix`` keeps servers apart); the call
+goes out under the server's own name.
+
+The connection lives on one background event loop thread shared by every MCP source of the
+process, so tools work whatever loop (or thread) runs the session; a call cancelled by a steer
+or an abort is cancelled on the server connection too. Protocol: https://modelcontextprotocol.io
+; SDK: https://github.com/modelcontextprotocol/python-sdk . See ``docs/tools.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import re
+import threading
+from collections.abc import Coroutine, Sequence
+from typing import Any, TextIO
+
+from ...errors import ConfigurationError, FoundationAIError
+from ...types import Args, Tool, ToolDefinition
+
+__all__ = ["MCPServerTools", "MCPTool", "MCPToolError"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CALL_TIMEOUT = 60.0
+"""Seconds an MCP tool call may take before it becomes an error result."""
+DEFAULT_CONNECT_TIMEOUT = 30.0
+"""Seconds to start (or reach) a server and complete the MCP handshake."""
+
+_BAD = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+class MCPToolError(FoundationAIError):
+    """An MCP tool call failed: the server answered ``isError``, timed out, refused the request,
+    or stopped. The agent loop reports it to the model as an error result.
+
+    Attributes:
+        transient: True when the server could not be reached, stopped or timed out (a retry
+            may succeed; see ``toolsets.policy.is_transient``).
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+class _Background:
+    """One daemon thread running an event loop for every MCP connection of the process."""
+
+    _lock = threading.Lock()
+    _instance: _Background | None = None
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="foundation-ai-mcp", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def get(cls) -> _Background:
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = _Background()
+            return cls._instance
+
+    def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+
+def _safe_name(name: str, prefix: str | None) -> str:
+    full = f"{prefix}_{name}" if prefix else name
+    return _BAD.sub("_", full)[:64] or "tool"
+
+
+class MCPServerTools:
+    """The tools of one MCP server. Build with :meth:`stdio` or :meth:`http`.
+
+    Attributes:
+        name: a label for the server (``category`` of its tools is ``"mcp:<name>"``).
+        starts: how many times a connection was opened (restarts = ``starts - 1``).
+    """
+
+    def __init__(
+        self,
+        *,
+        transport: str,
+        command: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        url: str | None = None,
+        headers: dict[str, str] | None = None,
+        name: str | None = None,
+        prefix: str | None = None,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        errlog: TextIO | None = None,
+    ) -> None:
+        self.transport = transport
+        self.command = list(command)
+        self.env = env
+        self.cwd = cwd
+        self.url = url
+        self.headers = headers
+        self.name = name or (os.path.basename(self.command[0]) if self.command else (url or "mcp"))
+        self.prefix = prefix
+        self.call_timeout = call_timeout
+        self.connect_timeout = connect_timeout
+        self.errlog = errlog
+        self.starts = 0
+        self._session: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._connecting: asyncio.Lock | None = None
+        self._bg = _Background.get()
+        self._devnull: TextIO | None = None
+
+    @classmethod
+    def stdio(
+        cls,
+        command: str | Sequence[str],
+        args: Sequence[str] = (),
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        name: str | None = None,
+        prefix: str | None = None,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        errlog: TextIO | None = None,
+    ) -> MCPServerTools:
+        """A server started as a subprocess, speaking MCP over its stdin/stdout.
+
+        Args:
+            command: the program (a string, split on whitespace when ``args`` is empty, or a
+                list: program then arguments).
+            args: more arguments.
+            env: the environment (default: the SDK's safe default variables).
+            cwd: the working directory.
+            name: a label (default: the program's name).
+            prefix: prepended to tool names (``prefix_tool``).
+            call_timeout: seconds per call.
+            connect_timeout: seconds to start and initialize.
+            errlog: where the server's stderr goes (default: discarded).
+
+        Raises:
+            ConfigurationError: an empty command.
+        """
+        parts = (command.split() if not args else [command]) if isinstance(command, str) else list(command)
+        parts += list(args)
+        if not parts:
+            raise ConfigurationError("an MCP stdio server needs a command")
+        return cls(
+            transport="stdio",
+            command=parts,
+            env=env,
+            cwd=cwd,
+            name=name,
+            prefix=prefix,
+            call_timeout=call_timeout,
+            connect_timeout=connect_timeout,
+            errlog=errlog,
+        )
+
+    @classmethod
+    def http(
+        cls,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        name: str | None = None,
+        prefix: str | None = None,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> MCPServerTools:
+        """A server reached over MCP's streamable HTTP transport at ``url`` (e.g.
+        ``http://127.0.0.1:8000/mcp``); ``headers`` are sent with every request."""
+        return cls(
+            transport="http",
+            url=url,
+            headers=headers,
+            name=name,
+            prefix=prefix,
+            call_timeout=call_timeout,
+            connect_timeout=connect_timeout,
+        )
+
+    def __repr__(self) -> str:
+        where = " ".join(self.command) if self.transport == "stdio" else self.url
+        return f"MCPServerTools({self.transport}: {where!r})"
+
+    # -- the connection (runs on the background loop) ---------------------------------------------
+
+    async def _run(self, ready: asyncio.Future[Any]) -> None:
+        import mcp
+
+        stop = self._stop
+        assert stop is not None
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                if self.transport == "stdio":
+                    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+                    params = StdioServerParameters(
+                        command=self.command[0],
+                        args=self.command[1:],
+                        env=self.env,
+                        cwd=None if self.cwd is None else os.fspath(self.cwd),
+                    )
+                    if self.errlog is None and self._devnull is None:
+                        self._devnull = open(os.devnull, "w")  # noqa: SIM115 (closed by close())
+                    errlog = self.errlog or self._devnull
+                    assert errlog is not None
+                    read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+                else:
+                    from mcp.client.streamable_http import streamable_http_client
+
+                    client = None
+                    if self.headers:
+                        import httpx2
+
+                        client = httpx2.AsyncClient(headers=self.headers)
+                        await stack.enter_async_context(client)
+                    read, write = await stack.enter_async_context(
+                        streamable_http_client(self.url or "", http_client=client)
+                    )
+                session = await stack.enter_async_context(mcp.ClientSession(read, write))
+                await session.initialize()
+                self._session = session
+                ready.set_result(session)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self._session = None
+
+    async def _ensure(self) -> Any:
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if self._session is not None and self._task is not None and not self._task.done():
+                return self._session
+            await self._disconnect()
+            self._stop = asyncio.Event()
+            ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self.starts += 1
+            self._task = asyncio.ensure_future(self._run(ready))
+            try:
+                return await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
+            except TimeoutError:
+                await self._disconnect()
+                raise MCPToolError(
+                    f"the MCP server {self.name!r} did not complete its handshake within {self.connect_timeout:g} s",
+                    transient=True,
+                ) from None
+            except MCPToolError:
+                raise
+            except Exception as exc:
+                await self._disconnect()
+                raise MCPToolError(
+                    f"could not start the MCP server {self.name!r}: {_describe(exc)}"
+                ) from None
+
+    async def _disconnect(self) -> None:
+        task, self._task = self._task, None
+        self._session = None
+        if task is None:
+            return
+        if self._stop is not None:
+            self._stop.set()
+        try:
+            await asyncio.wait_for(task, 5.0)
+        except BaseException:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+    async def _list(self) -> list[Any]:
+        session = await self._ensure()
+        tools: list[Any] = []
+        cursor = None
+        while True:
+            page = await session.list_tools(cursor=cursor) if cursor else await session.list_tools()
+            tools += page.tools
+            cursor = getattr(page, "next_cursor", None)
+            if not cursor:
+                return tools
+
+    async def _call(self, remote: str, arguments: dict[str, Any]) -> Any:
+        from mcp.shared.exceptions import MCPError
+
+        session = await self._ensure()
+        task = self._task
+        assert task is not None
+        call = asyncio.ensure_future(
+            session.call_tool(remote, arguments, read_timeout_seconds=self.call_timeout)
+        )
+        try:
+            done, _ = await asyncio.wait({call, task}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            call.cancel()
+            raise
+        if call not in done:
+            call.cancel()
+            await self._disconnect()
+            raise MCPToolError(
+                f"the MCP server {self.name!r} stopped during the call; it will be restarted on the next call",
+                transient=True,
+            )
+        try:
+            return call.result()
+        except MCPError as exc:
+            code = getattr(getattr(exc, "error", None), "code", None)
+            if code == _CONNECTION_CLOSED or "connection closed" in str(exc).lower():
+                await self._disconnect()
+                raise MCPToolError(
+                    f"the MCP server {self.name!r} closed the connection ({exc}); it will be restarted on the next call",
+                    transient=True,
+                ) from None
+            timed_out = code == _REQUEST_TIMEOUT or "timed out" in str(exc).lower()
+            if timed_out:
+                raise MCPToolError(
+                    f"the MCP call timed out after {self.call_timeout:g} s ({exc})", transient=True
+                ) from None
+            raise MCPToolError(f"the MCP server {self.name!r} refused the call: {exc}") from None
+        except Exception as exc:
+            await self._disconnect()
+            raise MCPToolError(
+                f"the MCP server {self.name!r} failed ({_describe(exc)}); it will be restarted on the next call",
+                transient=True,
+            ) from None
+
+    # -- public API ------------------------------------------------------------------------------
+
+    def _wait(self, coro: Coroutine[Any, Any, Any], timeout: float | None) -> Any:
+        if threading.current_thread() is self._bg.thread:
+            raise FoundationAIError("blocking MCP calls cannot run on the MCP background loop")
+        return self._bg.submit(coro).result(timeout)
+
+    async def alist_tools(self) -> list[MCPTool]:
+        """The server's tools as agent tools (connects, or starts the server, when needed).
+
+        Raises:
+            MCPToolError: the server could not be started or reached.
+        """
+        raw = await asyncio.wrap_future(self._bg.submit(self._list()))
+        out: list[MCPTool] = []
+        seen: set[str] = set()
+        for t in raw:
+            name = _safe_name(t.name, self.prefix)
+            if name in seen:
+                log.warning("MCP server %s: two tools map to the name %r; keeping the first", self.name, name)
+                continue
+            schema = dict(t.input_schema or {"type": "object"})
+            try:
+                args = Args.from_value(schema)
+            except ConfigurationError as exc:
+                log.warning(
+                    "MCP server %s: tool %r has an unusable input schema (%s); skipped",
+                    self.name,
+                    t.name,
+                    exc,
+                )
+                continue
+            seen.add(name)
+            definition = ToolDefinition(
+                name=name, description=t.description or "", arguments=args, category=f"mcp:{self.name}"
+            )
+            out.append(MCPTool(self, t.name, definition))
+        return out
+
+    def list_tools(self) -> list[MCPTool]:
+        """Blocking :meth:`alist_tools` (any thread; inside a running event loop it blocks that
+        loop until the server answers — prefer ``await alist_tools()`` there)."""
+        return self._wait(self.alist_tools(), self.connect_timeout + 30.0)  # type: ignore[no-any-return]
+
+    async def acall(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Call the server's tool ``name`` (its own name) and return the SDK's ``CallToolResult``.
+
+        Raises:
+            MCPToolError: the server refused, timed out or stopped (restarted on the next call).
+        """
+        return await asyncio.wrap_future(self._bg.submit(self._call(name, arguments)))
+
+    async def aclose(self) -> None:
+        """Close the connection (a stdio server is stopped); a later call reconnects."""
+        await asyncio.wrap_future(self._bg.submit(self._disconnect()))
+
+    def close(self) -> None:
+        """Blocking :meth:`aclose`."""
+        self._wait(self._disconnect(), 15.0)
+        if self._devnull is not None:
+            self._devnull.close()
+            self._devnull = None
+
+    def __enter__(self) -> MCPServerTools:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_CONNECTION_CLOSED = -32000
+"""``mcp_types.CONNECTION_CLOSED``."""
+_REQUEST_TIMEOUT = -32001
+"""``mcp_types.REQUEST_TIMEOUT``."""
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _describe(exc.exceptions[0])
+    return f"{type(exc).__name__}: {exc}"
+
+
+class MCPTool:
+    """One tool of an MCP server, as an agent tool (see the module docstring).
+
+    Attributes:
+        source: the :class:`MCPServerTools` it belongs to.
+        remote_name: the tool's name on the server.
+        definition: its ``ToolDefinition`` (safe name, description, ``inputSchema`` as ``Args``).
+    """
+
+    timeout: float | None = None
+    sequential = False
+
+    def __init__(self, source: MCPServerTools, remote_name: str, definition: ToolDefinition) -> None:
+        self.source = source
+        self.remote_name = remote_name
+        self.definition = definition
+
+    def __repr__(self) -> str:
+        return f"MCPTool({self.definition.name!r} of {self.source.name!r})"
+
+    @property
+    def declaration(self) -> Tool:
+        """``Tool.SingleCommand(self.definition)``."""
+        return Tool.SingleCommand(self.definition)
+
+    async def run(self, definition: ToolDefinition, arguments: dict[str, Any]) -> str:
+        """Call the tool on its server; the text of the answer.
+
+        Raises:
+            MCPToolError: an ``isError`` answer (its text), or see :meth:`MCPServerTools.acall`.
+        """
+        result = await self.source.acall(self.remote_name, arguments)
+        text = _result_text(result)
+        if getattr(result, "is_error", False):
+            raise MCPToolError(text or f"the MCP tool {self.remote_name!r} failed")
+        return text
+
+
+def _result_text(result: Any) -> str:
+    parts: list[str] = []
+    for block in getattr(result, "content", None) or []:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind in ("image", "audio"):
+            parts.append(
+                f"[{kind} {getattr(block, 'mime_type', '')}, {len(getattr(block, 'data', '') or '')} base64 characters]"
+            )
+        elif kind == "resource_link":
+            parts.append(f"[resource {getattr(block, 'uri', '')}]")
+        elif kind == "resource":
+            res = getattr(block, "resource", None)
+            parts.append(getattr(res, "text", None) or f"[resource {getattr(res, 'uri', '')}]")
+    if not parts and getattr(result, "structured_content", None) is not None:
+        import msgspec
+
+        return msgspec.json.encode(result.structured_content).decode()
+    return "\n".join(parts)
