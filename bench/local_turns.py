@@ -109,6 +109,11 @@ def main() -> None:
         tokens = model.prompt_tokens(ModelInteraction(messages=list(history)))
         if previous and tokens[: len(previous)] != previous:
             prefix_ok = False
+        cached = [int(t) for t in model.llama._input_ids]
+        reused = next(
+            (i for i, (a, b) in enumerate(zip(cached, tokens, strict=False)) if a != b),
+            min(len(cached), len(tokens)),
+        )
         ttft, text = ours_turn(model, history, params)
         history.append(AssistantMessage(model="smollm2", content=TextContent(text)))
         previous = tokens
@@ -118,7 +123,7 @@ def main() -> None:
         ours.append(ttft)
         peer.append(raw_ttft)
         print(
-            f"turn {n + 1:>2}  prompt {len(tokens):>5} tokens  foundation_ai TTFT {ttft:7.1f} ms"
+            f"turn {n + 1:>2}  prompt {len(tokens):>5} tokens ({reused:>5} cached)  foundation_ai TTFT {ttft:7.1f} ms"
             f"   raw llama-cpp-python TTFT {raw_ttft:7.1f} ms",
             flush=True,
         )
