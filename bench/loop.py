@@ -8,6 +8,8 @@ Runs, in one process and one run:
 - pydantic-ai: ``Agent.run`` on a ``FunctionModel`` (``pip install pydantic-ai-slim``).
 - the OpenAI Agents SDK: ``Runner.run`` on a custom ``Model`` (``pip install openai-agents``),
   tracing disabled.
+- foundation_ai with ``.with_tracing(TracerProvider())`` (the OpenTelemetry SDK recording the
+  turn's 4 spans, no exporter): the overhead of tracing.
 - a floor: a plain-dict async loop doing the same steps with no framework.
 
 Each figure is the median of 5 batches of N turns, in microseconds per turn (lower is better):
@@ -106,8 +108,44 @@ def foundation_ai_cases() -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
             n += 1
         assert n > 3
 
+    traced_store = InMemorySessionStore()
+    traced = None
+    sdk_provider: Any = None
+    try:  # the same turn with OpenTelemetry spans recorded by the SDK (no exporter: span cost only)
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.trace import set_span_in_context
+
+        sdk_provider = TracerProvider()
+        traced = (
+            AgentSession.builder(model)
+            .with_tools(add)
+            .with_store(traced_store)
+            .with_tracing(sdk_provider)
+            .build()
+        )
+    except ImportError:
+        pass
+
+    async def reused_traced() -> None:
+        assert traced is not None, "opentelemetry-sdk is not installed"
+        traced.messages.clear()
+        traced_store._data.clear()
+        turn = await traced.arun_turn("What is 2 + 40?")
+        assert turn.text() == "42"
+
+    async def bare_spans() -> None:  # the SDK's own cost: 4 spans, one with 3 children, no loop
+        assert traced is not None, "opentelemetry-sdk is not installed"
+        tracer = sdk_provider.get_tracer("bench")
+        root = tracer.start_span("invoke_agent")
+        ctx = set_span_in_context(root)
+        for name in ("chat", "execute_tool", "chat"):
+            tracer.start_span(name, context=ctx, attributes={"gen_ai.operation.name": name}).end()
+        root.end()
+
     return [
         ("foundation_ai arun_turn (session reused)", reused),
+        ("  floor: 4 bare OpenTelemetry SDK spans", bare_spans),
+        ("foundation_ai arun_turn + OpenTelemetry spans", reused_traced),
         ("foundation_ai arun_turn (fresh session)", fresh),
         ("foundation_ai run_turn_stream().events()", streamed),
     ]
@@ -276,6 +314,9 @@ async def main() -> None:
         print(f"openai-agents skipped: {exc}")
     results["floor"] = await measure("plain-dict async loop (floor)", floor_case())
     ours = results["foundation_ai arun_turn (session reused)"]
+    traced = results.get("foundation_ai arun_turn + OpenTelemetry spans")
+    if ours and traced:
+        print(f"tracing overhead: {traced - ours:.1f} us/turn CPU ({traced / ours:.2f}x; 4 spans per turn)")
     peers = [v for k, v in results.items() if k in ("pydantic-ai", "agents") and v]
     if ours and peers:
         print(

@@ -192,7 +192,7 @@ def test_three_hundred_turns_in_a_two_thousand_token_window(tmp_path: Path) -> N
         if t == 3:
             script.append([call("memory", {"command": "add", "fact": "The user's cat is named Pixel."})])
         script.append(answer(t))
-    model = ScriptedModel(script, context_window=WINDOW)
+    model = ScriptedModel(script, context_window=WINDOW, record=None)
     mem_model, mem_script = memory_model()
     config = MemoryConfig(
         observation_trigger_tokens=600,

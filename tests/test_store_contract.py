@@ -1,4 +1,4 @@
-"""The ``SessionStore`` contract, run against every store (in memory, SQLite; a new store adds a
+"""The ``SessionStore`` contract, run against every store (in memory, SQLite, PostgreSQL; a new store adds a
 ``StoreKind`` to ``KINDS``): records appended atomically and loaded in order, ``FailedAction``
 never stored, one metadata row per session (created, updated, message count, title, model, system
 prompt, tools) written with each append, listing without decoding records, async twins, and
@@ -65,9 +65,34 @@ def _sqlite_reopen(store: Any, where: Path) -> Any:
     return SqliteSessionStore(where / "s.db")
 
 
+def _postgres_open(where: Path) -> Any:
+    pytest.importorskip("pgserver")
+    from foundation_ai.agentic.stores.postgres import PostgresSessionStore
+    from tests._postgres import fresh_url
+
+    url = fresh_url("contract")
+    (where / "pg-url").write_text(url)
+    return PostgresSessionStore(url)
+
+
+def _postgres_reopen(store: Any, where: Path) -> Any:
+    from foundation_ai.agentic.stores.postgres import PostgresSessionStore
+
+    store.close()
+    return PostgresSessionStore((where / "pg-url").read_text())
+
+
+def _postgres_corrupt(store: Any, where: Path) -> None:
+    import psycopg
+
+    with psycopg.connect((where / "pg-url").read_text(), autocommit=True) as conn:
+        conn.execute("UPDATE foundation_ai_records SET body = '{not json'::bytea")
+
+
 KINDS = [
     StoreKind("memory", lambda where: InMemorySessionStore(), lambda store, where: store),
     StoreKind("sqlite", lambda where: SqliteSessionStore(where / "s.db"), _sqlite_reopen, _sqlite_corrupt),
+    StoreKind("postgres", _postgres_open, _postgres_reopen, _postgres_corrupt),
 ]
 
 

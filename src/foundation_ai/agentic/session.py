@@ -541,7 +541,32 @@ class AgentSessionBuilder:
     def with_step_runner(self, runner: StepRunner) -> AgentSessionBuilder:
         """Run every generation and tool call through ``runner`` (e.g. durable steps; default
         ``InProcessSteps``). See ``docs/turn-loop.md``."""
+        from ..telemetry import TracingSteps  # no OpenTelemetry import: only the wrapper type
+
+        current = self._hooks.steps
+        if isinstance(current, TracingSteps):  # keep the tool spans around the new runner
+            runner = TracingSteps(current.tracing, runner)
         self._hooks = dataclasses.replace(self._hooks, steps=runner)
+        return self
+
+    def with_tracing(
+        self,
+        tracer_provider: Any = None,
+        *,
+        agent_name: str = "foundation-ai",
+        capture_content: bool | None = None,
+    ) -> AgentSessionBuilder:
+        """Emit OpenTelemetry spans (GenAI semantic conventions: ``invoke_agent`` per turn,
+        ``chat`` per model call, ``execute_tool`` per tool call) to ``tracer_provider`` (default:
+        the global one). Message content only with ``capture_content=True``. A no-op when
+        ``opentelemetry-api`` is not installed. See ``docs/telemetry.md``."""
+        from ..telemetry import Tracing, TracingSteps, tracing_available
+
+        if not tracing_available():
+            return self
+        tracing = Tracing(tracer_provider, agent_name=agent_name, capture_content=capture_content)
+        self.with_phase_hooks(tracing)
+        self._hooks = dataclasses.replace(self._hooks, steps=TracingSteps(tracing, self._hooks.steps))
         return self
 
     def build(self, session_id: str | None = None) -> AgentSession:

@@ -68,7 +68,7 @@ async def run_turn(
             _PLAIN if watch is None else _watched(watch)
         )
         out = state.out
-        abandoned = False
+        abandoned: BaseException | None = None
         try:
             try:
                 open_(host, state)
@@ -135,13 +135,15 @@ async def run_turn(
             except _StoreDown:
                 pass  # the turn failed (kind "store"); it ends as any failed turn does
             state.finished = True
-        except (GeneratorExit, asyncio.CancelledError):
-            abandoned = True  # the consumer closed (or dropped) the stream, or the task was cancelled
+        except (GeneratorExit, asyncio.CancelledError) as exc:
+            abandoned = exc  # the consumer closed (or dropped) the stream, or the task was cancelled
             raise
         finally:
             release(host)
-            if abandoned:
+            if abandoned is not None:
                 close_abandoned(host, state)
+                if watch is not None:  # finish will not run: let the hooks close what they opened
+                    watch.after_phase(Phase.FINISH, state, abandoned)
             elif not state.finished:
                 close_crashed(host, state)
             if not state.finished:
