@@ -3,6 +3,7 @@
 #   make test     set up, then run the whole test suite
 #   make check    lint (ruff) and type-check (mypy --strict on src/)
 #   make bench    run the benchmarks in bench/ (installs the peers they compare against)
+#   make docs     build the API reference from the docstrings into docs/api/ (pdoc)
 #   make durable-proof  the durable-turn proof at full size (200 turns / 50 sessions, 20 SIGKILLs)
 #   make fuzz     the seeded fuzz tests with a long budget (FUZZ_EXAMPLES per test, default 5000)
 
@@ -13,7 +14,7 @@ PROMPT ?= In one sentence, what is a large language model?
 # llama.cpp's AMX kernels crash (SIGILL) on some VMs whose CPUs advertise AMX: build without them.
 CMAKE_ARGS ?= -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: setup run chat test check bench durable-proof clean fuzz
+.PHONY: setup run chat test check bench docs durable-proof clean fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +46,9 @@ check: setup
 bench: setup
 	$(BIN)/python -m pip install --quiet -e ".[bench]"
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+docs: setup
+	$(BIN)/python docs/build_api.py docs/api
 
 # The suite runs each fuzzer on a small fixed budget with a fixed seed; this runs every test
 # marked @pytest.mark.fuzz (tests/_fuzz.py) and the stream fuzzers (*never_raises_for_any*) with

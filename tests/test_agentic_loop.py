@@ -123,7 +123,7 @@ def test_turn_with_a_tool_call(mode: str) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("streaming", [False, True])
-def test_c47_preamble_then_tool_calls_is_not_final(mode: str, streaming: bool) -> None:
+def test_preamble_then_tool_calls_is_not_final(mode: str, streaming: bool) -> None:
     """C47: whitespace/preamble text then tool calls: the tools run and the loop continues,
     streaming and not."""
     RAN.clear()
@@ -148,7 +148,7 @@ def test_c47_preamble_then_tool_calls_is_not_final(mode: str, streaming: bool) -
     assert m.remaining == 0
 
 
-def test_c06_truncated_call_is_reported_to_the_model_and_the_turn_goes_on() -> None:
+def test_truncated_call_is_reported_to_the_model_and_the_turn_goes_on() -> None:
     RAN.clear()
     m = ScriptedModel(
         [
@@ -214,7 +214,7 @@ def _long_history_model() -> ScriptedModel:
     )
 
 
-def test_c28_c40_overflow_drops_oldest_whole_exchanges_and_retries() -> None:
+def test_overflow_drops_oldest_whole_exchanges_and_retries() -> None:
     m = _long_history_model()
     agent = build(m)
     agent.run_turn("1+1")
@@ -498,7 +498,7 @@ def test_tool_choice_list_applies_to_the_first_generations() -> None:
     assert [i.tool_choice for i in m.interactions] == [ToolChoice.Function("add"), ToolChoice.None_()]
 
 
-def test_c28_c40_overflow_inside_one_long_turn_drops_its_oldest_rounds() -> None:
+def test_overflow_inside_one_long_turn_drops_its_oldest_rounds() -> None:
     """No older exchange to drop: the oldest tool rounds of the running turn go (each with its
     thinking, call and result), the prompt stays, and the stored history is untouched."""
     m = ScriptedModel(

@@ -160,7 +160,7 @@ async def test_every_violation_reported_and_tool_not_run() -> None:
     assert "4 problem(s)" in detail
 
 
-async def test_c06_truncated_arguments_are_an_error_never_run() -> None:
+async def test_truncated_arguments_are_an_error_never_run() -> None:
     """C06: arguments cut off mid-JSON: reported invalid, not run, not silently {}."""
     ran: list[int] = []
 

@@ -192,7 +192,7 @@ def test_descriptor_prices_known_for_anthropic_host_not_for_loopback(fresh: Fixt
 # wire cases: tool calls
 
 
-def test_c01_tool_without_params_is_empty_object_same_as_non_streamed(fresh: FixtureServer) -> None:
+def test_tool_without_params_is_empty_object_same_as_non_streamed(fresh: FixtureServer) -> None:
     """C01: content_block_start without ``input``, no input_json_delta: arguments ``{}``; the
     non-streamed response for the same answer assembles identically."""
     items = run(fresh, sse_canned("c01_tool_no_params.sse"))
@@ -211,7 +211,7 @@ def test_c01_tool_without_params_is_empty_object_same_as_non_streamed(fresh: Fix
     assert fresh.requests[-1].json()["stream"] is False
 
 
-def test_c05_thinking_then_text_then_tool_use(fresh: FixtureServer) -> None:
+def test_thinking_then_text_then_tool_use(fresh: FixtureServer) -> None:
     """C05: all three outputs in order, stop reason ToolUse on the last."""
     items = run(fresh, sse_canned("c05_thinking_text_tool.sse"))
     check_contract(items)
@@ -235,7 +235,7 @@ def test_c05_thinking_then_text_then_tool_use(fresh: FixtureServer) -> None:
 
 
 @pytest.mark.parametrize("fixture", ["c06_cut_tool_max_tokens.sse", "c06_cut_tool_no_block_stop.sse"])
-def test_c06_tool_args_cut_by_max_tokens(fresh: FixtureServer, fixture: str) -> None:
+def test_tool_args_cut_by_max_tokens(fresh: FixtureServer, fixture: str) -> None:
     """C06: stop reason Length; the call carries no arguments and the raw text, never ``{}``."""
     items = run(fresh, sse_canned(fixture))
     check_contract(items)
@@ -263,7 +263,7 @@ def test_parallel_tool_use_fragments_join_by_index(fresh: FixtureServer) -> None
     )
 
 
-def test_c26_tool_signature_kept_and_echoed(fresh: FixtureServer) -> None:
+def test_tool_signature_kept_and_echoed(fresh: FixtureServer) -> None:
     """C26: a signature on the call is kept in ToolCall.signature and echoed back on replay."""
     items = run(fresh, sse_canned("c26_tool_signature.sse"))
     (out,) = outputs(items)
@@ -297,7 +297,7 @@ def _turn_blocks(items: list[Any], follow_up: list[Any] | None = None) -> list[d
     return list(body["messages"][1]["content"])
 
 
-def test_c19_thinking_and_redacted_replayed_byte_exact_in_order(fresh: FixtureServer) -> None:
+def test_thinking_and_redacted_replayed_byte_exact_in_order(fresh: FixtureServer) -> None:
     """C19: thinking, redacted_thinking, thinking: stored byte-exact (text, signature, data) and
     replayed in the original order at the start of their assistant turn."""
     items = run(fresh, sse_canned("c19_redacted_thinking.sse"))
@@ -322,7 +322,7 @@ def test_c19_thinking_and_redacted_replayed_byte_exact_in_order(fresh: FixtureSe
     ]
 
 
-def test_c20_thinking_only_response_replayed_unchanged(fresh: FixtureServer) -> None:
+def test_thinking_only_response_replayed_unchanged(fresh: FixtureServer) -> None:
     """C20: a response holding only a signed thinking block is replayed as thinking, never text."""
     items = run(fresh, sse_canned("c20_only_thinking.sse"))
     (out,) = outputs(items)
@@ -331,7 +331,7 @@ def test_c20_thinking_only_response_replayed_unchanged(fresh: FixtureServer) -> 
     assert blocks == [{"type": "thinking", "thinking": "Nothing to add.", "signature": out.content.signature}]
 
 
-def test_c23_empty_thinking_with_signature_kept(fresh: FixtureServer) -> None:
+def test_empty_thinking_with_signature_kept(fresh: FixtureServer) -> None:
     """C23: empty thinking text with a signature is an output of its own and is replayed."""
     items = run(fresh, sse_canned("c23_empty_thinking_signature.sse"))
     outs = outputs(items)
@@ -344,7 +344,7 @@ def test_c23_empty_thinking_with_signature_kept(fresh: FixtureServer) -> None:
     }
 
 
-def test_c21_thinking_from_other_provider_dropped_text_and_calls_kept() -> None:
+def test_thinking_from_other_provider_dropped_text_and_calls_kept() -> None:
     """C21: history recorded on another provider: its signed thinking is dropped; text and tool
     calls stay (and the call keeps its result)."""
     other = ModelProviders.OpenAIResponses
@@ -384,7 +384,7 @@ def test_unsigned_thinking_is_not_replayed() -> None:
 # wire cases: tool results
 
 
-def test_c38_tool_result_image_is_an_image_block_inside_tool_result() -> None:
+def test_tool_result_image_is_an_image_block_inside_tool_result() -> None:
     """C38: a tool returns an image: an image block inside the tool_result."""
     img = ImageContent(b64="iVBORw0KGgo=", mime_type=MimeType.Png)
     wire = wire_messages(
@@ -411,7 +411,7 @@ def test_c38_tool_result_image_is_an_image_block_inside_tool_result() -> None:
     }
 
 
-def test_c40_every_tool_use_followed_by_exactly_its_result() -> None:
+def test_every_tool_use_followed_by_exactly_its_result() -> None:
     """C40: results go in the next user message, first, in call order; a missing result becomes
     an is_error result; a duplicate or orphan result never reaches the API as a tool_result; a
     failed tool's result carries is_error; results and user text share ONE user message."""
@@ -448,7 +448,7 @@ def test_c40_every_tool_use_followed_by_exactly_its_result() -> None:
     assert "Hot again" in texts and "stray" in texts
 
 
-def test_c40_unanswered_call_at_end_gets_an_error_result() -> None:
+def test_unanswered_call_at_end_gets_an_error_result() -> None:
     wire = wire_messages(
         [Messages.user("go"), anthropic_msg(ToolCall(id="t_1", name="get_time", arguments={}))]
     )
@@ -456,7 +456,7 @@ def test_c40_unanswered_call_at_end_gets_an_error_result() -> None:
     assert wire[-1]["content"][0]["tool_use_id"] == "t_1" and wire[-1]["content"][0]["is_error"] is True
 
 
-def test_c28_trimmed_call_leaves_no_orphan_tool_result() -> None:
+def test_trimmed_call_leaves_no_orphan_tool_result() -> None:
     """C28 (backend side): when history trimming removed an assistant turn (its thinking and tool
     call) but kept a result, the result is sent as text, never as a tool_result without its
     tool_use; and thinking is never sent without the turn it belongs to."""

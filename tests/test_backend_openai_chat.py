@@ -147,7 +147,7 @@ async def test_async_stream_and_agenerate(fresh: FixtureServer) -> None:
     assert [x.text() for x in gen] == ["Hello there!"] == [x.text() for x in outputs(items)]
 
 
-def test_c45_usage_chunk_without_choices(fresh: FixtureServer) -> None:
+def test_usage_chunk_without_choices(fresh: FixtureServer) -> None:
     """C45: the final chunk with ``choices: []`` and ``usage`` is read, before or after the finish chunk."""
     for name in ("c45_usage_no_choices.sse", "c45_usage_before_finish.sse"):
         fresh.requests.clear()
@@ -177,7 +177,7 @@ def test_cost_estimated_for_known_model_unknown_for_local() -> None:
     assert local.generate(ask())[-1].usage.cost.status == CostStatus.Unknown
 
 
-def test_c33_refusal_is_metadata(fresh: FixtureServer) -> None:
+def test_refusal_is_metadata(fresh: FixtureServer) -> None:
     """C33: a streamed ``delta.refusal`` becomes RefusalReason metadata."""
     final = outputs(run(fresh, sse_canned("c33_refusal.sse")))[-1]
     assert GenerationMetadata.RefusalReason(reason="I'm sorry, I can't help with that.") in (
@@ -196,7 +196,7 @@ def test_content_filter_stop_and_refusal(fresh: FixtureServer) -> None:
 # tool-call assembly
 
 
-def test_c07_two_calls_share_index_0(fresh: FixtureServer) -> None:
+def test_two_calls_share_index_0(fresh: FixtureServer) -> None:
     """C07: two calls at index 0 with different ids; id-less fragments join the current call."""
     got = calls(run(fresh, sse_canned("c07_shared_index.sse")))
     assert [(c.id, c.name, c.arguments) for c in got] == [
@@ -205,7 +205,7 @@ def test_c07_two_calls_share_index_0(fresh: FixtureServer) -> None:
     ]
 
 
-def test_c09_three_calls_in_one_chunk(fresh: FixtureServer) -> None:
+def test_three_calls_in_one_chunk(fresh: FixtureServer) -> None:
     """C09: three complete calls in one chunk, indices 0, 1, 2."""
     items = run(fresh, sse_canned("c09_three_in_one_chunk.sse"))
     got = calls(items)
@@ -220,7 +220,7 @@ def test_c09_three_calls_in_one_chunk(fresh: FixtureServer) -> None:
     assert sum(isinstance(i, Stream.Next) and isinstance(i.value.content, ToolCall) for i in items) == 3
 
 
-def test_c11_object_arguments_at_index_0_finish_stop(fresh: FixtureServer) -> None:
+def test_object_arguments_at_index_0_finish_stop(fresh: FixtureServer) -> None:
     """C11: every call at index 0, arguments as an object, finish_reason "stop": separate calls, ToolUse."""
     for name, ids in (
         ("c11_object_args_index0.sse", ["call_x1", "call_x2"]),
@@ -236,14 +236,14 @@ def test_c11_object_arguments_at_index_0_finish_stop(fresh: FixtureServer) -> No
             assert len({c.id for c in got}) == 2 and all(c.id for c in got)
 
 
-def test_c12_concatenated_calls_split(fresh: FixtureServer) -> None:
+def test_concatenated_calls_split(fresh: FixtureServer) -> None:
     """C12: four id-less calls glued at index 0 are split at top-level object boundaries."""
     got = calls(run(fresh, sse_canned("c12_concatenated.sse")))
     assert [(c.name, c.arguments) for c in got] == [("search", {"q": q}) for q in "abcd"]
     assert len({c.id for c in got}) == 4
 
 
-def test_c12_concatenated_names_split() -> None:
+def test_concatenated_names_split() -> None:
     """C12: concatenated names of different tools are split by the known tool names."""
     p = ChatStreamParser(ModelId.Name("m"), None, ["search", "get_time"])
     for frag in (
@@ -256,7 +256,7 @@ def test_c12_concatenated_names_split() -> None:
     assert [(c.name, c.arguments) for c in got] == [("search", {"q": "a"}), ("get_time", {"tz": "UTC"})]
 
 
-def test_c14_interleaved_fragments(fresh: FixtureServer) -> None:
+def test_interleaved_fragments(fresh: FixtureServer) -> None:
     """C14: fragments of two calls interleave by index; each call gets exactly its own."""
     got = calls(run(fresh, sse_canned("c14_interleaved.sse")))
     assert [(c.id, c.arguments) for c in got] == [("call_w", {"city": "Paris"}), ("call_t", {"tz": "UTC"})]
@@ -314,7 +314,7 @@ def _c17_stream(rng: random.Random) -> tuple[list[str], list[dict[str, Any]]]:
     return events, expected
 
 
-def test_c17_eight_large_interleaved_calls_200_replays() -> None:
+def test_eight_large_interleaved_calls_200_replays() -> None:
     """C17: 8 parallel calls, 10-17 KB arguments each, fragments interleaved at random, 200 replays."""
     rng = random.Random(17)
     for _ in range(200):
@@ -327,28 +327,28 @@ def test_c17_eight_large_interleaved_calls_200_replays() -> None:
         assert [c.id for c in got] == [f"call_{i}" for i in range(8)]
 
 
-def test_c17_over_http(fresh: FixtureServer) -> None:
+def test_eight_large_interleaved_calls_over_http(fresh: FixtureServer) -> None:
     """C17 through the real HTTP path once (fixture server, chunked)."""
     events, expected = _c17_stream(random.Random(1717))
     got = calls(run(fresh, Canned(chunks=[f"data: {e}\n\n".encode() for e in events])))
     assert [c.arguments for c in got] == expected
 
 
-def test_c41_empty_id_gets_unique_id(fresh: FixtureServer) -> None:
+def test_empty_id_gets_unique_id(fresh: FixtureServer) -> None:
     """C41: ``"id": ""`` on a tool call gets a generated unique id."""
     got = calls(run(fresh, sse_canned("c41_empty_id.sse")))
     assert len(got) == 1 and got[0].id.startswith("call_") and len(got[0].id) > 10
     assert got[0].arguments == {"city": "Oslo"}
 
 
-def test_c43_same_tool_twice_no_ids(fresh: FixtureServer) -> None:
+def test_same_tool_twice_no_ids(fresh: FixtureServer) -> None:
     """C43: two calls to the same tool with no ids get two unique ids."""
     got = calls(run(fresh, sse_canned("c43_same_tool_no_ids.sse")))
     assert [c.arguments for c in got] == [{"city": "Oslo"}, {"city": "Bergen"}]
     assert len({c.id for c in got}) == 2
 
 
-def test_c06_truncated_arguments_length(fresh: FixtureServer) -> None:
+def test_truncated_arguments_length(fresh: FixtureServer) -> None:
     """C06: arguments cut mid-JSON with finish_reason length: stop Length, call with invalid arguments."""
     items = run(fresh, sse_canned("c06_truncated_args.sse"))
     msgs = outputs(items)
@@ -358,14 +358,14 @@ def test_c06_truncated_arguments_length(fresh: FixtureServer) -> None:
     assert msgs[-1].stop_reason == StopReason.LENGTH
 
 
-def test_c47_preamble_then_tools(fresh: FixtureServer) -> None:
+def test_preamble_then_tools(fresh: FixtureServer) -> None:
     """C47: whitespace text then a tool call: both outputs, stop reason ToolUse."""
     msgs = outputs(run(fresh, sse_canned("c47_preamble_then_tools.sse")))
     assert [type(m.content) for m in msgs] == [TextContent, ToolCall]
     assert msgs[-1].stop_reason == StopReason.TOOL_USE
 
 
-def test_c35_non_streamed_content_null_with_tool_calls(fresh: FixtureServer) -> None:
+def test_non_streamed_content_null_with_tool_calls(fresh: FixtureServer) -> None:
     """C35: a whole ``chat.completion`` with ``content: null`` and ``tool_calls`` parses."""
     items = run(fresh, json_canned("c35_content_null_tool_calls.json"), streaming=False)
     check_contract(items)
@@ -417,7 +417,7 @@ def _assistant(content: Any, **kw: Any) -> AssistantMessage:
     return AssistantMessage(model=ModelId.Name("gpt-4o-mini"), content=content, **kw)
 
 
-def test_request_one_assistant_message_per_turn_c35_c21(fresh: FixtureServer) -> None:
+def test_request_one_assistant_message_per_turn(fresh: FixtureServer) -> None:
     """One wire assistant message for thinking (dropped, C21) + text + two calls; tool-only turn
     has ``content: null`` (C35); arguments re-sent as the JSON of the original object."""
     args = {"city": "Paris", "units": {"temp": "C"}, "days": [1, 2]}
@@ -459,7 +459,7 @@ def test_request_one_assistant_message_per_turn_c35_c21(fresh: FixtureServer) ->
     assert "hmm" not in json.dumps(msgs) and "sig-from-anthropic" not in json.dumps(msgs)
 
 
-def test_request_images_and_c38_tool_image(fresh: FixtureServer) -> None:
+def test_request_images_and_a_tool_result_image(fresh: FixtureServer) -> None:
     """Images are data URLs; C38: a tool image becomes a placeholder plus a user image message
     after the run of tool messages."""
     img = ImageContent("iVBORw0KGgo=", MimeType.Png)

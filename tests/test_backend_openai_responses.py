@@ -176,7 +176,7 @@ def test_user_async_http_client_is_used() -> None:
 # reasoning items: C29, C31
 
 
-def test_c29_reasoning_item_replayed_directly_before_the_call(fresh: FixtureServer) -> None:
+def test_reasoning_item_replayed_directly_before_the_call(fresh: FixtureServer) -> None:
     """C29: the reasoning item goes back right before the function_call that followed it, with
     its id and encrypted_content unchanged; the call goes back with call_id (not the item id)."""
     items = run(fresh, sse_canned("c29_reasoning_then_call.sse"))
@@ -229,7 +229,7 @@ def test_c29_reasoning_item_replayed_directly_before_the_call(fresh: FixtureServ
     assert body["include"] == ["reasoning.encrypted_content"]
 
 
-def test_c31_reasoning_null_encrypted_empty_summary_round_trip(fresh: FixtureServer) -> None:
+def test_reasoning_null_encrypted_empty_summary_round_trip(fresh: FixtureServer) -> None:
     """C31: a reasoning item with ``encrypted_content: null`` and ``summary: []`` is an output
     and goes back exactly as it came, directly before the message that followed it."""
     items = run(fresh, sse_canned("c31_reasoning_null.sse"))
@@ -293,7 +293,7 @@ def test_parallel_function_calls(fresh: FixtureServer) -> None:
     assert outs[-1].stop_reason == StopReason.TOOL_USE
 
 
-def test_c32_function_call_output_is_always_a_string() -> None:
+def test_function_call_output_is_always_a_string() -> None:
     """C32: ``output`` is a string whatever the tool returned: text, an error, an image (a text
     placeholder, the image in a user message right after), JSON text."""
     img = ImageContent(b64="iVBORw0KGgo=", mime_type=MimeType.Png)

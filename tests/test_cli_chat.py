@@ -198,8 +198,9 @@ def test_shell_tool_asks_in_chat(tmp_path: Path) -> None:
     child.expect_exact(PROMPT)
     child.sendline("Run the command: touch made.txt")
     child.expect(ANSI_GAP.join(["tool call", " run_command"]))
-    child.expect(r"run shell command: (.+)  \? \[y/N\] ")
-    command = child.match.group(1)
+    child.expect(r"the model wants to run a shell command \(\d+ lines?, [\d,]+ characters\):")
+    child.expect(r"run this command \(\d+ lines?, [\d,]+ characters\)\? \[y/N\] ")
+    command = child.before  # the command's numbered lines
     child.sendline("y")
     child.expect(ANSI_GAP.join(["tool result", " run_command"]))
     child.expect_exact("exit code 0")

@@ -118,7 +118,7 @@ def test_string_arguments_are_decoded_and_non_objects_reported() -> None:
     assert call.arguments == {}
 
 
-def test_c06_call_cut_off_by_max_tokens_is_reported_not_empty() -> None:
+def test_call_cut_off_by_max_tokens_is_reported_not_empty() -> None:
     """C06: arguments cut off mid-JSON at max_tokens -> a call with no arguments and the raw text."""
     events, problems = _run('<tool_call>{"name": "search", "arguments": {"q": "lla', truncated=True)
     (call,) = _calls(events)
@@ -141,7 +141,7 @@ def test_missing_closing_tag_with_complete_json_is_a_call() -> None:
     assert problems == []
 
 
-def test_c43_ids_unique_across_turns() -> None:
+def test_ids_unique_across_turns() -> None:
     """C43: the same call text parsed twice (two turns) gets two different ids."""
     text = '<tool_call>{"name": "f", "arguments": {}}</tool_call><tool_call>{"name": "f", "arguments": {}}</tool_call>'
     ids = [c.id for c in _calls(_run(text)[0]) + _calls(_run(text)[0])]
@@ -288,7 +288,7 @@ def _emit(text: str, *, truncated: bool = False) -> list[Any]:
     return [item.value for item in out]
 
 
-def test_c47_preamble_then_calls_gives_tool_use_and_separate_outputs() -> None:
+def test_preamble_then_calls_gives_tool_use_and_separate_outputs() -> None:
     """C47: a text preamble, then tool calls: each output its own id, stop reason ToolUse."""
     from foundation_ai.backends import assemble
     from foundation_ai.types import StopReason, Stream, TextContent
@@ -326,7 +326,7 @@ def test_plain_text_ends_with_an_empty_delta_carrying_the_stop_reason() -> None:
     assert [m.usage.output for m in msgs] == sorted(m.usage.output for m in msgs)
 
 
-def test_c06_truncated_call_streams_with_length() -> None:
+def test_truncated_call_streams_with_length() -> None:
     from foundation_ai.types import StopReason
 
     msgs = _emit('<tool_call>{"name": "search", "arguments": {"q": "ll', truncated=True)

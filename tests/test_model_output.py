@@ -52,14 +52,14 @@ def test_tool_call_with_dependencies_round_trips() -> None:
     assert from_json(data, ModelOutput) == call
 
 
-def test_c26_tool_call_signature_kept_through_json() -> None:
+def test_tool_call_signature_kept_through_json() -> None:
     """C26: a provider signature on a function-call part is carried and echoed back."""
     call = ToolCall(id="c", name="f", arguments={}, signature="sig-abc==")
     back = from_json(to_json(call), ModelOutput)
     assert isinstance(back, ToolCall) and back.signature == "sig-abc=="
 
 
-def test_c06_truncated_arguments_keep_raw_text() -> None:
+def test_truncated_arguments_keep_raw_text() -> None:
     """C06: arguments cut off mid-JSON are kept as text, never silently ``{}``."""
     call = ToolCall(id="c", name="f", arguments=None, raw_arguments='{"q": "we')
     back = from_json(to_json(call), ModelOutput)
@@ -67,7 +67,7 @@ def test_c06_truncated_arguments_keep_raw_text() -> None:
     assert back.arguments is None and back.raw_arguments == '{"q": "we'
 
 
-def test_c23_empty_thinking_with_signature_round_trips() -> None:
+def test_empty_thinking_with_signature_round_trips() -> None:
     """C23: a thinking block with empty text and a signature is kept."""
     t = ThinkingContent("", signature="EqQBCkYIBxgCKkA")
     back = from_json(to_json(t), ModelOutput)
@@ -75,7 +75,7 @@ def test_c23_empty_thinking_with_signature_round_trips() -> None:
     assert isinstance(back, ThinkingContent) and back.thinking == "" and back.signature == "EqQBCkYIBxgCKkA"
 
 
-def test_c31_thinking_without_encrypted_content_round_trips() -> None:
+def test_thinking_without_encrypted_content_round_trips() -> None:
     """C31: a reasoning item with no encrypted content passes a round trip unchanged."""
     t = ThinkingContent("", signature=None, item_id="rs_123")
     assert from_json(to_json(t), ModelOutput) == t

@@ -1,6 +1,6 @@
 """foundation-ai: LLM agents on one normalized message model.
 
-The seed's types are importable from here or from :mod:`foundation_ai.types`. Heavier parts
+The types (docs/concepts.md) are importable from here or from :mod:`foundation_ai.types`. Heavier parts
 load lazily on first use (``AgentSession``, ``tool``, ``model``, ``backends``), so
 ``import foundation_ai`` stays fast. ``model("openai:gpt-4o-mini")`` builds a model from a model
 string (``docs/models.md``).

@@ -1,6 +1,6 @@
 """Identifiers: SCRU128 ids, time-ordered and 25 characters long.
 
-The seed (section 1) gives every message an ``id`` made by
+Every message has an ``id`` (docs/concepts.md: Messages) made by
 ``foundation_compact::ids::new_scru128()``. Here an id is a plain ``str`` holding the
 canonical 25-character base-36 form, e.g. ``"03hbt73h1zzmii7zf3sugzw4a"``: ids sort in the
 order they were made, so they double as a creation order within one process.
@@ -78,7 +78,7 @@ def is_scru128(value: str) -> bool:
 def new_call_id(prefix: str = "call_") -> str:
     """Return a fresh, globally unique tool-call id such as ``"call_3f9c…"``.
 
-    Used when a provider sends a tool call with no id or an empty one (wire cases C41, C43):
+    Used when a provider sends a tool call with no id or an empty one:
     the generated id is then used for the call's result too.
     """
     return prefix + os.urandom(12).hex()

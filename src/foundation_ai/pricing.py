@@ -1,4 +1,4 @@
-"""Token costs from the ``genai-prices`` price table (wire-notes section 6; seed 000, section 9).
+"""Token costs from the ``genai-prices`` price table (https://github.com/pydantic/genai-prices; docs/concepts.md: Requests, parameters and usage).
 
 ``genai-prices`` is imported on first use (it takes ~0.25 s to import) and every lookup is
 cached per (model, provider, api url), including misses. Amounts are USD; status

@@ -1,5 +1,5 @@
-"""``ProviderRouter``: pick the backend for a ``ModelId`` (issue 3, "Must have" 5; seed 000,
-section 13: routing matches on ``ModelId.name()`` only).
+"""``ProviderRouter``: pick the backend for a ``ModelId`` (docs/concepts.md: Model ids;
+routing matches on ``ModelId.name()`` only).
 
 Resolution order for ``router.resolve(model_id)``:
 

@@ -4,8 +4,8 @@ and ``shell`` (run a command after the user confirms it).
 The tool *functions* here are plain Python and are unit-tested directly; :func:`files_tools`
 and :func:`shell_tools` wrap them with the agent layer's ``@tool`` decorator so the model sees
 them. A function that refuses or fails raises :class:`ToolRefused` (or another exception); the
-agent loop turns any exception into a ``Messages.ToolResult`` with ``error_detail`` (seed 000,
-section 1: "a failed tool is a ToolResult with error_detail"), so the turn goes on.
+agent loop turns any exception into a ``Messages.ToolResult`` with ``error_detail``
+(docs/concepts.md: Tools), so the turn goes on.
 
 Confinement (``files``): every path is resolved with :meth:`pathlib.Path.resolve` (``..``
 collapsed, symlinks followed, dangling ones too) and must stay inside the resolved root; an

@@ -27,6 +27,8 @@ from rich.console import Console
 from rich.text import Text
 
 from .render import TurnRenderer, make_console, render_records
+from .report import failure_message, usage_line
+from .safe_text import visible_line
 from .turns import TurnRunner
 
 __all__ = ["HELP", "ChatApp"]
@@ -60,7 +62,7 @@ class ChatApp:
         self.console.print(
             Text.assemble(
                 ("foundation-ai chat", "bold"),
-                f" · model {s.choice.label} · session {self.session.session_id} ({state})",
+                f" · model {visible_line(s.choice.label)} · session {visible_line(self.session.session_id)} ({state})",
             ),
             soft_wrap=True,
         )
@@ -141,7 +143,6 @@ class ChatApp:
     def handle_event(self, event: Any) -> None:
         """Render one ``TurnEvent`` (runs in the turn's worker thread)."""
         from ..agentic import TurnEvent, TurnOutcome
-        from .commands import failure_message, usage_line
 
         r = self.renderer
         if isinstance(event, TurnEvent.Text):

@@ -1,5 +1,5 @@
 """The CLI's commands: ``run``, ``chat``, ``sessions``, ``show`` (parsing lives in
-:mod:`foundation_ai.cli`).
+:mod:`foundation_ai._cli.parser`; ``models`` and ``keys`` in :mod:`foundation_ai._cli.setup_commands`).
 
 Each ``cmd_*`` takes the parsed ``argparse.Namespace`` and returns an exit status; configuration
 problems raise :class:`~foundation_ai.errors.ConfigurationError` (exit 2) and the entry point
@@ -12,49 +12,39 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backends._http import mask_url
+from rich.text import Text
+
 from ..errors import ConfigurationError
-from ..types import ModelParams, to_json
+from ..types import ModelParams, OutputFormat, to_json
+from .approval import shell_question
 from .builtin_tools import files_tools, shell_tools
+from .config import KEY_ENV, PROVIDER_KEY, Config, load_config, read_keys
 from .model_choice import ModelChoice, check_reachable, load_model, parse_model_spec
-from .render import TurnRenderer, format_usage, make_console, render_records
+from .prompt_input import attachment_messages, parse_schema, read_prompt
+from .render import TurnRenderer, make_console, render_records
+from .report import failure_message, usage_line
+from .run_output import RunOutput, answer_mode, silence_stdout
+from .safe_text import visible_line
 from .session_index import SessionInfo, describe_sessions, resolve_session_id
+from .status import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, error_line
 from .turns import QuestionBox, TurnRunner
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
     "SessionSetup",
+    "apply_config",
     "cmd_chat",
     "cmd_run",
     "cmd_sessions",
     "cmd_show",
     "failure_message",
     "open_store",
+    "silence_stdout",
+    "usage_line",
 ]
-
-EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
-EXIT_BROKEN_PIPE = 141
-"""stdout was closed by its reader (``| head``): 128 + SIGPIPE, what a shell reports for a Unix
-tool ended by a closed pipe."""
-
-
-def silence_stdout() -> None:
-    """Point stdout's file descriptor at ``/dev/null`` after its reader went away, so output
-    still buffered (and the interpreter's final flush) goes nowhere instead of raising
-    ``BrokenPipeError`` again."""
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, fd)
-    finally:
-        os.close(devnull)
 
 
 def open_store(path: str | None) -> Any:
@@ -67,7 +57,29 @@ def open_store(path: str | None) -> Any:
         raise ConfigurationError(f"cannot open the session store {path or '(default)'}: {exc}") from None
 
 
-def _params(args: argparse.Namespace) -> ModelParams | None:
+def apply_config(args: argparse.Namespace, config: Config) -> argparse.Namespace:
+    """Fill the options not given on the command line from ``config`` (``config.toml``):
+    ``model``, ``system``, ``tools``, ``temperature``, ``max_tokens``, and ``base_url`` when the
+    model too comes from the config. Returns ``args`` (changed in place)."""
+    if args.model is None and config.model is not None:
+        args.model = config.model
+        if args.base_url is None and config.base_url is not None:
+            from .model_choice import check_base_url
+
+            args.base_url = check_base_url(config.base_url)
+    if args.system is None:
+        args.system = config.system
+    if not args.tools and config.tools:
+        args.tools = list(config.tools)
+    if args.temperature is None:
+        args.temperature = config.temperature
+    if args.max_tokens is None:
+        args.max_tokens = config.max_tokens
+    return args
+
+
+def _param_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``ModelParams`` fields the options set (checked before any model is loaded)."""
     changes: dict[str, Any] = {}
     if args.max_tokens is not None:
         changes["max_tokens"] = args.max_tokens
@@ -75,7 +87,20 @@ def _params(args: argparse.Namespace) -> ModelParams | None:
         changes["temperature"] = args.temperature
     if args.seed is not None:
         changes["seed"] = args.seed
-    return ModelParams(**changes) if changes else None
+    schema = getattr(args, "schema", None)
+    if schema:
+        changes["output_format"] = OutputFormat.JsonSchema("answer", parse_schema(schema))
+    return changes
+
+
+def _params(model: Any, changes: dict[str, Any]) -> ModelParams | None:
+    """``changes`` applied to the model's recommended sampling (``default_params`` of a local
+    model, see ``docs/models.md``) or to the generic defaults; ``None`` when nothing changes, so
+    the model keeps its own defaults."""
+    if not changes:
+        return None
+    base = getattr(model, "default_params", None)
+    return (base if isinstance(base, ModelParams) else ModelParams()).with_(**changes)
 
 
 def _decline(command: str) -> bool:
@@ -95,20 +120,64 @@ class SessionSetup:
     """A one-line description of the built-in tools on offer (``""``: none)."""
 
 
+def _stored_key_env(choice: ModelChoice) -> dict[str, str] | None:
+    """The environment with the key stored by ``keys set`` added, when the provider's variable
+    is not set (the environment wins); ``None``: use the environment as is. The stored key is
+    then treated as an environment key: the library sends it only to the provider's own host
+    (or the host paired with it in ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``)."""
+    name = PROVIDER_KEY.get(choice.kind)
+    if name is None:
+        return None
+    var = KEY_ENV[name]
+    if os.environ.get(var):
+        return None
+    stored = read_keys().get(name)
+    return {**os.environ, var: stored} if stored else None
+
+
+def _session_to_resume(args: argparse.Namespace, store: Any) -> str | None:
+    if getattr(args, "continue_", False):
+        newest = describe_sessions(store, limit=1)
+        if not newest:
+            raise ConfigurationError("--continue: there is no stored session yet")
+        return newest[0].session_id
+    return resolve_session_id(store, args.session) if args.session else None
+
+
+def _recorded_defaults(args: argparse.Namespace, store: Any, session_id: str) -> None:
+    """A resumed session keeps the model and system prompt it recorded (``--model`` / ``-s``
+    given on the command line win; ``config.toml`` comes after the recording). A base URL is
+    not recorded: pass ``--base-url`` again for a session on another server."""
+    meta_of = getattr(store, "session_meta", None)
+    meta = meta_of(session_id) if callable(meta_of) else None
+    if meta is None:
+        return
+    if args.model is None and meta.model:
+        args.model = meta.model
+    if args.system is None and meta.system_prompt:
+        args.system = meta.system_prompt
+
+
 def setup_session(args: argparse.Namespace) -> SessionSetup:
-    """Build the ``AgentSession`` described by the options (model, tools, params, store, resume).
+    """Build the ``AgentSession`` described by the options (model, key, tools, params, store,
+    resume), after filling unset options from the resumed session's record
+    (:func:`_recorded_defaults`), then from ``config.toml`` (:func:`apply_config`).
 
     Every option is checked before the model is loaded, so a mistake costs no loading time.
 
     Raises:
-        ConfigurationError: a bad model spec, a missing key, an unknown session, a bad root or
-            ``--tool-choice``.
+        ConfigurationError: a bad model spec or config file, a missing key, an unknown or
+            ambiguous session, a bad root, ``--tool-choice`` or ``--schema``.
     """
     from ..agentic import AgentSession
 
-    choice = parse_model_spec(args.model, args.base_url)
     store = open_store(args.db)
-    session_id = resolve_session_id(store, args.session) if args.session else None
+    session_id = _session_to_resume(args, store)
+    if session_id is not None:
+        _recorded_defaults(args, store, session_id)
+    apply_config(args, load_config(getattr(args, "config", None)))
+    choice = parse_model_spec(args.model, args.base_url)
+    changes = _param_changes(args)
     questions = QuestionBox(_decline)
     tools, described = _builtin_tools(args, questions)
     tool_choice = None
@@ -120,11 +189,13 @@ def setup_session(args: argparse.Namespace) -> SessionSetup:
             raise ConfigurationError(
                 f"--tool-choice {name}: no such tool on offer ({', '.join(offered) or 'none; add --tools'})"
             )
-    model = load_model(choice)
+    key = getattr(args, "key", None)
+    key_env = None if key else _stored_key_env(choice)
+    model = load_model(choice) if key_env is None and not key else load_model(choice, key_env, api_key=key)
+    params = _params(model, changes)
     builder = AgentSession.builder(model).with_store(store).with_tools(tools)
     if args.system:
         builder = builder.with_system_prompt(args.system)
-    params = _params(args)
     if params is not None:
         builder = builder.with_params(params)
     if tool_choice is not None:
@@ -147,7 +218,7 @@ def _builtin_tools(args: argparse.Namespace, questions: QuestionBox) -> tuple[li
     if "shell" in tool_sets:
 
         def confirm(command: str) -> bool:
-            return questions.ask(f"run shell command: {command}  ?")
+            return questions.ask(shell_question(command))
 
         tools += shell_tools(root, confirm=None if args.yes else confirm, timeout=args.shell_timeout)
         described.append(
@@ -167,138 +238,53 @@ def parse_tool_choice(text: str) -> Any:
     return ToolChoice.Function(key)
 
 
-def failure_message(error: Any, choice: ModelChoice) -> str:
-    """One line for a failed turn: the ``AgenticError`` message, with the server named when it
-    could not be reached."""
-    message = " ".join(str(getattr(error, "message", error)).split()) or "the turn failed"
-    if "connection failed" in message or "ConnectError" in message:
-        where = mask_url(choice.base_url) if choice.base_url else f"the {choice.kind} API"
-        return f"cannot reach {where}: {message}"
-    return message
-
-
-def usage_line(summary: Any, choice: ModelChoice, model: Any = None) -> str:
-    """The line printed after each turn: tokens in/out and cost (USD): ``$0 (local)`` for
-    in-process models, ``n/a`` when nothing was charged and ``model``'s descriptor knows no price
-    (e.g. an unknown model behind ``--base-url``)."""
-    u = summary.usage
-    if choice.kind in ("local", "gguf"):
-        return format_usage(u.input, u.output, None, u.cache_read, u.cache_write, local=True)
-    descriptor = getattr(model, "descriptor", None)
-    unpriced = descriptor is not None and getattr(descriptor, "input_price", None) is None
-    cost = None if (unpriced and not u.cost_usd) else u.cost_usd
-    return format_usage(u.input, u.output, cost, u.cache_read, u.cache_write)
-
-
 # ---------------------------------------------------------------------------------------------
 # run
 
 
-class _RunOutput:
-    """Collects a ``run`` turn: the answer text per output (retractions drop outputs) and the end.
-
-    When stdout's reader goes away (``run --json | head -1``), the first failed write calls
-    ``abort`` so the turn ends as ``Aborted`` (stored as such), and the rest of the turn is
-    consumed without output.
-    """
-
-    def __init__(
-        self, json_lines: bool, stream_text: bool, err: TurnRenderer, abort: Callable[[], None] = lambda: None
-    ) -> None:
-        self.json_lines = json_lines
-        self.stream_text = stream_text
-        self.err = err
-        self.abort = abort
-        self.pieces: dict[str, list[str]] = {}
-        self.terminal: Any = None
-        self.stdout_closed = False
-        """stdout's reader went away: nothing more is printed, the turn was aborted."""
-
-    def _write(self, text: str) -> None:
-        if self.stdout_closed:
-            return
-        try:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        except BrokenPipeError:
-            self.stdout_closed = True
-            silence_stdout()
-            self.abort()
-
-    def handle(self, event: Any) -> None:
-        from ..agentic import TurnEvent
-
-        if isinstance(event, TurnEvent.Failed | TurnEvent.Done):
-            self.terminal = event
-        if self.json_lines:
-            self._write(to_json(event).decode("utf-8") + "\n")
-        if isinstance(event, TurnEvent.Text):
-            self.pieces.setdefault(event.message_id, []).append(event.text)
-            if self.stream_text and not self.json_lines:
-                self._write(event.text)
-        if self.stdout_closed:
-            return
-        if isinstance(event, TurnEvent.Retract):
-            for mid in event.message_ids:
-                self.pieces.pop(mid, None)
-            if self.stream_text and not self.json_lines:
-                self.err.retract(event.reason)
-        elif self.json_lines:
-            pass
-        elif isinstance(event, TurnEvent.Thinking):
-            self.err.thinking(event.text, event.message_id)
-        elif isinstance(event, TurnEvent.ToolCall):
-            self.err.tool_call(event.call)
-        elif isinstance(event, TurnEvent.ToolResult):
-            self.err.tool_result(event.result)
-
-    def answer(self) -> str:
-        """The turn's text, one output per paragraph (retracted outputs left out)."""
-        texts = ("".join(p).strip("\n") for p in self.pieces.values())
-        return "\n".join(t for t in texts if t)
+def _turn_input(args: argparse.Namespace) -> str | list[Any]:
+    """The prompt (with piped stdin) and the ``-a`` attachments, checked before any loading."""
+    prompt = read_prompt(args.prompt, sys.stdin)
+    attached = attachment_messages(args.attachment)
+    return [*attached, prompt] if attached else prompt
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``foundation-ai run PROMPT``: one turn. Prints the answer on stdout (streamed when stdout
-    is a terminal, else once complete so retracted output never shows), tool activity and the
-    usage line on stderr; ``--json`` prints every ``TurnEvent`` as one JSON line on stdout.
+    """``foundation-ai run PROMPT``: one turn. Prints the answer on stdout (on a terminal
+    streamed and shown as Markdown, see :mod:`foundation_ai._cli.run_output`; piped, once
+    complete so retracted output never shows), tool activity and the usage line on stderr
+    (``-q``: neither); ``--json`` prints every ``TurnEvent`` as one JSON line on stdout.
     Exit 0 on success, 1 when the turn failed, 130 when interrupted, 141 (quietly) when stdout's
     reader went away (``| head -1``): the running turn is then aborted, so the store holds it
     as an ``Aborted`` turn with what it produced."""
     from ..agentic import TurnEvent, TurnOutcome
 
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
-    if not prompt.strip():
-        raise ConfigurationError("the prompt is empty")
+    turn_input = _turn_input(args)
     setup = setup_session(args)
-    err = TurnRenderer(make_console(stderr=True))
-    out = _RunOutput(args.json, sys.stdout.isatty(), err, setup.session.abort)
+    err = None if args.quiet else TurnRenderer(make_console(stderr=True))
+    mode = answer_mode(
+        terminal=sys.stdout.isatty(), plain=args.plain, no_stream=args.no_stream, structured=bool(args.schema)
+    )
+    out = RunOutput(args.json, mode, err, setup.session.abort, make_console())
     runner = TurnRunner(setup.session, out.handle, questions=setup.questions)
     try:
-        runner.run(lambda: setup.session.run_turn_stream(prompt).events())
+        runner.run(lambda: setup.session.run_turn_stream(turn_input).events())
     finally:
         setup.session.close()
     if out.stdout_closed:  # `run --json | head -1`: the reader left; the turn was aborted
         return EXIT_BROKEN_PIPE
     if runner.error is not None:
-        from ..cli import error_line
-
         print(error_line(f"{type(runner.error).__name__}: {runner.error}"), file=sys.stderr)
         return EXIT_FAILED
     end = out.terminal
     if not args.json:
-        if out.stream_text:
-            if out.pieces:
-                out._write("\n")
-        elif text := out.answer():
-            out._write(text + "\n")
+        out.finish()
         if out.stdout_closed:
             return EXIT_BROKEN_PIPE
-        if end is not None and (end.summary.usage.total_tokens or isinstance(end, TurnEvent.Done)):
+        shows_usage = end is not None and (end.summary.usage.total_tokens or isinstance(end, TurnEvent.Done))
+        if err is not None and shows_usage:
             err.usage(usage_line(end.summary, setup.choice, setup.session.model))
     if isinstance(end, TurnEvent.Failed):
-        from ..cli import error_line
-
         print(error_line(failure_message(end.error, setup.choice)), file=sys.stderr)
         return EXIT_FAILED
     if runner.interrupted or (end is not None and end.summary.outcome is TurnOutcome.Aborted):
@@ -339,13 +325,14 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 def session_table(rows: list[SessionInfo], width: int = 100) -> list[str]:
     """The ``sessions`` listing as plain lines: a header, then one line per session (the first
-    prompt cut to fit ``width`` characters)."""
+    prompt cut to fit ``width`` characters; ids and prompts with control characters escaped)."""
     head = f"{'ID':<25}  {'UPDATED (UTC)':<19}  {'MSGS':>4}  FIRST PROMPT"
     lines = [head]
     room = max(30, width - 56)
     for r in rows:
         prompt = r.first_prompt if len(r.first_prompt) <= room else r.first_prompt[: room - 1] + "…"
-        lines.append(f"{r.session_id:<25}  {r.updated_text:<19}  {r.message_count:>4}  {prompt}")
+        sid = visible_line(r.session_id)
+        lines.append(f"{sid:<25}  {r.updated_text:<19}  {r.message_count:>4}  {visible_line(prompt)}")
     return lines
 
 
@@ -363,7 +350,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             sys.stdout.write(to_json(rec).decode("utf-8") + "\n")
         return EXIT_OK
     console = make_console()  # `show ID > file`: the content's own lines, no hard wrapping
-    console.print(f"[bold]session {session_id}[/bold]")
+    console.print(Text(f"session {visible_line(session_id)}", style="bold"), soft_wrap=True)
     render_records(console, records)
     return EXIT_OK
 
@@ -376,6 +363,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     """``foundation-ai chat``: the interactive loop (see :mod:`foundation_ai._cli.chat`)."""
     from .chat import ChatApp
 
+    apply_config(args, load_config(args.config))
     if args.base_url:
         check_reachable(parse_model_spec(args.model, args.base_url).base_url or args.base_url)
     setup = setup_session(args)

@@ -30,6 +30,7 @@ from ..types import (
     ToolResultMessage,
     UserMessage,
 )
+from .safe_text import visible, visible_line
 
 __all__ = [
     "PLAIN_WIDTH",
@@ -76,11 +77,18 @@ class _Console(Console):
 
 
 def short(text: str, limit: int = PANEL_MAX_CHARS) -> str:
-    """``text`` cut to ``limit`` characters with an ellipsis note."""
+    """``text`` cut to ``limit`` characters with an ellipsis note, control characters shown
+    escaped (:func:`~foundation_ai._cli.safe_text.visible`; the cut counts the original
+    characters)."""
     text = text.rstrip()
     if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… ({len(text) - limit} more characters)"
+        return visible(text)
+    return f"{visible(text[:limit])}… ({len(text) - limit} more characters)"
+
+
+def _title(kind: str, name: str) -> Text:
+    """A panel title: ``kind`` in bold, then the (model-chosen, so escaped) tool name."""
+    return Text.assemble((kind, "bold"), " ", visible_line(name))
 
 
 def _args_text(call: ToolCall) -> str:
@@ -93,7 +101,7 @@ def tool_call_panel(call: ToolCall) -> Panel:
     """A one-line-ish panel: ``⚙ name`` as title, the JSON arguments as body."""
     return Panel(
         Text(short(_args_text(call)), style="cyan"),
-        title=f"[bold]tool call[/bold] {call.name}",
+        title=_title("tool call", call.name),
         title_align="left",
         border_style="cyan",
         expand=False,
@@ -113,14 +121,14 @@ def tool_result_panel(result: ToolResultMessage) -> Panel:
     if result.error_detail is not None:
         return Panel(
             Text(short(result.error_detail), style="red"),
-            title=f"[bold]tool error[/bold] {result.name}",
+            title=_title("tool error", result.name),
             title_align="left",
             border_style="red",
             expand=False,
         )
     return Panel(
         Text(short(_content_text(result.content)) or "(empty)"),
-        title=f"[bold]tool result[/bold] {result.name}",
+        title=_title("tool result", result.name),
         title_align="left",
         border_style="green",
         expand=False,
@@ -181,7 +189,7 @@ class TurnRenderer:
             return
         self._next_output(message_id)
         self._switch("text")
-        self.console.print(piece, end="", markup=False, highlight=False, soft_wrap=True)
+        self.console.print(visible(piece), end="", markup=False, highlight=False, soft_wrap=True)
 
     def thinking(self, piece: str, message_id: str | None = None) -> None:
         """Append a piece of the model's reasoning, dimmed."""
@@ -189,7 +197,9 @@ class TurnRenderer:
             return
         self._next_output(message_id)
         self._switch("thinking")
-        self.console.print(piece, end="", style="dim italic", markup=False, highlight=False, soft_wrap=True)
+        self.console.print(
+            visible(piece), end="", style="dim italic", markup=False, highlight=False, soft_wrap=True
+        )
 
     def tool_call(self, call: ToolCall) -> None:
         """Show a tool call as a compact panel."""
@@ -204,12 +214,12 @@ class TurnRenderer:
     def retract(self, reason: str) -> None:
         """Say that the output shown since the last tool step is withdrawn."""
         self._switch(None)
-        self.console.print(Text(f"[output above retracted: {reason}]", style="yellow"))
+        self.console.print(Text(f"[output above retracted: {visible_line(reason)}]", style="yellow"))
 
     def notice(self, message: str, style: str = "dim") -> None:
         """A line of commentary (steering accepted, aborting, …)."""
         self._switch(None)
-        self.console.print(Text(message, style=style), soft_wrap=True)
+        self.console.print(Text(visible(message), style=style), soft_wrap=True)
 
     def end_line(self) -> None:
         """Finish the current streamed line, if any."""
@@ -218,32 +228,34 @@ class TurnRenderer:
     def usage(self, line: str) -> None:
         """The usage line after a turn."""
         self._switch(None)
-        self.console.print(Text(line, style="dim"), soft_wrap=True)
+        self.console.print(Text(visible(line), style="dim"), soft_wrap=True)
 
     def failed(self, message: str) -> None:
         """A failed turn, in red."""
         self._switch(None)
-        self.console.print(Text(f"error: {message}", style="bold red"), soft_wrap=True)
+        self.console.print(Text(f"error: {visible_line(message)}", style="bold red"), soft_wrap=True)
 
 
 def _message_lines(console: Console, message: Messages) -> None:
     if isinstance(message, UserMessage):
-        who = "you" if message.role == MessageRole.User else str(message.role)
-        console.print(Text.assemble((f"{who}> ", "bold green"), (_content_text(message.content), "")))
+        who = "you" if message.role == MessageRole.User else visible_line(str(message.role))
+        console.print(
+            Text.assemble((f"{who}> ", "bold green"), (visible(_content_text(message.content)), ""))
+        )
     elif isinstance(message, AssistantMessage):
         content = message.content
         if isinstance(content, TextContent):
             if content.content:
-                console.print(Text.assemble(("assistant> ", "bold blue"), (content.content, "")))
+                console.print(Text.assemble(("assistant> ", "bold blue"), (visible(content.content), "")))
         elif isinstance(content, ThinkingContent):
             if content.thinking:
-                console.print(Text(content.thinking, style="dim italic"))
+                console.print(Text(visible(content.thinking), style="dim italic"))
         elif isinstance(content, ToolCall):
             console.print(tool_call_panel(content))
         else:
             console.print(Text(f"[{type(content).__name__}]", style="dim"))
         if message.error_detail:
-            console.print(Text(f"error: {message.error_detail}", style="red"))
+            console.print(Text(f"error: {visible(message.error_detail)}", style="red"))
     elif isinstance(message, ToolResultMessage):
         console.print(tool_result_panel(message))
 

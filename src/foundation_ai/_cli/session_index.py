@@ -75,11 +75,16 @@ def describe_sessions(store: Any, limit: int | None = None) -> list[SessionInfo]
     return infos[:limit] if limit is not None else infos
 
 
+MAX_CANDIDATES = 10
+"""Candidates named in the error for an ambiguous id prefix."""
+
+
 def resolve_session_id(store: Any, text: str) -> str:
     """The stored session id equal to ``text`` or, failing that, the only one starting with it.
 
     Raises:
-        ConfigurationError: no session matches, or the prefix is ambiguous.
+        ConfigurationError: no session matches, or the prefix is ambiguous (the message lists
+            the matching ids, up to :data:`MAX_CANDIDATES`).
     """
     text = text.strip()
     ids: list[str] = list(store.sessions())
@@ -90,4 +95,9 @@ def resolve_session_id(store: Any, text: str) -> str:
         return matches[0]
     if not matches:
         raise ConfigurationError(f"no stored session {text!r} (list them with: foundation-ai sessions)")
-    raise ConfigurationError(f"session prefix {text!r} is ambiguous ({len(matches)} sessions match)")
+    shown = ", ".join(sorted(matches)[:MAX_CANDIDATES])
+    more = f" and {len(matches) - MAX_CANDIDATES} more" if len(matches) > MAX_CANDIDATES else ""
+    raise ConfigurationError(
+        f"session prefix {text!r} is ambiguous ({len(matches)} sessions match: {shown}{more}); "
+        "give more characters"
+    )

@@ -1,7 +1,7 @@
 """Running one turn in the background while the main thread stays free for the user.
 
 Why a worker thread: ``steer``, ``follow_up`` and ``abort`` must be callable *while* a turn
-streams (issue 5: "callable from another thread"), and Python delivers Ctrl-C (SIGINT) only to
+streams (docs/concepts.md: Turns), and Python delivers Ctrl-C (SIGINT) only to
 the main thread. So :class:`TurnRunner` consumes ``TurnStream.events()`` in a daemon worker thread
 (rendering each event as it arrives) and the main thread waits in short ``select()`` slices on
 stdin: a line typed during the turn is handled by ``on_line`` (``/steer TEXT`` and friends), end

@@ -1,4 +1,4 @@
-"""The agent layer (seed 000, sections 1, 5-7, 10-12): ``AgentSession`` runs multi-step turns
+"""The agent layer (docs/concepts.md: Messages, Tools, The stream contract, Stores, Events): ``AgentSession`` runs multi-step turns
 with tools on any ``Model``, streams ``TurnEvent``s, persists ``SessionRecord``s and can be
 steered while it runs.
 

@@ -1,4 +1,4 @@
-"""The ``depends_on`` executor (seed 000, section 2; wire-notes section 7).
+"""The ``depends_on`` executor (docs/concepts.md: Tools; docs/turn-loop.md, ``execute_tools``).
 
 The tool calls of one response are grouped into stages by dependency depth (a call with no
 dependency is depth 0; otherwise one more than its deepest dependency) and run stage by stage.

@@ -1,5 +1,5 @@
 """What a streamed turn yields: ``TurnStream`` (raw ``Stream[SessionRecord, AgentProgress]``
-items) and ``TurnEvent`` (typed events), seed 000 section 10.
+items) and ``TurnEvent`` (typed events), docs/concepts.md: The stream contract.
 
 Raw items: ``Stream.Init()``; ``Stream.Pending(AgentProgress)`` hints;
 ``Stream.Next(SessionRecord.Conversation(message))`` for messages, where **every item sharing a

@@ -1,6 +1,6 @@
 """The token ledger: input, output, cache and cost totals, and an optional budget.
 
-Usage on streamed chunks is cumulative for a generation (seed 000, section 9), so the ledger
+Usage on streamed chunks is cumulative for a generation (docs/concepts.md: Requests, parameters and usage), so the ledger
 records the **last** usage report of each generation (:meth:`TokenLedger.record`). Cost comes
 from the report when the provider priced it, else from the model descriptor's prices (USD per
 million tokens, ``CostStatus.Estimated``), else it stays 0 (``Unknown``).

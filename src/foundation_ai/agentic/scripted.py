@@ -109,7 +109,7 @@ def call(
     hint: ExecutionHint = ExecutionHint.Unspecified,
     raw_arguments: str | None = None,
 ) -> Call:
-    """A tool call (``arguments`` ``None`` + ``raw_arguments`` = invalid/truncated JSON, case C06)."""
+    """A tool call (``arguments`` ``None`` + ``raw_arguments`` = invalid/truncated JSON)."""
     return Call(
         ToolCall(
             id=id or new_call_id(),

@@ -1,5 +1,5 @@
 """``AgentSession``: multi-step turns with tools, streaming events, steering and persistence
-(seed 000, sections 1, 5-7, 10-12).
+(docs/concepts.md: Messages, Tools, The stream contract, Stores, Events).
 
     agent = (
         AgentSession.builder(model)              # any Model, or a ProviderRouter
@@ -828,7 +828,7 @@ class AgentSession:
 
     def steer(self, message: str | Messages) -> None:
         """Interrupt the running turn at the next safe point and continue with ``message``
-        (any thread or task). A ``str`` becomes ``Messages.agent(text)`` (seed 000 section 1).
+        (any thread or task). A ``str`` becomes ``Messages.agent(text)`` (docs/concepts.md: Messages).
         With no turn running it behaves like :meth:`follow_up`: the message is queued and sent
         right after the next turn's prompt.
 

@@ -1,4 +1,4 @@
-"""Tools the agent can run (seed 000, sections 5-7): ``@tool``, class-based tools, MultiCommands
+"""Tools the agent can run (docs/concepts.md: Tools): ``@tool``, class-based tools, MultiCommands
 tools and the registry the loop dispatches through.
 
 A function becomes a tool with ``@tool``::
@@ -602,7 +602,7 @@ class ToolRegistry:
 
     def prepare(self, call: ToolCall) -> tuple[AgentTool, ToolDefinition, dict[str, Any]] | ToolResultMessage:
         """Resolve and validate ``call``: the tool, the definition and arguments to run, or an
-        error result (unknown tool, arguments that are not a JSON object (case C06), schema
+        error result (unknown tool, arguments that are not a JSON object, schema
         violations, every one listed)."""
         t = self._tools.get(call.name)
         if t is None:

@@ -4,7 +4,7 @@
 over SSE (or, with ``streaming=False``, one JSON response turned into the same items). The
 request mapping lives in ``_anthropic_request.py``, the stream mapping in
 ``_anthropic_stream.py``; HTTP, retries and error text in ``_http.py``. Sources: Anthropic
-Messages API reference, wire-notes section 4, seed 000 sections 1, 8-10.
+Messages API reference, https://docs.anthropic.com/en/api/messages, docs/concepts.md: Messages, Requests, parameters and usage, The stream contract.
 
 Usage::
 

@@ -1,8 +1,7 @@
 """``ModelInteraction`` + ``ModelParams`` -> an Anthropic Messages API request body.
 
 Pure functions, no I/O. Sources: Anthropic Messages API reference (request shape, content
-blocks, ``tool_choice``, extended thinking, prompt caching) and wire-notes section 4; the cases
-C19-C23, C26, C38 and C40 of ``cases/wire-cases.md``.
+blocks, ``tool_choice``, extended thinking, prompt caching) (https://docs.anthropic.com/en/api/messages).
 
 Rules applied here:
 
@@ -13,12 +12,11 @@ Rules applied here:
 - ``max_tokens`` is always sent (the API requires it).
 - Adjacent messages of one wire role are merged into ONE wire message with several blocks; in a
   user message ``tool_result`` blocks come first, in the order of the calls they answer.
-- Every ``tool_use`` is followed, in the next user message, by exactly its ``tool_result``
-  (C40): a missing result becomes an ``is_error`` result saying so; a result whose call is not in
+- Every ``tool_use`` is followed, in the next user message, by exactly its ``tool_result``: a missing result becomes an ``is_error`` result saying so; a result whose call is not in
   the preceding assistant message becomes plain text (the API rejects orphan results).
 - Thinking (``thinking`` + ``signature``, ``redacted_thinking`` + ``data``) is replayed
   byte-exact and in order, only when the message came from Anthropic (signatures are only valid
-  for their issuer, C21); a thinking block with empty text and a signature is kept (C23); one
+  for their issuer); a thinking block with empty text and a signature is kept; one
   without a signature cannot be replayed and is dropped. Text and tool calls of any provider
   are kept. Models without extended thinking (Claude 2, 3, 3.5) get no thinking blocks, and a
   request continuing a tool loop whose assistant turn has no leading thinking block is sent
@@ -97,7 +95,7 @@ def role_text(role: str, text: str) -> str:
 
     ``user`` text is unchanged; System / Agent / Tool roles are wrapped in
     ``<system_instruction>``, ``<agent_message>`` and ``<tool_context>`` tags, a custom role in
-    ``<message from="role">``, so the model still sees who speaks (issue 3, "roles keep their
+    ``<message from="role">``, so the model still sees who speaks (roles keep their
     meaning").
     """
     if role == MessageRole.User:
@@ -130,7 +128,7 @@ def _result_block(msg: ToolResultMessage) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": msg.tool_call_id}
     c = msg.content
     if isinstance(c, ImageContent):
-        block["content"] = [_image_block(c)]  # C38: the image stays inside the tool_result
+        block["content"] = [_image_block(c)]  # the image stays inside the tool_result
     else:
         text = c.content or (msg.error_detail or "")
         if text:
@@ -154,11 +152,11 @@ def _assistant_blocks(msg: AssistantMessage) -> list[dict[str, Any]]:
             "input": c.arguments if c.arguments is not None else {},
         }
         if c.signature is not None and msg.provider == ModelProviders.Anthropic:
-            block["signature"] = c.signature  # C26: echoed to the provider that issued it
+            block["signature"] = c.signature  # echoed to the provider that issued it
         return [block]
     if isinstance(c, ThinkingContent):
         if msg.provider != ModelProviders.Anthropic or c.signature is None:
-            return []  # C21: another provider's signature is not valid here
+            return []  # another provider's signature is not valid here
         if c.redacted:
             return [{"type": "redacted_thinking", "data": c.signature}]
         return [{"type": "thinking", "thinking": c.thinking, "signature": c.signature}]
@@ -176,7 +174,7 @@ def _orphan_text(block: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _pair_tool_results(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Make every tool_use be followed by exactly its tool_result (C40); see the module doc."""
+    """Make every tool_use be followed by exactly its tool_result; see the module doc."""
     out: list[dict[str, Any]] = []
     expected: list[str] = []
     for msg in wire:
@@ -357,7 +355,7 @@ def build_request(
     """The JSON body of ``POST /v1/messages``.
 
     ``ModelParams`` mapping: ``max_tokens`` (always), ``temperature``, ``top_p`` and ``top_k``
-    (the last two only when changed from the seed's defaults 0.9 / 40: recent Claude models
+    (the last two only when changed from the ``ModelParams`` defaults 0.9 / 40: recent Claude models
     reject ``temperature`` and ``top_p`` together), ``stop_tokens`` -> ``stop_sequences``,
     ``thinking_budget`` / ``thinking_level`` -> ``thinking: {type: enabled, budget_tokens}``
     (at least 1024; ``max_tokens`` is raised to budget + ``max_tokens`` when not above the

@@ -15,9 +15,9 @@ docs/providers.md. Event fields of the wrong type never raise anything but
   (``ThinkingContent(redacted=True, signature=data)``).
 - A ``tool_use`` block's ``input_json_delta`` fragments are joined by block ``index``; its
   ``content_block_start`` may hold no ``input`` at all and a tool without arguments sends no
-  fragment: its input is ``{}`` (C01). The call is emitted once, complete, when the next block
+  fragment: its input is ``{}``. The call is emitted once, complete, when the next block
   starts or the final ``message_delta`` arrives (so that the last call carries the stop reason).
-  Arguments that do not parse as a JSON object (cut off by ``max_tokens``, C06) give
+  Arguments that do not parse as a JSON object (cut off by ``max_tokens``) give
   ``arguments=None`` and the text in ``raw_arguments``.
 - ``message_delta`` carries the stop reason and cumulative usage: the last output is repeated
   once more (same id) carrying them and the timing metadata. A refusal (``stop_reason:
@@ -304,7 +304,7 @@ class AnthropicStreamParser(SnapshotParser):
         elif kind == "tool_use":
             b.call_id = _name(cb.get("id"))
             b.name = _name(cb.get("name"))
-            b.initial = cb.get("input")  # optional: absent in some streams (C01)
+            b.initial = cb.get("input")  # optional: absent in some streams
             b.signature = _name(cb.get("signature")) or None
         return out
 
@@ -320,7 +320,7 @@ class AnthropicStreamParser(SnapshotParser):
         elif b.kind == "text":
             b.emitted = True
             out.append(self._chunk(b.mid, TextContent(final(b.text))))
-        elif b.kind == "thinking":  # C23: empty text with a signature is still an output
+        elif b.kind == "thinking":  # empty text with a signature is still an output
             b.emitted = True
             out.append(self._chunk(b.mid, ThinkingContent(final(b.text), signature=b.signature)))
         return out
@@ -334,7 +334,7 @@ class AnthropicStreamParser(SnapshotParser):
         self.stop_reason = stop
         out: list[Stream[Any, Any]] = []
         open_tools = [b for b in self.blocks.values() if b.kind == "tool_use" and not b.emitted]
-        for b in open_tools:  # cut off before content_block_stop (C06)
+        for b in open_tools:  # cut off before content_block_stop
             self._flush_pending(out)
             b.emitted = True
             self.pending = b
@@ -404,7 +404,7 @@ def parse_message(
     """The items of a whole (non-streamed) Anthropic message: one ``Next`` per content block,
     the last carrying the stop reason and timing, all carrying the usage; then ``Finished``.
 
-    The same response streamed assembles to the same outputs (C01). An ``{"type": "error"}``
+    The same response streamed assembles to the same outputs. An ``{"type": "error"}``
     document raises :class:`AnthropicStreamError`.
     """
     if not isinstance(doc, dict):

@@ -1,6 +1,9 @@
 """The HTTP layer shared by the three HTTP backends (OpenAI Chat, OpenAI Responses, Anthropic).
 
-What a backend gets from here (issue 3, "Failure"; wire-notes sections 2-4):
+What a backend gets from here (sources: the error and streaming sections of
+https://platform.openai.com/docs/api-reference/chat,
+https://platform.openai.com/docs/api-reference/responses and
+https://docs.anthropic.com/en/api/messages):
 
 - :class:`HttpOptions`: api key, base URL, timeout (seconds), ``max_retries``, extra headers and
   optional user-supplied ``httpx.Client`` / ``httpx.AsyncClient``. Its ``repr`` never shows a
@@ -595,7 +598,7 @@ def error_text(status: int, body: bytes | str, *, secrets: tuple[str | None, ...
     (``{"type": "error", "error": {"type", "message"}}``) or llama.cpp error object and appends
     the code/type in parentheses with the status: ``"<message> (code: context_length_exceeded,
     HTTP 400)"``. A non-JSON body is quoted (first 1,000 characters); an empty body gives
-    ``"<status> status code (no body)"`` (the Cerebras/Mistral overflow shape, wire-notes 1).
+    ``"<status> status code (no body)"`` (the Cerebras/Mistral overflow shape, docs/concepts.md: Context overflow).
     Secrets are redacted.
     """
     text = body.decode("utf-8", "replace") if isinstance(body, bytes | bytearray) else body

@@ -1,4 +1,4 @@
-"""The one prompt builder of the llama.cpp backend (wire-notes section 5).
+"""The one prompt builder of the llama.cpp backend (https://llama-cpp-python.readthedocs.io/en/latest/).
 
 ``stream`` and ``generate`` both go through :func:`render_prompt` then :func:`ensure_single_bos`:
 
@@ -9,7 +9,7 @@
 
    - ``Messages.User``: role ``user`` / ``system`` as is; ``agent`` and custom roles become
      ``user`` messages marked with the sender (``[agent] …``) so their meaning survives
-     (wire-notes section 2); images become a text placeholder (text-only models).
+     (https://platform.openai.com/docs/api-reference/chat); images become a text placeholder (text-only models).
    - ``Messages.Assistant``: consecutive outputs of one turn merge into ONE assistant message;
      tool calls become ``tool_calls`` (native) or protocol ``<tool_call>`` lines (text
      protocol). Thinking, embeddings and error messages are not replayed.

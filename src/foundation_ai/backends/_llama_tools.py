@@ -1,6 +1,6 @@
 """Tool calling for local models: the text protocol, its streaming parser, and the call grammar.
 
-**The text protocol** (wire-notes section 5). A chat template that does not support tools gets
+**The text protocol** (https://llama-cpp-python.readthedocs.io/en/latest/). A chat template that does not support tools gets
 :func:`protocol_instructions` appended to the system prompt; the model calls a tool by writing::
 
     <tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>
@@ -19,7 +19,7 @@ as a JSON *string* holding an object are decoded. Every call gets a fresh id fro
 JSON (or has no ``"name"``) is kept as text, tag included, and reported in
 :attr:`ToolCallStreamParser.problems`. A tag cut off by ``max_tokens`` whose tool name can still
 be read becomes a call with ``arguments=None`` and the received text in ``raw_arguments`` (wire
-case C06: reported, never silently ``{}``). ``<think>…</think>`` becomes thinking.
+reported, never silently ``{}``). ``<think>…</think>`` becomes thinking.
 
 **Forced calls**: :func:`tool_call_grammar` builds a GBNF grammar (llama.cpp's grammar format)
 accepting exactly one ``<tool_call>`` tag whose JSON names one of the given functions and whose

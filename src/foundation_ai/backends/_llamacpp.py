@@ -110,7 +110,7 @@ DEFAULT_N_CTX = 8192
 """Context size (tokens) when none is given: SmolLM2's training context."""
 
 OVERFLOW_WORDING = "the request exceeds the available context size"
-"""llama.cpp server's overflow message (wire-notes section 1), reused so one pattern matches."""
+"""llama.cpp server's overflow message (docs/concepts.md: Context overflow), reused so one pattern matches."""
 
 _PROVIDER = ModelProviders.LlamaCpp
 _log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions, and every OpenAI-compatible server by ``base_url`` (issue 3).
+"""OpenAI Chat Completions, and every OpenAI-compatible server by ``base_url``.
 
 ``openai_chat("gpt-4o-mini")`` talks to ``https://api.openai.com/v1`` with ``OPENAI_API_KEY``;
 ``openai_chat("smollm2", base_url="http://127.0.0.1:8080")`` talks to llama-server (likewise
@@ -8,11 +8,11 @@ requires a key. ``OPENAI_API_KEY`` is sent only to OpenAI's host or to the host 
 with it in ``OPENAI_BASE_URL``; another host gets a key only when passed explicitly, so an
 OpenAI key is never sent to a third party (``docs/models.md``).
 
-Request mapping (wire-notes section 2): the system prompt plus ``soul`` is the first ``system``
+Request mapping (https://platform.openai.com/docs/api-reference/chat): the system prompt plus ``soul`` is the first ``system``
 message; a ``Messages.User`` with role System is a ``system`` message, role Agent (or Tool, or a
 custom role) a ``user`` message with ``name`` set to the role; the Assistant outputs of one turn
 become ONE assistant message (text in ``content``, every call in ``tool_calls``, ``content:
-null`` when tool-only, case C35; ``""`` with ``tool_call_content=""``), arguments re-sent as the
+null`` when tool-only; ``""`` with ``tool_call_content=""``), arguments re-sent as the
 JSON text of the original object (``{}`` for arguments that never parsed); the history is
 sanitized first (``docs/sanitation.md``: call ids of at most 40 characters, every call answered);
 thinking is not replayed as text (Chat Completions has no field for it; signatures of other
@@ -21,7 +21,7 @@ to that same server only (``Messages.Assistant.origin``): a Gemini ``thought_sig
 tool call, OpenRouter ``reasoning_details``, Gemini's message ``extra_content`` and, on a turn
 that called tools, ``reasoning_content`` (docs/providers.md); tool results are ``role: tool`` messages; an image in a user message
 is an ``image_url`` data URL; a tool result holding an image becomes a placeholder text in the
-tool message and a user message with the image after the run of tool messages (case C38).
+tool message and a user message with the image after the run of tool messages.
 
 Forced tool calls: against a loopback server (llama-server, Ollama, LM Studio on 127.0.0.1) a
 ``ToolChoice.Required`` / ``Function`` is sent by default as a ``response_format`` JSON Schema
@@ -30,8 +30,7 @@ because llama-server ignores ``tool_choice`` for models whose chat template has 
 ``forced_tool_mode="native"`` turns this off (see :func:`openai_chat`).
 
 Stream mapping: snapshot chunks (the whole text so far) for text and reasoning (read under
-every spelling servers use, :data:`REASONING_FIELDS`); tool calls assembled by ``index`` / ``id``
-(cases C07, C09, C11, C12, C14, C17, C41, C43) and emitted once, complete, at the end of the
+every spelling servers use, :data:`REASONING_FIELDS`); tool calls assembled by ``index`` / ``id`` and emitted once, complete, at the end of the
 stream with the final stop reason and usage; usage (with
 ``prompt_tokens_details.cached_tokens`` as cache reads, reasoning tokens counted once, see
 :func:`billed_output`) is cumulative on every chunk once known; the final chunk(s) carry
@@ -420,7 +419,7 @@ def wire_messages(
     message maps exactly as it does inside the whole history."""
     out: list[dict[str, Any]] = []
     turn: dict[str, Any] | None = None  # the assistant message being built
-    images: list[dict[str, Any]] = []  # C38: images from tool results, flushed after the tool run
+    images: list[dict[str, Any]] = []  # images from tool results, flushed after the tool run
 
     def flush_images() -> None:
         if images:
@@ -449,7 +448,7 @@ def wire_messages(
                     call["extra_content"] = {"google": {"thought_signature": c.signature}}
                 turn.setdefault("tool_calls", []).append(call)
             _replay_fields(turn, m, origin)
-            # ThinkingContent, ImageContent, Embedding: no Chat Completions field (C21)
+            # ThinkingContent, ImageContent, Embedding: no Chat Completions field
             continue
         if turn is not None and turn["content"] is None and "tool_calls" not in turn:
             out.pop()  # a turn of thinking only: nothing to send (the turn is always last)
@@ -963,7 +962,7 @@ def _google_signature(extra: Any) -> str | None:
 
 
 def split_json_objects(text: str) -> list[Any] | None:
-    """Split ``'{"q":"a"}{"q":"b"}'`` into its top-level JSON values (case C12); ``None`` when the
+    """Split ``'{"q":"a"}{"q":"b"}'`` into its top-level JSON values; ``None`` when the
     text is not a sequence of complete JSON values."""
     dec = msgspec.json.Decoder()
     out: list[Any] = []
@@ -1228,9 +1227,9 @@ class ChatStreamParser:
         cur = self.by_index.get(key) if key is not None else (self.calls[-1] if self.calls else None)
         new = cur is None
         if not new and call_id and cur is not None and cur.id and call_id != cur.id:
-            new = True  # C07: a new id at a used index starts a new call
+            new = True  # a new id at a used index starts a new call
         if not new and isinstance(args, dict) and cur is not None and (cur.args_obj is not None or cur.parts):
-            new = True  # C11: a complete object after the current call's arguments: another call
+            new = True  # a complete object after the current call's arguments: another call
         if new:
             cur = _Call(call_id, name)
             self.calls.append(cur)
@@ -1291,7 +1290,7 @@ class ChatStreamParser:
         else:
             stop = _FINISH.get(fr) or StopReason.parse(fr)
             if has_calls and stop == StopReason.STOP:
-                stop = StopReason.TOOL_USE  # C11: "stop" although tools were called
+                stop = StopReason.TOOL_USE  # "stop" although tools were called
         refusal = final(self.refusal)
         if refusal and not has_calls and stop == StopReason.STOP:
             stop = StopReason.REFUSAL  # the model declined: a typed outcome (docs/providers.md)
@@ -1334,7 +1333,7 @@ class ChatStreamParser:
                 names = [c.name]
             else:
                 args, raw, many = _parse_args(join_all(c.parts))
-                if many is not None:  # C12: several calls glued together at one index
+                if many is not None:  # several calls glued together at one index
                     split = _split_names(c.name, self.tool_names, len(many))
                     if split is None:
                         one = _split_names(c.name, self.tool_names, 1)
@@ -1351,7 +1350,9 @@ class ChatStreamParser:
                 if rep and len(set(rep)) == 1:
                     names = [rep[0]]
             for i, (args, raw) in enumerate(parsed):
-                cid = c.id if (i == 0 and c.id and c.id not in seen) else new_call_id()  # C41, C43
+                cid = (
+                    c.id if (i == 0 and c.id and c.id not in seen) else new_call_id()
+                )  # empty or repeated ids
                 seen.add(cid)
                 sig = c.signature if i == 0 else None
                 out.append(ToolCall(id=cid, name=names[i], arguments=args, raw_arguments=raw, signature=sig))

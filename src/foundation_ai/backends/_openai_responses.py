@@ -4,7 +4,7 @@
 ``Authorization: Bearer <key>``, streamed over SSE (or, with ``streaming=False``, one JSON
 response turned into the same items). The request mapping lives in ``_responses_request.py``,
 the stream mapping in ``_responses_stream.py``; HTTP, retries and error text in ``_http.py``.
-Sources: OpenAI Responses API reference, wire-notes section 3, seed 000 sections 1, 8-10.
+Sources: OpenAI Responses API reference, https://platform.openai.com/docs/api-reference/responses, docs/concepts.md: Messages, Requests, parameters and usage, The stream contract.
 
 Usage::
 

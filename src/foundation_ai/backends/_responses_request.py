@@ -2,7 +2,7 @@
 
 Pure functions, no I/O. Sources: OpenAI Responses API reference (``POST /v1/responses``: input
 items, function tools, ``tool_choice``, ``reasoning``, ``text.format``, ``include``) and
-wire-notes section 3; cases C29, C31 and C32 of ``cases/wire-cases.md``.
+https://platform.openai.com/docs/api-reference/responses.
 
 - ``instructions`` carries ``system_prompt`` and ``soul`` (joined by a blank line).
 - ``input`` holds one item per message, in order: user messages as ``message`` items
@@ -10,12 +10,12 @@ wire-notes section 3; cases C29, C31 and C32 of ``cases/wire-cases.md``.
   as ``user`` text wrapped in a tag naming the role), assistant text as ``message`` items with
   ``output_text``, tool calls as ``function_call`` items (``call_id``, ``name``, ``arguments``:
   the JSON text of the original object), tool results as ``function_call_output`` items whose
-  ``output`` is always a string (C32; an image result becomes a text placeholder plus a user
+  ``output`` is always a string (an image result becomes a text placeholder plus a user
   message holding the image right after).
 - Reasoning items (``ThinkingContent`` from this provider with an ``item_id``) are replayed
-  unchanged where they were, i.e. directly before the item that followed them (C29):
+  unchanged where they were, i.e. directly before the item that followed them:
   ``{"type": "reasoning", "id", "summary", "encrypted_content"}``; a null ``encrypted_content``
-  and an empty summary stay as they are (C31). Thinking from another provider is dropped.
+  and an empty summary stay as they are. Thinking from another provider is dropped.
 - Assistant text and calls from this provider carry their output item's ``id`` (kept in
   ``Messages.Assistant.signature``) and ``status``: the API pairs a reasoning item with the item
   that follows it by these ids ("reasoning was provided without its required following item").
@@ -127,7 +127,7 @@ def _assistant_item(
         item = {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": _arguments_text(c)}
     elif isinstance(c, ThinkingContent):
         if not ours or not c.item_id:
-            return None  # C21: reasoning of another provider cannot be replayed here
+            return None  # reasoning of another provider cannot be replayed here
         summary = _summary(c.thinking, msg.signature)
         if store is False:  # nothing is stored: only encrypted_content can carry it, no id lookup
             if c.signature is None:

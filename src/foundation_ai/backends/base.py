@@ -1,7 +1,7 @@
 """The ``Model`` contract every backend implements, and the chunk assembly rule.
 
 A backend turns a ``ModelInteraction`` into its wire request and its wire stream back into
-``Stream[Messages, ModelState]`` items (seed 000, sections 1 and 10):
+``Stream[Messages, ModelState]`` items (docs/concepts.md: Messages, The stream contract):
 
 1. The stream starts with ``Stream.Init()``.
 2. Each output (a text, a thinking block, a tool call, an embedding) is streamed as one or more
@@ -123,7 +123,7 @@ def merge_chunk(prev: AssistantMessage | None, new: AssistantMessage, mode: Chun
 
     ``"snapshot"``: ``new`` is the whole output so far and replaces ``prev``. ``"delta"``: text
     and thinking are concatenated; every other field (usage, stop reason, metadata, signature
-    when set) comes from ``new``. Source: the seed's chunk rule (section 1) and this module's
+    when set) comes from ``new``. Source: the chunk rule of docs/concepts.md (The stream contract) and this module's
     contract.
     """
     if prev is None or mode == "snapshot":

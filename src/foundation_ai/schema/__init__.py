@@ -1,4 +1,4 @@
-"""JSON Schema building and validation (the seed's ``foundation_jsonschema``).
+"""JSON Schema building and validation (docs/concepts.md: Tools).
 
 ``scheme`` builds schemas fluently; :func:`validate` checks a value against a compiled schema
 with ``jsonschema-rs`` and reports **every** violation with its JSON path::

@@ -1,4 +1,4 @@
-"""A fluent JSON Schema builder (the seed's ``foundation_jsonschema::scheme``, seed 000 section 6).
+"""A fluent JSON Schema builder (docs/concepts.md: Tools).
 
 Every builder method returns the builder; ``.build()`` returns the schema as a plain ``dict``
 (JSON Schema draft 2020-12 keywords). Objects are closed (``additionalProperties: false``) unless

@@ -1,7 +1,7 @@
-"""The seed's shared types (seed 000, "Fundamentals 02 — Agent types"): pure data, no I/O.
+"""The shared types (docs/concepts.md): pure data, no I/O.
 
-Every Rust enum of the seed is a base class with one ``msgspec.Struct`` per variant under the
-seed's name (``Messages.User``, ``ModelOutput.ToolCall``, ``StopReason.ToolUse``, …), so
+Every enum-like type is a base class with one ``msgspec.Struct`` per variant under the
+base's name (``Messages.User``, ``ModelOutput.ToolCall``, ``StopReason.ToolUse``, …), so
 ``isinstance`` and ``match`` both work. ``to_json`` / ``from_json`` read and write the
 versioned JSON format (``docs/json-format.md``).
 """

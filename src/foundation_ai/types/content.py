@@ -1,8 +1,8 @@
-"""What messages hold: ``UserModelContent`` (seed 000, section 3), ``ModelOutput`` (section 2),
-``StopReason`` (section 4), ``MessageRole`` and ``GenerationMetadata``.
+"""What messages hold: ``UserModelContent`` (docs/concepts.md: Messages), ``ModelOutput`` and
+``StopReason`` (docs/concepts.md: Outputs), ``MessageRole`` and ``GenerationMetadata``.
 
-Every Rust enum of the seed is a base class with one ``msgspec.Struct`` subclass per variant,
-reachable under the seed's name (``ModelOutput.ToolCall``), so both ``isinstance`` and
+Every enum-like type is a base class with one ``msgspec.Struct`` subclass per variant,
+reachable under the base's name (``ModelOutput.ToolCall``), so both ``isinstance`` and
 ``match`` work::
 
     match output:
@@ -34,7 +34,7 @@ __all__ = [
 
 
 def _name_variants(base: type, **variants: type) -> None:
-    """Attach variant classes to their enum base under the seed's names, with readable reprs."""
+    """Attach variant classes to their enum base under their variant names, with readable reprs."""
     for attr, cls in variants.items():
         setattr(base, attr, cls)
         cls.__qualname__ = f"{base.__name__}.{attr}"
@@ -46,7 +46,7 @@ def _name_variants(base: type, **variants: type) -> None:
 
 
 class MessageRole:
-    """Who a user-side message speaks for (seed 000, section 1).
+    """Who a user-side message speaks for (docs/concepts.md: Messages).
 
     ``User`` (human input), ``Agent`` (a peer agent), ``System`` (instructions and loop
     redirects), ``Tool`` (tool context) and ``Custom(name)``. A role is a plain ``str``: the
@@ -83,7 +83,7 @@ class MimeType(enum.Enum):
 
 
 class ExecutionHint(enum.Enum):
-    """How a tool call may be scheduled relative to its stage (seed 000, section 2).
+    """How a tool call may be scheduled relative to its stage (docs/concepts.md: Outputs).
 
     ``Sequential`` calls run one at a time; the others may run concurrently within their
     ``depends_on`` stage.
@@ -99,7 +99,7 @@ class ExecutionHint(enum.Enum):
 
 
 class UserModelContent(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
-    """The content of a user message or tool result (seed 000, section 3): exactly one item.
+    """The content of a user message or tool result (docs/concepts.md: Messages): exactly one item.
 
     Variants: ``UserModelContent.Text`` (= :class:`TextContent`) and ``UserModelContent.Image``
     (= :class:`ImageContent`). There is no multi-part variant.
@@ -110,7 +110,7 @@ class UserModelContent(msgspec.Struct, frozen=True, tag_field="type", omit_defau
 
 
 class ModelOutput(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
-    """One output of the assistant (seed 000, section 2). One output per assistant message.
+    """One output of the assistant (docs/concepts.md: Outputs). One output per assistant message.
 
     Variants: ``Text`` (= :class:`TextContent`), ``Image`` (= :class:`ImageContent`),
     ``ThinkingContent``, ``ToolCall``, ``Embedding``. There is no refusal variant: refusals
@@ -143,17 +143,17 @@ class ImageContent(ModelOutput, UserModelContent, tag="image", frozen=True):
 
 
 class ThinkingContent(ModelOutput, tag="thinking", frozen=True):
-    """The model's reasoning (seed 000, section 2). JSON tag ``"thinking"``.
+    """The model's reasoning (docs/concepts.md: Outputs). JSON tag ``"thinking"``.
 
     Thinking is replayed to the provider that issued it byte-exact, never as plain text
-    (wire-notes section 4).
+    (https://docs.anthropic.com/en/api/messages).
 
     Supported by: Anthropic (``thinking`` and ``redacted_thinking`` blocks), OpenAI Responses
     (``reasoning`` items), llama.cpp (``<think>`` text of reasoning models).
     """
 
     thinking: str
-    """The reasoning text so far (may be empty: the "omitted display" shape, case C23)."""
+    """The reasoning text so far (may be empty: the "omitted display" shape)."""
     signature: str | None = None
     """Anthropic: the block's ``signature``; for a redacted block, its opaque ``data``.
     OpenAI Responses: the reasoning item's ``encrypted_content``."""
@@ -164,7 +164,7 @@ class ThinkingContent(ModelOutput, tag="thinking", frozen=True):
 
 
 class ToolCall(ModelOutput, tag="tool_call", frozen=True):
-    """A request to run a tool (seed 000, section 2). JSON tag ``"tool_call"``."""
+    """A request to run a tool (docs/concepts.md: Outputs). JSON tag ``"tool_call"``."""
 
     id: str
     """The correlation id; the matching ``Messages.ToolResult.tool_call_id`` carries it back.
@@ -172,21 +172,21 @@ class ToolCall(ModelOutput, tag="tool_call", frozen=True):
     name: str
     """The tool (function) name."""
     arguments: dict[str, Any] | None = None
-    """The JSON object the model sent, unchanged (seed section 5); ``None`` when it sent no
+    """The JSON object the model sent, unchanged (docs/concepts.md: Tools); ``None`` when it sent no
     object or invalid JSON (validation then reports the missing fields to the model)."""
     signature: str | None = None
-    """An opaque provider signature on the call, echoed back on replay (case C26)."""
+    """An opaque provider signature on the call, echoed back on replay."""
     depends_on: list[str] = msgspec.field(default_factory=list)
     """Ids of calls in the same response that must finish before this one runs."""
     execution_hint: ExecutionHint = ExecutionHint.Unspecified
     """Scheduling hint within its dependency stage."""
     raw_arguments: str | None = None
     """The argument text as received when it was not a JSON object (truncated or malformed,
-    case C06); ``None`` when ``arguments`` holds the parsed object."""
+    for example); ``None`` when ``arguments`` holds the parsed object."""
 
 
 class Embedding(ModelOutput, tag="embedding", frozen=True):
-    """An embedding vector (seed 000, section 2). JSON tag ``"embedding"``."""
+    """An embedding vector (docs/concepts.md: Outputs). JSON tag ``"embedding"``."""
 
     dimensions: int
     """The vector length."""
@@ -212,7 +212,7 @@ ModelOutputT = TextContent | ImageContent | ThinkingContent | ToolCall | Embeddi
 
 
 class StopReason(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
-    """Why a generation ended (seed 000, section 4).
+    """Why a generation ended (docs/concepts.md: Outputs).
 
     ``Stop`` natural end; ``Length`` hit ``max_tokens``; ``ToolUse`` the model wants tools;
     ``Error`` provider error (see ``error_detail``); ``Aborted`` cancelled; ``Message(value)``

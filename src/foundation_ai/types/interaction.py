@@ -1,4 +1,4 @@
-"""A request to a model: ``ModelInteraction`` and ``ModelParams`` (seed 000, section 8)."""
+"""A request to a model: ``ModelInteraction`` and ``ModelParams`` (docs/concepts.md: Requests, parameters and usage)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ OutputFormatT = _Text | _JsonObject | _JsonSchema
 
 
 class ModelParams(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Sampling and output parameters (seed 000, section 8). Backends ignore what they don't support.
+    """Sampling and output parameters (docs/concepts.md: Requests, parameters and usage). Backends ignore what they don't support.
 
     Change one field with ``msgspec.structs.replace(params, temperature=0.0)`` or
     :meth:`with_`.
@@ -161,7 +161,7 @@ def _output_format_of(value: object) -> OutputFormatT:
 
 
 class ModelInteraction(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One request to a model (seed 000, section 8).
+    """One request to a model (docs/concepts.md: Requests, parameters and usage).
 
     ``messages`` are oldest-first. The system prompt is not a message: ``system_prompt`` and
     ``soul`` (a persona, joined to the system prompt by a blank line) ride here.

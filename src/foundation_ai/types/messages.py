@@ -1,4 +1,4 @@
-"""``Messages``: the normalized conversation format (seed 000, section 1).
+"""``Messages``: the normalized conversation format (docs/concepts.md: Messages).
 
 Three variants; system prompts are not a variant (they ride on
 ``ModelInteraction.system_prompt``) and loop-injected instructions are ``Messages.User`` with
@@ -37,7 +37,7 @@ from .overflow import is_overflow_text
 from .usage import UsageReport
 
 if TYPE_CHECKING:
-    # Type checkers see the seed's base classes (so `StopReason.STOP` or any `ModelId` is
+    # Type checkers see the enum base classes (so `StopReason.STOP` or any `ModelId` is
     # accepted; content fields keep their unions so `isinstance` narrows them); at run time msgspec sees the unions of variants it decodes.
     from .content import GenerationMetadata as _AnyMetadata
     from .content import StopReason as _AnyStopReason
@@ -83,7 +83,7 @@ def _utc_field(obj: msgspec.Struct, name: str) -> None:
 
 
 class Messages(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True, kw_only=True):
-    """A message of the conversation (seed 000, section 1). Variants:
+    """A message of the conversation (docs/concepts.md: Messages). Variants:
 
     - ``Messages.User``: input from a human, a peer agent, the loop or a tool context.
     - ``Messages.Assistant``: one model output (text, thinking, a tool call, …).
@@ -101,7 +101,7 @@ class Messages(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True
     id: Id = msgspec.field(default_factory=new_scru128)
     """A SCRU128 id, time-ordered; made fresh when absent."""
 
-    # -- constructors (seed section 1) ------------------------------------------------------
+    # -- constructors (docs/concepts.md: Messages) ------------------------------------------------------
 
     @staticmethod
     def user(text: str) -> UserMessage:
@@ -149,7 +149,7 @@ class Messages(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True
     def is_context_overflow(self, context_window: int | None = None) -> bool:
         """True when this is an Assistant message that reports a context overflow.
 
-        Two cases (wire-notes section 1): ``stop_reason`` is ``Error`` and ``error_detail``
+        Two cases (docs/concepts.md: Context overflow): ``stop_reason`` is ``Error`` and ``error_detail``
         matches one of the providers' overflow messages (``types.overflow.OVERFLOW_PATTERNS``);
         or "silent" overflow: ``stop_reason`` is ``Stop`` and ``usage.input + usage.cache_read``
         exceeds ``context_window`` (tokens), when given.

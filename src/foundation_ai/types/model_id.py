@@ -1,4 +1,4 @@
-"""Model identifiers and GGUF quantizations (seed 000, section 13), and provider names."""
+"""Model identifiers and GGUF quantizations (docs/concepts.md: Model ids), and provider names."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ class ModelProviders:
 
 
 class ModelId(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
-    """Which model (seed 000, section 13). Four variants, each a name plus an optional GGUF
+    """Which model (docs/concepts.md: Model ids). Four variants, each a name plus an optional GGUF
     quantization (``None`` for cloud models):
 
     - ``ModelId.Name(value, quantization)``: a concrete model name, ``"gpt-4o-mini"``.

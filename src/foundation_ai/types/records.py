@@ -1,4 +1,4 @@
-"""What a turn produces: ``SessionRecord`` (seed 000, section 11) and ``AgentProgress`` (section 12)."""
+"""What a turn produces: ``SessionRecord`` (docs/concepts.md: Stores) and ``AgentProgress`` (docs/concepts.md: Events)."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ class StructuredErrorTrace(msgspec.Struct, frozen=True, kw_only=True, omit_defau
 
 
 class SessionRecord(msgspec.Struct, frozen=True, tag_field="type", kw_only=True, omit_defaults=True):
-    """A record of a session (seed 000, section 11). Variants and JSON tags:
+    """A record of a session (docs/concepts.md: Stores). Variants and JSON tags:
 
     - ``Conversation(message)`` ``"conversation"``: one persisted message (one per output).
     - ``Retracted(id, reason, timestamp)`` ``"retracted"``: drop the assistant output streamed so far.
@@ -254,7 +254,7 @@ SessionRecordT = (
 
 
 class AgentProgress(msgspec.Struct, frozen=True, tag_field="type", kw_only=True, omit_defaults=True):
-    """Advisory progress hints (seed 000, section 12) — not a framing guarantee.
+    """Advisory progress hints (docs/concepts.md: Events) — not a framing guarantee.
 
     Non-exhaustive: new variants may be added, so a ``match`` needs a ``case _:`` arm. Variants:
     ``Initializing(step)``, ``Generating(model, tokens_so_far)``, ``ToolCallRequested(name)``,

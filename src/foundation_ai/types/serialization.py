@@ -1,6 +1,6 @@
 """The foundation_ai JSON format, version 1 (documented in ``docs/json-format.md``).
 
-- Every enum of the seed is an object tagged by ``"type"`` (``{"type": "tool_call", ...}``).
+- Every enum-like type is an object tagged by ``"type"`` (``{"type": "tool_call", ...}``).
 - Roles are lowercase strings; timestamps RFC 3339 in UTC (``"2026-11-29T21:58:04.702893Z"``);
   ids 25-character SCRU128 strings.
 - Fields equal to their default are omitted when writing and filled in when reading; unknown
@@ -8,7 +8,7 @@
 - A *document* wraps a list of items with the format name and version:
   ``{"format": "foundation-ai", "version": 1, "kind": "...", "items": [...]}``.
 
-``to_json(value)`` -> bytes; ``from_json(data, Messages)`` -> a typed value. Pass a seed base
+``to_json(value)`` -> bytes; ``from_json(data, Messages)`` -> a typed value. Pass an enum-like base
 class (``Messages``, ``ModelOutput``, ``SessionRecord``, …), ``list[...]`` of one, or
 ``Stream[Messages, ModelState]``.
 
@@ -94,7 +94,7 @@ _PATH = re.compile(r" - at `(\$[^`]*)`$")
 
 
 def _resolve(tp: Any) -> Any:
-    """Map seed base classes (and containers of them) to their decodable unions."""
+    """Map enum-like base classes (and containers of them) to their decodable unions."""
     if tp in _UNIONS:
         return _UNIONS[tp]
     origin = get_origin(tp)
@@ -191,7 +191,7 @@ def _too_deep() -> JsonFormatError:
 
 
 def from_json(data: bytes | str, tp: type[T] | Any) -> T:
-    """Decode JSON into ``tp`` (a seed type such as ``Messages``, or ``list[Messages]``, …).
+    """Decode JSON into ``tp`` (a library type such as ``Messages``, or ``list[Messages]``, …).
 
     Raises:
         JsonFormatError: the text is not JSON (or not valid UTF-8 / Unicode), nests deeper than

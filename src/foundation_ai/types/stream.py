@@ -1,4 +1,4 @@
-"""The ``Stream`` contract (seed 000, section 10) and ``ModelState``.
+"""The ``Stream`` contract (docs/concepts.md: The stream contract) and ``ModelState``.
 
 ``Stream[D, P]`` is what every streaming call yields:
 
@@ -34,7 +34,7 @@ P = TypeVar("P")
 
 
 class Stream(msgspec.Struct, Generic[D, P], frozen=True, tag_field="type"):
-    """One item of a stream (seed 000, section 10). See the module docstring."""
+    """One item of a stream (docs/concepts.md: The stream contract). See the module docstring."""
 
     Init: ClassVar[type[_Init[Any, Any]]]
     Pending: ClassVar[type[_Pending[Any, Any]]]
@@ -100,7 +100,7 @@ for _attr, _cls in (
 
 
 class ModelState(msgspec.Struct, frozen=True, tag_field="type"):
-    """Progress of a model call (the ``P`` of ``Model.stream``, seed 000 section 10).
+    """Progress of a model call (the ``P`` of ``Model.stream``, docs/concepts.md: The stream contract).
 
     ``GeneratingTokens(usage)`` (cumulative usage when known), ``GeneratingEmbeddings()``,
     ``Finished()``, ``Error(message)``. Every backend failure is an ``Error`` (or an Assistant

@@ -1,4 +1,4 @@
-"""``ToolArgs``: typed readers over a tool call's JSON arguments (seed 000, section 5).
+"""``ToolArgs``: typed readers over a tool call's JSON arguments (docs/concepts.md: Tools).
 
     args = ToolArgs(call.arguments)
     q = args.str("q")                 # raises ToolArgumentError if missing or not a string

@@ -1,4 +1,4 @@
-"""Tools as the model sees them (seed 000, sections 5-7) and ``ToolChoice`` (section 8).
+"""Tools as the model sees them (docs/concepts.md: Tools) and ``ToolChoice`` (docs/concepts.md: Requests, parameters and usage).
 
 - ``ToolArguments``: a tool call's arguments, the plain JSON object the model sent.
 - :class:`Args`: a JSON Schema plus its validator, compiled once per ``Args``.
@@ -30,13 +30,13 @@ __all__ = [
 ]
 
 ToolArguments = dict[str, Any]
-"""A tool call's arguments: the JSON object the model sent, unchanged (seed 000, section 5)."""
+"""A tool call's arguments: the JSON object the model sent, unchanged (docs/concepts.md: Tools)."""
 
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
 class Args(msgspec.Struct, frozen=True, dict=True):
-    """A JSON Schema for a tool's arguments plus its validator (seed 000, section 6).
+    """A JSON Schema for a tool's arguments plus its validator (docs/concepts.md: Tools).
 
     Build with ``Args.new(scheme.object()...)`` (or ``Args(schema_dict)``), ``Args.from_value``
     for a raw schema, ``Args.empty()`` for no arguments. The validator (jsonschema-rs) is compiled
@@ -107,7 +107,7 @@ class FunctionSpec(msgspec.Struct, frozen=True):
 
 
 class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A tool (seed 000, section 7)."""
+    """A tool (docs/concepts.md: Tools)."""
 
     name: str
     """The function name the model calls (provider limits: ``^[a-zA-Z0-9_-]{1,64}$``)."""
@@ -126,7 +126,7 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
 
 
 class Tool(msgspec.Struct, frozen=True, tag_field="type"):
-    """A tool offered to the model (seed 000, section 7). Variants:
+    """A tool offered to the model (docs/concepts.md: Tools). Variants:
 
     - ``Tool.SingleCommand(definition)``: one function.
     - ``Tool.MultiCommands(name, commands)``: several commands behind one function (e.g.
@@ -234,7 +234,7 @@ ToolT = _SingleCommand | _MultiCommands
 
 
 class ToolDeclarations(msgspec.Struct, frozen=True, omit_defaults=True):
-    """The tools of a request (seed 000, section 7): ``shed`` (the discovery meta-tool, if any)
+    """The tools of a request (docs/concepts.md: Tools): ``shed`` (the discovery meta-tool, if any)
     and ``tools`` (the tools it has activated)."""
 
     shed: ToolT | None = None
@@ -262,7 +262,7 @@ class ToolDeclarations(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class ToolChoice(msgspec.Struct, frozen=True, tag_field="type"):
-    """Whether and which tool the model must call (seed 000, section 8).
+    """Whether and which tool the model must call (docs/concepts.md: Requests, parameters and usage).
 
     ``ToolChoice.Auto()`` the model decides; ``ToolChoice.None_()`` no tools (``None`` is a
     Python keyword); ``ToolChoice.Required()`` some tool; ``ToolChoice.Function(name)`` that

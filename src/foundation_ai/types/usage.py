@@ -1,6 +1,6 @@
-"""Token usage and its cost (seed 000, section 9).
+"""Token usage and its cost (docs/concepts.md: Requests, parameters and usage).
 
-Token counts are ``float`` as in the seed (some providers report fractional "tokens" for
+Token counts are ``float`` (some providers report fractional "tokens" for
 images); costs are in USD.
 """
 
@@ -84,7 +84,7 @@ _NO_COST = UsageCosting()
 
 
 class UsageReport(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
-    """Token usage of one generation (seed 000, section 9). Units: tokens, cost in USD.
+    """Token usage of one generation (docs/concepts.md: Requests, parameters and usage). Units: tokens, cost in USD.
 
     Streaming backends report **cumulative** usage on each chunk: the last chunk's report is the
     generation's usage. ``a + b`` adds two reports field by field (for totals across generations); an empty report
@@ -146,7 +146,7 @@ _EMPTY_REPORT = UsageReport()
 
 
 class TokenSnapshot(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
-    """Cumulative token totals at a point in a session (seed 000, section 11: ``Summary``).
+    """Cumulative token totals at a point in a session (docs/concepts.md: Stores: ``Summary``).
 
     Units: tokens; ``cost_usd`` in USD.
     """

@@ -1,4 +1,4 @@
-"""Vector types (seed 000 "Vector types"; seed 001 for tags and score meanings).
+"""Vector types (docs/concepts.md: Vectors).
 
 - :class:`VectorEntry`: ``id``, ``vector`` (floats), ``metadata`` (``tags``, key-value
   ``labels``, free ``extra`` fields).
@@ -10,9 +10,9 @@
   | ``Metric.Dot`` | dot product, unbounded | higher |
   | ``Metric.L2`` | Euclidean distance, >= 0.0 | lower |
 
-  ``search`` always returns the best match first. Seed 001's "higher = more similar" holds for
-  cosine and dot product; for L2 the score is the distance itself (as seed 001's "L2 distance
-  (0..inf)" says), so lower is more similar.
+  ``search`` always returns the best match first. "Higher = more similar" holds for
+  cosine and dot product; for L2 the score is the distance itself (0..inf), so lower is more
+  similar.
 - :class:`VectorStore`: the protocol (upsert, get, delete, search by vector with ``k`` and a tag
   filter: tag names or key-value labels). Implementations:
 

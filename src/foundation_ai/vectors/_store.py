@@ -37,10 +37,10 @@ all be in ``metadata.labels``."""
 
 
 class VectorMetadata(msgspec.Struct, omit_defaults=True):
-    """Metadata of an entry (seed 001, section 10).
+    """Metadata of an entry (docs/concepts.md: Vectors).
 
-    ``tags`` are plain tag names and ``labels`` key-value tags (the seed's
-    ``HashMap<String, String>``); both are used by search filters. ``extra`` holds free-form
+    ``tags`` are plain tag names and ``labels`` key-value tags (a
+    ``dict[str, str]``); both are used by search filters. ``extra`` holds free-form
     fields that are stored but never filtered on.
     """
 

@@ -1,0 +1,107 @@
+"""The command line's modules import each other one way only: no import cycle between
+``foundation_ai.cli`` and the modules of ``foundation_ai._cli``, counting imports inside
+functions too (a lazy import still ties two modules together)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import foundation_ai
+
+SRC = Path(foundation_ai.__file__).parent
+PACKAGE = "foundation_ai"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _known_modules() -> set[str]:
+    return {_module_name(p) for p in SRC.rglob("*.py")}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (module level and inside functions)."""
+    known = _known_modules()
+    graph: dict[str, set[str]] = {}
+    for path in SRC.rglob("*.py"):
+        name = _module_name(path)
+        is_pkg = path.name == "__init__.py"
+        package = name if is_pkg else name.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in known)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base_parts = package.split(".")
+                    base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+                    base = ".".join([*base_parts, node.module] if node.module else base_parts)
+                else:
+                    base = node.module or ""
+                if base in known:
+                    edges.add(base)
+                for alias in node.names:  # `from . import commands`: a submodule
+                    if f"{base}.{alias.name}" in known:
+                        edges.add(f"{base}.{alias.name}")
+        edges.discard(name)
+        graph[name] = edges
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]], nodes: set[str]) -> list[str] | None:
+    """A cycle among ``nodes`` (edges leaving ``nodes`` are ignored), or ``None``."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if m not in nodes:
+                continue
+            if state.get(m) == 1:
+                return [*stack[stack.index(m) :], m]
+            if m not in state and (found := visit(m)) is not None:
+                return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(nodes):
+        if n not in state and (found := visit(n)) is not None:
+            return found
+    return None
+
+
+def _cli_modules(graph: dict[str, set[str]]) -> set[str]:
+    return {m for m in graph if m == f"{PACKAGE}.cli" or m.startswith(f"{PACKAGE}._cli")}
+
+
+def test_the_cli_modules_form_no_import_cycle() -> None:
+    graph = import_graph()
+    nodes = _cli_modules(graph)
+    assert {f"{PACKAGE}.cli", f"{PACKAGE}._cli.commands", f"{PACKAGE}._cli.chat"} <= nodes
+    assert find_cycle(graph, nodes) is None, " -> ".join(find_cycle(graph, nodes) or [])
+
+
+def test_no_cli_module_imports_the_entry_point() -> None:
+    """``foundation_ai.cli`` is the top: the pieces under ``_cli`` never import it back."""
+    graph = import_graph()
+    back = sorted(m for m in _cli_modules(graph) if f"{PACKAGE}.cli" in graph[m])
+    assert back == []
+
+
+def test_the_checker_sees_lazy_imports_and_finds_a_cycle() -> None:
+    """The checker itself: it follows imports inside functions, and reports a planted cycle."""
+    graph = import_graph()
+    assert f"{PACKAGE}._cli.commands" in graph[f"{PACKAGE}.cli"]  # imported inside main()
+    planted = {k: set(v) for k, v in graph.items()}
+    planted[f"{PACKAGE}._cli.status"].add(f"{PACKAGE}._cli.commands")
+    cycle = find_cycle(planted, _cli_modules(planted))
+    assert cycle is not None and cycle[0] == cycle[-1]
