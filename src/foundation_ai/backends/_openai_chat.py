@@ -44,6 +44,8 @@ of only ``data: [DONE]`` is an error.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -92,7 +94,7 @@ from ._http import (
     stream_events,
 )
 from ._reasoning_tokens import billed_output
-from ._sanitize import OPENAI_CHAT, sanitize_history
+from ._sanitize import OPENAI_CHAT, IdMapping, sanitize_history
 from ._wire_text import as_name, decode_event, final, has_surrogate_escape, join, join_all, visible
 from .base import ModelStream
 
@@ -259,6 +261,7 @@ class OpenAIChatModel(HttpBackend):
         )
         self._model_id = ModelId.Name(model)
         self.origin = origin_of(options.base_url)
+        self._wire_cache = WireCache()
         if forced_tool_mode == "auto":
             self.emulate_forced_tools = host in LOCAL_HOSTS
         else:
@@ -285,6 +288,7 @@ class OpenAIChatModel(HttpBackend):
             emulate_forced_tools=self.emulate_forced_tools,
             tool_call_content=self.tool_call_content,
             origin=self.origin,
+            wire_cache=self._wire_cache,
         )
         if self.extra_body:
             body.update(self.extra_body)
@@ -402,6 +406,18 @@ def build_messages(
     system = interaction.full_system_prompt()
     if system:
         out.append({"role": "system", "content": system})
+    history = sanitize_history(interaction.messages, OPENAI_CHAT)
+    out.extend(wire_messages(history, tool_call_content=tool_call_content, origin=origin))
+    return pair_tool_messages(out)
+
+
+def wire_messages(
+    history: Sequence[Any], *, tool_call_content: str | None = None, origin: str | None = None
+) -> list[dict[str, Any]]:
+    """The wire messages of an already sanitized slice of a history (no system prompt, before
+    :func:`pair_tool_messages`); see :func:`build_messages`. A slice that starts after a user
+    message maps exactly as it does inside the whole history."""
+    out: list[dict[str, Any]] = []
     turn: dict[str, Any] | None = None  # the assistant message being built
     images: list[dict[str, Any]] = []  # images from tool results, flushed after the tool run
 
@@ -410,7 +426,7 @@ def build_messages(
             out.extend(images)
             images.clear()
 
-    for m in sanitize_history(interaction.messages, OPENAI_CHAT):
+    for m in history:
         if isinstance(m, AssistantMessage):
             flush_images()
             c = m.content
@@ -469,7 +485,7 @@ def build_messages(
         for msg in out:
             if msg["role"] == "assistant" and msg["content"] is None:
                 msg["content"] = tool_call_content
-    return pair_tool_messages(out)
+    return out
 
 
 _NOT_RUN = "No result: the tool call was not run."
@@ -514,6 +530,105 @@ def pair_tool_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _orphan_tool(msg: dict[str, Any]) -> dict[str, Any]:
     return {"role": "user", "content": f"[result of tool call {msg['tool_call_id']}]\n{msg['content']}"}
+
+
+def _boundary(messages: Sequence[Any], start: int) -> int:
+    """The end of the longest prefix of ``messages`` (at least ``start``) that ends on a user
+    message with text or an image: after it, the mapping starts afresh (no assistant message
+    being built, no image waiting)."""
+    for k in range(len(messages), start, -1):
+        m = messages[k - 1]
+        if isinstance(m, UserMessage):
+            c = m.content
+            if not (isinstance(c, TextContent) and not c.content.strip()):
+                return k
+    return start
+
+
+class _Prefix:
+    """A cached history prefix: its messages, their encoded wire messages, the id mapping."""
+
+    __slots__ = ("ids", "messages", "wire")
+
+    def __init__(self, messages: list[Any], wire: list[msgspec.Raw], ids: IdMapping) -> None:
+        self.messages = messages
+        self.wire = wire
+        self.ids = ids
+
+
+class WireCache:
+    """The encoded wire messages of each session's history, so a request encodes only the
+    messages it has not sent before (the history is append-only and messages are immutable).
+
+    Keyed by the first message's id, the ``origin`` and ``tool_call_content`` (the only inputs
+    of the mapping besides the messages); a prefix is reused when the new history starts with
+    the same message objects (or equal ones). Up to ``size`` sessions are kept (least recently
+    used dropped). The output is byte for byte :func:`build_messages` (tested in
+    ``tests/test_history_cost.py``). Thread-safe.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[str, str | None, str | None], _Prefix] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def messages(
+        self,
+        interaction: ModelInteraction,
+        *,
+        tool_call_content: str | None = None,
+        origin: str | None = None,
+    ) -> list[Any]:
+        """:func:`build_messages` of ``interaction``, the cached prefix as ``msgspec.Raw``
+        items (encode the body with ``msgspec.json.encode``)."""
+        history = interaction.messages
+        out: list[Any] = []
+        system = interaction.full_system_prompt()
+        if system:
+            out.append({"role": "system", "content": system})
+        if not history:
+            return out
+        key = (history[0].id, origin, tool_call_content)
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            if entry is not None:
+                k = len(entry.messages)
+                if len(history) < k or history[:k] != entry.messages:
+                    entry = None
+            if entry is None:
+                entry = _Prefix([], [], IdMapping(OPENAI_CHAT.id_max))
+            start = len(entry.messages)
+            cut = _boundary(history, start)
+            if cut > start:
+                fresh = wire_messages(
+                    sanitize_history(history[start:cut], OPENAI_CHAT, ids=entry.ids),
+                    tool_call_content=tool_call_content,
+                    origin=origin,
+                )
+                last = next((w for w in reversed(fresh) if w["role"] == "assistant"), None)
+                if last is not None and "tool_calls" in last:  # calls still being paired
+                    out.extend(
+                        build_messages(interaction, tool_call_content=tool_call_content, origin=origin)[
+                            len(out) :
+                        ]
+                    )
+                    return out
+                entry = _Prefix(
+                    history[:cut],
+                    entry.wire + [msgspec.Raw(msgspec.json.encode(w)) for w in pair_tool_messages(fresh)],
+                    entry.ids,
+                )
+            tail = wire_messages(
+                sanitize_history(history[cut:], OPENAI_CHAT, ids=entry.ids.child()),
+                tool_call_content=tool_call_content,
+                origin=origin,
+            )
+            self._entries[key] = entry
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        out.extend(entry.wire)
+        out.extend(pair_tool_messages(tail))
+        return out
 
 
 def _tool_choice(choice: Any) -> Any:
@@ -576,8 +691,12 @@ def build_request(
     emulate_forced_tools: bool = False,
     tool_call_content: str | None = None,
     origin: str | None = None,
+    wire_cache: WireCache | None = None,
 ) -> dict[str, Any]:
     """The Chat Completions request body (a JSON-ready dict).
+
+    With ``wire_cache``, the history's messages already sent are ``msgspec.Raw`` items taken
+    from it (the same bytes once encoded with ``msgspec.json.encode``).
 
     ``messages`` is :func:`build_messages` (the sanitation step of ``docs/sanitation.md``
     included; ``tool_call_content`` as there; ``origin``, the server the request goes to, for
@@ -594,12 +713,13 @@ def build_request(
     ``output_format``). ``top_k`` and ``repeat_penalty`` are not OpenAI fields: ignored (use
     ``extra_body`` for servers that take them).
     """
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": build_messages(interaction, tool_call_content=tool_call_content, origin=origin),
-    }
-    fns = interaction.tools_shed.functions()
     forced = forced_call_schema(interaction) if emulate_forced_tools else None
+    if wire_cache is not None and forced is None:
+        messages = wire_cache.messages(interaction, tool_call_content=tool_call_content, origin=origin)
+    else:
+        messages = build_messages(interaction, tool_call_content=tool_call_content, origin=origin)
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    fns = interaction.tools_shed.functions()
     if forced is not None:
         _add_instruction(body["messages"], forced[1])
         fns = []

@@ -51,6 +51,7 @@ from ..types import (
 
 __all__ = [
     "ANTHROPIC",
+    "IdMapping",
     "OPENAI_CHAT",
     "OPENAI_RESPONSES",
     "WireRules",
@@ -140,7 +141,7 @@ def _fit_name(name: str) -> str:
     return _SAFE.sub("_", name)[:_NAME_MAX] or "unnamed_tool"
 
 
-def _unique(candidate: str, used: set[str], id_max: int) -> str:
+def _unique(candidate: str, used: _Used, id_max: int) -> str:
     n = 2
     found = candidate
     while found in used:
@@ -154,15 +155,51 @@ def _blank(text: str) -> bool:
     return not text.strip()
 
 
-class _Ids:
-    """The id mapping of one request (see the module docstring)."""
+class _Used:
+    """The ids already given in a request: a set of its own over an optional frozen parent."""
 
-    def __init__(self, id_max: int) -> None:
+    def __init__(self, parent: _Used | None = None) -> None:
+        self.own: set[str] = set()
+        self.parent = parent
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.own or (self.parent is not None and item in self.parent)
+
+    def add(self, item: str) -> None:
+        self.own.add(item)
+
+
+class IdMapping:
+    """The tool-call id mapping of one request (see the module docstring), carried across
+    :func:`sanitize_history` calls over consecutive slices of one history, so a backend can
+    sanitize only the messages it has not seen (``child()``: a copy-on-write view that leaves
+    this mapping unchanged)."""
+
+    def __init__(self, id_max: int, parent: IdMapping | None = None) -> None:
         self.id_max = id_max
-        self.used: set[str] = set()
+        self.parent = parent
+        self.used: _Used = _Used(parent.used if parent is not None else None)
         self.pending: dict[str, deque[str]] = {}
         self.latest: dict[str, str] = {}
-        self.empties = 0
+        self.empties: int = parent.empties if parent is not None else 0
+
+    def child(self) -> IdMapping:
+        """A mapping that reads this one and writes only to itself."""
+        return IdMapping(self.id_max, self)
+
+    def _queue(self, raw: str) -> deque[str] | None:
+        queue = self.pending.get(raw)
+        if queue is None and self.parent is not None:
+            inherited = self.parent._queue(raw)
+            if inherited is not None:
+                queue = self.pending[raw] = deque(inherited)
+        return queue
+
+    def _latest(self, raw: str) -> str | None:
+        found = self.latest.get(raw)
+        if found is None and self.parent is not None:
+            return self.parent._latest(raw)
+        return found
 
     def _empty(self) -> str:
         found = _unique(f"call_empty_{self.empties}", self.used, self.id_max)
@@ -172,21 +209,29 @@ class _Ids:
     def call(self, raw: str) -> str:
         found = _unique(fit_id(raw, self.id_max) if raw else self._empty(), self.used, self.id_max)
         self.used.add(found)
-        self.pending.setdefault(raw, deque()).append(found)
+        queue = self._queue(raw)
+        if queue is None:
+            queue = self.pending[raw] = deque()
+        queue.append(found)
         self.latest[raw] = found
         return found
 
     def result(self, raw: str) -> str:
-        queue = self.pending.get(raw)
+        queue = self._queue(raw)
         if queue:
             return queue.popleft()
-        if raw in self.latest:
-            return self.latest[raw]
+        latest = self._latest(raw)
+        if latest is not None:
+            return latest
         return fit_id(raw, self.id_max) if raw else self._empty()
 
 
 def sanitize_history(
-    messages: list[Messages] | list[object], rules: WireRules, *, keep_thinking: bool = True
+    messages: list[Messages] | list[object],
+    rules: WireRules,
+    *,
+    keep_thinking: bool = True,
+    ids: IdMapping | None = None,
 ) -> list[Messages]:
     """The messages of a history made acceptable to ``rules.provider`` (see the module
     docstring): new objects where something changed, the given ones otherwise. Never raises
@@ -197,9 +242,12 @@ def sanitize_history(
         rules: the provider's :class:`WireRules`.
         keep_thinking: keep ``ThinkingContent`` outputs (the mapper still decides per provider
             and signature); false when the target model takes no reasoning.
+        ids: the id mapping of the messages before ``messages`` in the same request (it is
+            updated); default: a fresh one (``messages`` is the whole history).
     """
     out: list[Messages] = []
-    ids = _Ids(rules.id_max)
+    if ids is None:
+        ids = IdMapping(rules.id_max)
     blank_rule = rules.blank_text_rejected
     for m in messages:
         if isinstance(m, AssistantMessage):

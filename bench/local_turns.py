@@ -1,0 +1,150 @@
+"""Time to first token across the turns of one chat on the bundled model, beside raw llama-cpp-python.
+
+A 20-turn chat on ``foundation_ai.backends.default_model()`` (SmolLM2-135M-Instruct): each
+turn adds a user message, streams the answer (``max_tokens`` new tokens at most) and appends it
+to the history, so turn n+1's prompt extends turn n's and llama.cpp can reuse its cached prefix.
+Time to first token (TTFT) = from the call to the first text item, milliseconds, wall clock.
+
+The peer, interleaved turn by turn in the same process: raw llama-cpp-python on its own
+``llama_cpp.Llama`` over the same GGUF file (same ``n_ctx``), ``create_chat_completion(
+stream=True)`` with the same messages and answers (llama-cpp-python renders the GGUF's chat
+template itself and keeps its own prompt cache).
+
+Both sides are warmed up once (an unrelated prompt) and their caches reset before turn 1.
+Also checked, for every turn: the prompt tokens of turn n are a prefix of turn n+1's.
+
+Goal (issue "Performance at scale", goal 4): TTFT at turn 20 at most 1.2x that of turn 1 (the
+median of turns 1-3 and of turns 18-20 are compared, to damp the noise of a shared machine);
+raw llama-cpp-python is printed beside it. Run: ``python bench/local_turns.py [--turns 20]
+[--max-tokens 64]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from typing import Any
+
+from foundation_ai.backends import default_model
+from foundation_ai.types import AssistantMessage, Messages, ModelInteraction, ModelParams, Stream, TextContent
+
+QUESTIONS = [
+    "Tell me about lighthouses.",
+    "Why are they painted in stripes?",
+    "Who keeps them today?",
+    "What is a Fresnel lens?",
+    "How far can the light be seen?",
+    "Name a famous lighthouse.",
+    "What happened to the Pharos of Alexandria?",
+    "Are there lighthouses on lakes?",
+    "How do ships use them at night?",
+    "What replaced lighthouse keepers?",
+]
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def ours_turn(model: Any, history: list[Any], params: ModelParams) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    ttft = 0.0
+    parts: list[str] = []
+    for item in model.stream(ModelInteraction(messages=list(history)), params):
+        if isinstance(item, Stream.Next):
+            value = item.value.text() or ""
+            if value and not ttft:
+                ttft = (time.perf_counter() - t0) * 1e3
+            parts.append(value)  # the backend streams deltas
+    return ttft, "".join(parts)
+
+
+def raw_turn(llama: Any, messages: list[dict[str, str]], max_tokens: int) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    ttft = 0.0
+    parts: list[str] = []
+    for chunk in llama.create_chat_completion(
+        messages=messages, max_tokens=max_tokens, temperature=0.0, stream=True
+    ):
+        piece = chunk["choices"][0]["delta"].get("content") or ""
+        if piece and not ttft:
+            ttft = (time.perf_counter() - t0) * 1e3
+        parts.append(piece)
+    return ttft, "".join(parts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--turns", type=int, default=20)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    args = ap.parse_args()
+    import llama_cpp
+
+    model = default_model()
+    raw = llama_cpp.Llama(
+        model_path=model.llama.model_path,
+        n_ctx=int(model.llama.n_ctx()),
+        n_threads=model.llama.n_threads,
+        verbose=False,
+    )
+    params = ModelParams(max_tokens=args.max_tokens, temperature=0.0)
+    # warm up both (first evaluation costs more), then start from an empty cache
+    ours_turn(model, [Messages.user("Warm up.")], params)
+    raw_turn(raw, [{"role": "user", "content": "Warm up."}], args.max_tokens)
+    model.llama.reset()
+    raw.reset()
+    history: list[Any] = []
+    raw_messages: list[dict[str, str]] = []
+    ours: list[float] = []
+    peer: list[float] = []
+    prefix_ok = True
+    previous: list[int] = []
+    print(load())
+    for n in range(args.turns):
+        question = QUESTIONS[n % len(QUESTIONS)]
+        history.append(Messages.user(question))
+        tokens = model.prompt_tokens(ModelInteraction(messages=list(history)))
+        if previous and tokens[: len(previous)] != previous:
+            prefix_ok = False
+        cached = [int(t) for t in model.llama._input_ids]
+        reused = next(
+            (i for i, (a, b) in enumerate(zip(cached, tokens, strict=False)) if a != b),
+            min(len(cached), len(tokens)),
+        )
+        ttft, text = ours_turn(model, history, params)
+        history.append(AssistantMessage(model="smollm2", content=TextContent(text)))
+        previous = tokens
+        raw_messages.append({"role": "user", "content": question})
+        raw_ttft, raw_text = raw_turn(raw, raw_messages, args.max_tokens)
+        raw_messages.append({"role": "assistant", "content": raw_text})
+        ours.append(ttft)
+        peer.append(raw_ttft)
+        print(
+            f"turn {n + 1:>2}  prompt {len(tokens):>5} tokens ({reused:>5} cached)  foundation_ai TTFT {ttft:7.1f} ms"
+            f"   raw llama-cpp-python TTFT {raw_ttft:7.1f} ms",
+            flush=True,
+        )
+    print(load())
+    head, tail = ours[:3], ours[-3:]
+    ratio = statistics.median(tail) / statistics.median(head)
+    raw_ratio = statistics.median(peer[-3:]) / statistics.median(peer[:3])
+    print(
+        f"foundation_ai TTFT turns 1-3 median {statistics.median(head):.1f} ms (min {min(head):.1f}),"
+        f" turns {args.turns - 2}-{args.turns} median {statistics.median(tail):.1f} ms (min {min(tail):.1f}):"
+        f" ratio {ratio:.2f}x"
+    )
+    print(
+        f"raw llama-cpp-python TTFT turns 1-3 median {statistics.median(peer[:3]):.1f} ms,"
+        f" turns {args.turns - 2}-{args.turns} median {statistics.median(peer[-3:]):.1f} ms: ratio {raw_ratio:.2f}x"
+    )
+    print(f"prompt of turn n a token prefix of turn n+1's: {'yes' if prefix_ok else 'NO'}")
+    print(
+        f"goal: TTFT at turn {args.turns} <= 1.2x turn 1: {ratio:.2f}x -> {'met' if ratio <= 1.2 else 'NOT met'}"
+    )
+
+
+if __name__ == "__main__":
+    main()
