@@ -469,3 +469,43 @@ def test_a_resumed_session_keeps_its_model_and_system_prompt(tmp_path: Path) -> 
         r = fa(tmp_path, "-c", "--base-url", srv.base_url, "-s", "Be kind.", "--db", str(db), "third")
         assert r.returncode == 0, r.stderr
         assert sent(srv, 2)["messages"][0]["content"] == "Be kind."
+
+
+# ---------------------------------------------------------------------------------------------
+# --mcp: an MCP server's tools offered through the command line (and config.toml)
+
+MCP_SERVER = str(Path(__file__).resolve().parent / "_mcp_server.py")
+
+
+def test_mcp_flag_offers_a_stdio_servers_tools_and_the_model_calls_one(tmp_path: Path) -> None:
+    import sys
+
+    db = tmp_path / "s.db"
+    out = fa(
+        tmp_path,
+        "run",
+        "--json",
+        "--db",
+        str(db),
+        "--mcp",
+        f"{sys.executable} {MCP_SERVER} stdio",
+        "--tool-choice",
+        "add",
+        *SMALL,
+        "What is 2 + 3? Use the add tool.",
+    )
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    calls = [e for e in events if e["type"] == "tool_call"]
+    results = [e for e in events if e["type"] == "tool_result"]
+    assert calls and calls[0]["call"]["name"] == "add"
+    assert results, events  # the MCP server answered the call (a result, not a refusal)
+
+
+def test_mcp_servers_come_from_the_config_file_and_a_bad_one_is_a_usage_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "config" / "foundation-ai"
+    cfg.mkdir(parents=True)
+    (cfg / "config.toml").write_text('mcp = ["definitely-not-a-command-xyz"]\n', encoding="utf-8")
+    out = fa(tmp_path, "run", "--db", str(tmp_path / "s.db"), *SMALL, "hi")
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert "--mcp definitely-not-a-command-xyz" in one_error(out.stderr)

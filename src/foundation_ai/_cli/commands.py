@@ -71,6 +71,8 @@ def apply_config(args: argparse.Namespace, config: Config) -> argparse.Namespace
         args.system = config.system
     if not args.tools and config.tools:
         args.tools = list(config.tools)
+    if not getattr(args, "mcp", None) and config.mcp:
+        args.mcp = list(config.mcp)
     if args.temperature is None:
         args.temperature = config.temperature
     if args.max_tokens is None:
@@ -224,7 +226,40 @@ def _builtin_tools(args: argparse.Namespace, questions: QuestionBox) -> tuple[li
         described.append(
             f"shell in {root} ({'runs without asking' if args.yes else 'asks before each command'})"
         )
+    for spec in getattr(args, "mcp", None) or []:
+        source = _mcp_source(spec)
+        tools += source
+        described.append(f"mcp {spec} ({len(source)} tools)")
     return tools, described
+
+
+def _mcp_source(spec: str) -> list[Any]:
+    """The tools of one ``--mcp`` server: an http(s) URL (streamable HTTP) or a command (stdio,
+    split like a shell). The connection is closed when the process exits.
+
+    Raises:
+        ConfigurationError: the server cannot be started or does not list its tools.
+    """
+    import atexit
+    import shlex
+
+    from ..agentic.toolsets.mcp import MCPServerTools
+
+    text = spec.strip()
+    try:
+        if text.startswith(("http://", "https://")):
+            server = MCPServerTools.http(text)
+        else:
+            argv = shlex.split(text)
+            if not argv:
+                raise ConfigurationError("--mcp needs a command or a URL")
+            server = MCPServerTools.stdio(argv)
+        atexit.register(server.close)
+        return list(server.list_tools())
+    except ConfigurationError:
+        raise
+    except Exception as exc:
+        raise ConfigurationError(f"--mcp {text}: cannot list the server's tools: {exc}") from None
 
 
 def parse_tool_choice(text: str) -> Any:

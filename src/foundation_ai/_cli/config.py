@@ -8,6 +8,7 @@ Both live in the user config directory, ``platformdirs.user_config_dir("foundati
     model = "openai:gpt-4o-mini"     # --model
     system = "Answer briefly."       # --system
     tools = ["files"]                # --tools (a list, or "files,shell")
+    mcp = ["python my_server.py"]    # --mcp (commands over stdio, or http(s) URLs)
     base_url = "http://127.0.0.1:8080/v1"   # --base-url
     temperature = 0.2                # --temperature
     max_tokens = 512                 # --max-tokens
@@ -64,6 +65,8 @@ class Config:
     model: str | None = None
     system: str | None = None
     tools: tuple[str, ...] = ()
+    mcp: tuple[str, ...] = ()
+    """MCP servers whose tools to offer (``--mcp``): commands or http(s) URLs."""
     base_url: str | None = None
     temperature: float | None = None
     max_tokens: int | None = None
@@ -75,6 +78,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "model": (str,),
     "system": (str,),
     "tools": (list, str),
+    "mcp": (list, str),
     "base_url": (str,),
     "temperature": (int, float),
     "max_tokens": (int,),
@@ -111,6 +115,12 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         tools = [t.strip() for t in tools.split(",") if t.strip()]
     if not all(isinstance(t, str) and t in ("files", "shell") for t in tools):
         raise ConfigurationError(f"{file}: tools must name files and/or shell, got {tools!r}")
+    mcp = values.pop("mcp", ())
+    if isinstance(mcp, str):
+        mcp = [mcp]
+    if not all(isinstance(m, str) and m.strip() for m in mcp):
+        raise ConfigurationError(f"{file}: mcp must be a list of commands or URLs, got {mcp!r}")
+    values["mcp"] = tuple(mcp)
     if "temperature" in values:
         values["temperature"] = float(values["temperature"])
     return Config(tools=tuple(tools), path=file, **values)

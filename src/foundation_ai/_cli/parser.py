@@ -190,6 +190,14 @@ def _add_agent_options(p: argparse.ArgumentParser) -> None:
         help="built-in tools to offer: files (read/write/edit inside --root), shell (asks before each command)",
     )
     t.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="SERVER",
+        help="an MCP server whose tools to offer (repeatable): a command run over stdio "
+        '("python server.py", split like a shell) or an http(s) URL (streamable HTTP)',
+    )
+    t.add_argument(
         "--tool-choice",
         metavar="CHOICE",
         help="auto (default), none, required, or a tool name: forces the first model call of each turn",
