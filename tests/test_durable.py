@@ -180,3 +180,31 @@ def test_sigterm_hands_back_a_turn_that_outlives_the_grace_period(embedded) -> N
     c = effects_table(env["FA_EFFECTS_DB"])
     assert c.execute("SELECT COUNT(*) FROM effects").fetchone()[0] == 1
     c.close()
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_cli_reports_an_unreachable_database_in_one_line(tmp_path: Path) -> None:
+    env = {"FOUNDATION_AI_HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    db = f"postgresql://u:secret@127.0.0.1:{_closed_port()}/x"
+    for args in (("submit", "s1", "hi"), ("status", "t1"), ("follow", "t1")):
+        r = _cli(*args, "--db", db, env=env)
+        assert r.returncode == 1, (args, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, (args, r.stderr)
+        assert lines[0].startswith("foundation-ai: error: cannot reach the database postgresql://u:***@")
+        assert "secret" not in r.stderr
+
+
+def test_cli_submit_refuses_an_empty_prompt(tmp_path: Path) -> None:
+    env = {"FOUNDATION_AI_HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    db = f"sqlite:///{tmp_path / 'durable.sqlite3'}"
+    for prompt in ("", "  \n"):
+        r = _cli("submit", "s1", prompt, "--db", db, env=env)
+        assert r.returncode == 2 and r.stderr.strip() == "foundation-ai: error: the prompt is empty", r.stderr
