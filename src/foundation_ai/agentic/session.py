@@ -358,8 +358,10 @@ def _stored(store: Any, session_id: str) -> bool:
     return bool(store.load(session_id))
 
 
-def _tools_named(catalog: list[Any], names: Sequence[str]) -> list[Any]:
-    """The catalog's tools with these function names, in that order."""
+def _tools_named(catalog: list[Any], names: Sequence[str], own: frozenset[str] = frozenset()) -> list[Any]:
+    """The catalog's tools with these function names, in that order; names in ``own`` (tools
+    the session adds itself, like memory's) are neither looked up nor warned about."""
+    names = [n for n in names if n not in own]
     if not names:
         return []
     by_name = {as_agent_tool(t).declaration.name(): t for t in catalog}
@@ -370,6 +372,10 @@ def _tools_named(catalog: list[Any], names: Sequence[str]) -> list[Any]:
             "resumed session: recorded tools not in the tool catalog, left out: %s", ", ".join(missing)
         )
     return found
+
+
+_MEMORY_TOOLS = frozenset({"memory", "search_context"})
+"""The tools ``with_memory`` adds to every session it builds (``foundation_ai.memory.tools``)."""
 
 
 class AgentSessionBuilder:
@@ -662,7 +668,8 @@ class AgentSessionBuilder:
                 )
             model = meta.model
         system = self._system if self._system is not None else (meta.system_prompt if meta else None)
-        tools = self._tools or _tools_named(self._catalog, meta.tools if meta else ())
+        own = _MEMORY_TOOLS if self._memory is not None else frozenset()
+        tools = self._tools or _tools_named(self._catalog, meta.tools if meta else (), own)
         session = self._make(store, session_id, model, system, tools)
         session.meta = meta
         if meta is not None:
