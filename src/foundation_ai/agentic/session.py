@@ -231,6 +231,14 @@ class Answer:
         return f"Answer({self.text!r})"
 
 
+def _answer(turn: Turn, output_type: Any) -> Any:
+    """What ``ask`` returns: the text for ``output_type=str``, the validated output for an
+    output type, else an :class:`Answer`."""
+    if output_type is str:
+        return turn.text()
+    return Answer(turn) if turn.output_spec is None else turn.output
+
+
 def _is_model(obj: Any) -> bool:
     return hasattr(obj, "astream") and hasattr(obj, "descriptor")
 
@@ -1040,8 +1048,9 @@ class AgentSession:
         output_retries: int | None = None,
     ) -> Any:
         """Run a turn and return its answer: an instance of ``output_type`` (this call's, else
-        the session's; see :meth:`AgentSessionBuilder.with_output_type`), or an :class:`Answer`
-        (its text and turn) when no output type is in effect.
+        the session's; see :meth:`AgentSessionBuilder.with_output_type`); the answer's text as
+        a ``str`` for ``output_type=str``; or an :class:`Answer` (its text and turn) when no
+        output type is in effect.
 
         Raises:
             TurnFailedError: the turn ended without an answer (see :meth:`arun_turn`); never
@@ -1052,7 +1061,7 @@ class AgentSession:
             prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
         )
         turn.raise_for_outcome()  # a refusal: RefusalError, never an empty answer
-        return Answer(turn) if turn.output_spec is None else turn.output
+        return _answer(turn, output_type)
 
     @overload
     def ask(
@@ -1088,7 +1097,7 @@ class AgentSession:
             prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
         )
         turn.raise_for_outcome()  # a refusal: RefusalError, never an empty answer
-        return Answer(turn) if turn.output_spec is None else turn.output
+        return _answer(turn, output_type)
 
     # -- sync plumbing ---------------------------------------------------------------------------
 
