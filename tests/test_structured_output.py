@@ -768,3 +768,14 @@ def test_ask_with_output_type_str_returns_the_text_as_str() -> None:
     assert type(atext) is str and atext == "async text"
     answer = agent.ask("talk")  # no output type: an Answer with the turn behind it
     assert isinstance(answer, Answer) and answer.text == "an answer"
+
+
+def test_an_output_type_that_cannot_be_described_names_pydantic_only_when_it_is_missing() -> None:
+    import importlib.util
+
+    from foundation_ai.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="cannot describe 42") as err:
+        OutputSpec(42)
+    installed = importlib.util.find_spec("pydantic") is not None
+    assert ("install pydantic" in str(err.value)) is not installed
