@@ -208,3 +208,32 @@ def test_cli_submit_refuses_an_empty_prompt(tmp_path: Path) -> None:
     for prompt in ("", "  \n"):
         r = _cli("submit", "s1", prompt, "--db", db, env=env)
         assert r.returncode == 2 and r.stderr.strip() == "foundation-ai: error: the prompt is empty", r.stderr
+
+
+def test_a_postgresql_session_db_opens_a_postgres_session_store() -> None:
+    import psycopg
+
+    from foundation_ai.agentic.stores.postgres import PostgresSessionStore
+    from foundation_ai.types import Messages, SessionRecord
+
+    from ._postgres import server_uri
+
+    uri = server_uri()
+    name = f"durable_store_{os.getpid()}"
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = uri.replace("/postgres?", f"/{name}?")
+    store = DurableConfig(url).open_store()
+    try:
+        assert isinstance(store, PostgresSessionStore)
+        rec = SessionRecord.Conversation(message=Messages.user("hello"))
+        store.append("s1", [rec])
+        assert [type(r) for r in store.load("s1")] == [SessionRecord.Conversation]
+    finally:
+        store.close()
+    other = DurableConfig("sqlite:///x.db", session_db=url).open_store()
+    try:
+        assert isinstance(other, PostgresSessionStore) and len(other.load("s1")) == 1
+    finally:
+        other.close()
