@@ -193,7 +193,8 @@ def _closed_port() -> int:
 def test_cli_reports_an_unreachable_database_in_one_line(tmp_path: Path) -> None:
     env = {"FOUNDATION_AI_HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "xdg")}
     db = f"postgresql://u:secret@127.0.0.1:{_closed_port()}/x"
-    for args in (("submit", "s1", "hi"), ("status", "t1"), ("follow", "t1")):
+    worker = ("worker", "--agent", "tests._durable_app:agent")
+    for args in (("submit", "s1", "hi"), ("status", "t1"), ("follow", "t1"), worker):
         r = _cli(*args, "--db", db, env=env)
         assert r.returncode == 1, (args, r.stderr)
         lines = r.stderr.strip().splitlines()

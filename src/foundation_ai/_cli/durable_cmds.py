@@ -243,12 +243,18 @@ class DatabaseUnreachableError(FoundationAIError):
 
 
 class _DropConnectLog(logging.Filter):
-    # DBOS logs the connection failure itself before raising; the CLI prints one line instead.
+    # DBOS and the session store's pool log each failed connection attempt before the error is
+    # raised; the CLI prints one line instead.
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Error connecting to the DBOS system database")
+        text = record.getMessage()
+        return not text.startswith(("Error connecting to the DBOS system database", "error connecting in"))
 
 
 def _is_connection_error(exc: BaseException) -> bool:
+    from ..agentic.errors import StoreError
+
+    if isinstance(exc, StoreError):  # the session store could not open its connection pool
+        return exc.retryable and str(exc).startswith("could not connect to")
     names = {f"{t.__module__}.{t.__qualname__}" for t in type(exc).__mro__}
     return bool(
         names
@@ -272,7 +278,8 @@ def _one_line(cmd: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
 
     @functools.wraps(cmd)
     def run(args: argparse.Namespace) -> int:
-        logging.getLogger("dbos").addFilter(_DropConnectLog())
+        for name in ("dbos", "psycopg.pool"):
+            logging.getLogger(name).addFilter(_DropConnectLog())
         try:
             return cmd(args)
         except Exception as exc:
@@ -282,6 +289,7 @@ def _one_line(cmd: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
 
             url = args.db or os.environ.get("FOUNDATION_AI_DB") or "(default)"
             detail = " ".join(str(getattr(exc, "orig", None) or exc).split("\n")[0].split())
+            detail = detail.split(": ", 1)[1] if detail.startswith("could not connect to") else detail
             raise DatabaseUnreachableError(
                 f"cannot reach the database {_hide_password(url)}: {detail}"
             ) from None
