@@ -180,3 +180,61 @@ def test_sigterm_hands_back_a_turn_that_outlives_the_grace_period(embedded) -> N
     c = effects_table(env["FA_EFFECTS_DB"])
     assert c.execute("SELECT COUNT(*) FROM effects").fetchone()[0] == 1
     c.close()
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_cli_reports_an_unreachable_database_in_one_line(tmp_path: Path) -> None:
+    env = {"FOUNDATION_AI_HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    db = f"postgresql://u:secret@127.0.0.1:{_closed_port()}/x"
+    worker = ("worker", "--agent", "tests._durable_app:agent")
+    for args in (("submit", "s1", "hi"), ("status", "t1"), ("follow", "t1"), worker):
+        r = _cli(*args, "--db", db, env=env)
+        assert r.returncode == 1, (args, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, (args, r.stderr)
+        assert lines[0].startswith("foundation-ai: error: cannot reach the database postgresql://u:***@")
+        assert "secret" not in r.stderr
+
+
+def test_cli_submit_refuses_an_empty_prompt(tmp_path: Path) -> None:
+    env = {"FOUNDATION_AI_HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    db = f"sqlite:///{tmp_path / 'durable.sqlite3'}"
+    for prompt in ("", "  \n"):
+        r = _cli("submit", "s1", prompt, "--db", db, env=env)
+        assert r.returncode == 2 and r.stderr.strip() == "foundation-ai: error: the prompt is empty", r.stderr
+
+
+def test_a_postgresql_session_db_opens_a_postgres_session_store() -> None:
+    import psycopg
+
+    from foundation_ai.agentic.stores.postgres import PostgresSessionStore
+    from foundation_ai.types import Messages, SessionRecord
+
+    from ._postgres import server_uri
+
+    uri = server_uri()
+    name = f"durable_store_{os.getpid()}"
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = uri.replace("/postgres?", f"/{name}?")
+    store = DurableConfig(url).open_store()
+    try:
+        assert isinstance(store, PostgresSessionStore)
+        rec = SessionRecord.Conversation(message=Messages.user("hello"))
+        store.append("s1", [rec])
+        assert [type(r) for r in store.load("s1")] == [SessionRecord.Conversation]
+    finally:
+        store.close()
+    other = DurableConfig("sqlite:///x.db", session_db=url).open_store()
+    try:
+        assert isinstance(other, PostgresSessionStore) and len(other.load("s1")) == 1
+    finally:
+        other.close()

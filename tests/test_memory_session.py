@@ -377,3 +377,28 @@ def test_a_failing_embedder_never_fails_a_turn() -> None:
     assert agent.run_turn("What colour is my bike?").ok
     assert agent.memory.retriever.flush(10.0) and agent.memory.retriever.errors >= 1
     agent.close()
+
+
+def test_resume_with_memory_does_not_warn_about_the_memory_tools(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    mem, _ = memory_model()
+    config = MemoryConfig(embedder=False, memory_model=mem)
+    store = SqliteSessionStore(tmp_path / "s.db")
+    agent = scripted_session(store, say("Hello."), config=config)
+    agent.run_turn("Hi.")
+    sid = agent.session_id
+    assert "memory" in _recorded_tools(store, sid)
+    agent.close()
+    model = ScriptedModel([say("Again.")], context_window=WINDOW)
+    with caplog.at_level("WARNING", logger="foundation_ai"):
+        again = AgentSession.builder(model).with_store(SqliteSessionStore(tmp_path / "s.db"))
+        resumed = again.with_memory(config).with_tool_catalog([]).resume(sid)
+    assert not [r for r in caplog.records if "tool catalog" in r.getMessage()], caplog.text
+    assert {"memory"} <= set(resumed.registry.names())
+    resumed.close()
+
+
+def _recorded_tools(store: SqliteSessionStore, sid: str) -> tuple[str, ...]:
+    meta = store.session_meta(sid)
+    return tuple(meta.tools) if meta else ()

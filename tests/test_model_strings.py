@@ -288,3 +288,30 @@ def test_options_go_to_the_backend_and_unknown_ones_raise(srv: FixtureServer) ->
     assert m.options.deadline == 5.0 and m.descriptor.context_window == 4096
     with pytest.raises(ConfigurationError, match=r"unknown option.*temprature.*valid:.*timeout"):
         model("openai:x", base_url=srv.base_url, temprature=0.2)
+
+
+def test_a_model_that_is_not_a_string_is_a_configuration_error() -> None:
+    from foundation_ai import model
+
+    for bad in (42, 1.5, ["openai:x"]):
+        with pytest.raises(ConfigurationError, match=r"expected a model string.*got (int|float|list)"):
+            model(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("spec", ["openai:x", "responses:x", "anthropic:x"])
+def test_unknown_option_lists_the_deadline_options_as_valid(spec: str) -> None:
+    from foundation_ai import model
+
+    with pytest.raises(ConfigurationError) as err:
+        model(spec, api_key="k", bogus=1)
+    valid = str(err.value).split("valid:")[1]
+    assert "deadline" in valid and "first_byte_timeout" in valid and "timeout" in valid
+
+
+@pytest.mark.parametrize("option", ["timeout", "deadline", "first_byte_timeout"])
+@pytest.mark.parametrize("value", [-1, 0, float("nan"), "10"])
+def test_non_positive_timeouts_and_deadlines_are_refused(option: str, value: object) -> None:
+    from foundation_ai import model
+
+    with pytest.raises(ConfigurationError, match=f"{option} must be a positive number of seconds"):
+        model("openai:x", api_key="k", **{option: value})

@@ -282,3 +282,62 @@ def test_cli_creates_a_key_and_serves_with_it(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
+
+
+def _start_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in _env(tmp_path).items() if not k.endswith("_API_KEY")}
+    env["FOUNDATION_AI_HOME"] = str(tmp_path / "home")
+    return env
+
+
+def test_serve_refuses_to_start_with_a_model_it_cannot_build(tmp_path: Path) -> None:
+    env = _start_env(tmp_path)
+    for model, said in (("foo:bar", "unknown model provider 'foo'"), ("openai:gpt-4o", "OPENAI_API_KEY")):
+        r = _cli("serve", "--no-auth", "--port", "0", "--model", model, env=env)
+        assert r.returncode == 2, (model, r.stdout, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("foundation-ai: error: ") and said in lines[0]
+        assert "serving" not in r.stdout
+
+
+def test_serve_port_out_of_range_is_a_usage_error(tmp_path: Path) -> None:
+    for port in ("99999", "-1", "http"):
+        r = _cli("serve", "--no-auth", "--port", port, env=_start_env(tmp_path))
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert "--port" in r.stderr
+
+
+_BLOCK_STARLETTE = """
+import sys, runpy
+class _Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("starlette", "uvicorn"):
+            raise ImportError(f"No module named {name!r}")
+        return None
+sys.meta_path.insert(0, _Block())
+sys.argv = ["foundation-ai", *sys.argv[1:]]
+runpy.run_module("foundation_ai", run_name="__main__")
+"""
+
+
+def test_serve_without_the_serve_extra_prints_the_install_hint(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-c", _BLOCK_STARLETTE, "serve", "--no-auth", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_start_env(tmp_path),
+    )
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'foundation-ai[serve]'" in lines[0], r.stderr
+
+
+def test_keys_list_shows_control_characters_in_labels_escaped(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    KeyStore(keys).create("evil\x1b[2J\x07\u202eok\x9b")
+    r = _cli("serve", "keys", "list", "--keys", str(keys), env=_start_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\u202e" not in r.stdout
+    assert "\x9b" not in r.stdout
+    assert "evil\\x1b[2J\\x07\\u202eok\\x9b" in r.stdout

@@ -420,13 +420,13 @@ def test_ask_with_output_type_returns_an_instance_and_sends_the_strict_schema() 
 
 
 def test_builder_output_type_applies_to_every_turn_and_run_turn_exposes_output() -> None:
-    from foundation_ai.agentic import Answer, say
+    from foundation_ai.agentic import say
 
     _, agent = _scripted_agent([say('{"result": ["b", "a"]}'), say("plain words")], output_type=list[str])
     turn = agent.run_turn("two letters")
     assert turn.output == ["b", "a"] and turn.output_spec is not None
     answer = agent.ask("now just talk", output_type=str)  # str: plain text for this call
-    assert isinstance(answer, Answer) and answer.text == "plain words"
+    assert type(answer) is str and answer == "plain words"
 
 
 def test_an_invalid_answer_goes_back_with_its_errors_and_the_retry_succeeds() -> None:
@@ -754,3 +754,28 @@ def test_pydantic_is_never_required() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "P(x=3)"
+
+
+def test_ask_with_output_type_str_returns_the_text_as_str() -> None:
+    import asyncio
+
+    from foundation_ai.agentic import Answer, say
+
+    _, agent = _scripted_agent([say("just text"), say("async text"), say("an answer")])
+    text = agent.ask("talk", output_type=str)
+    assert type(text) is str and text == "just text"
+    atext = asyncio.run(agent.aask("talk", output_type=str))
+    assert type(atext) is str and atext == "async text"
+    answer = agent.ask("talk")  # no output type: an Answer with the turn behind it
+    assert isinstance(answer, Answer) and answer.text == "an answer"
+
+
+def test_an_output_type_that_cannot_be_described_names_pydantic_only_when_it_is_missing() -> None:
+    import importlib.util
+
+    from foundation_ai.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="cannot describe 42") as err:
+        OutputSpec(42)
+    installed = importlib.util.find_spec("pydantic") is not None
+    assert ("install pydantic" in str(err.value)) is not installed

@@ -107,9 +107,13 @@ def parse_model_string(spec: str | None, base_url: str | None = None, *, flag: s
     ``org/model:tag``).
 
     Raises:
-        ConfigurationError: an unknown prefix, a missing name, ``base_url`` with a local model,
+        ConfigurationError: not a string, an unknown prefix, a missing name, ``base_url`` with a local model,
             or a ``base_url`` that is not an http(s) URL (``flag`` names the option).
     """
+    if spec is not None and not isinstance(spec, str):
+        raise ConfigurationError(
+            f"expected a model string such as 'local' or 'openai:gpt-4o-mini', got {type(spec).__name__}"
+        )
     text = (spec or "").strip()
     if text.lower() in LOCAL_ALIASES:
         if base_url:

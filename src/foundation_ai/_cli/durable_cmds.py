@@ -5,11 +5,16 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import logging
+import re
 import signal
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from ..errors import ConfigurationError, FoundationAIError
 
 __all__ = ["DURABLE_COMMANDS", "add_durable_commands"]
 
@@ -158,6 +163,8 @@ def _client(args: argparse.Namespace) -> Any:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    if not prompt.strip():
+        raise ConfigurationError("the prompt is empty")
     with _client(args) as client:
         h = client.enqueue_turn(args.session_id, prompt, turn_id=args.turn_id)
         print(h.turn_id, flush=True)
@@ -231,13 +238,75 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return 0
 
 
+class DatabaseUnreachableError(FoundationAIError):
+    """The durable database (``--db`` / ``FOUNDATION_AI_DB``) refused or dropped the connection."""
+
+
+class _DropConnectLog(logging.Filter):
+    # DBOS and the session store's pool log each failed connection attempt before the error is
+    # raised; the CLI prints one line instead.
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not text.startswith(("Error connecting to the DBOS system database", "error connecting in"))
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    from ..agentic.errors import StoreError
+
+    if isinstance(exc, StoreError):  # the session store could not open its connection pool
+        return exc.retryable and str(exc).startswith("could not connect to")
+    names = {f"{t.__module__}.{t.__qualname__}" for t in type(exc).__mro__}
+    return bool(
+        names
+        & {
+            "sqlalchemy.exc.OperationalError",
+            "sqlalchemy.exc.InterfaceError",
+            "psycopg.OperationalError",
+            "psycopg.errors.OperationalError",
+            "sqlite3.OperationalError",
+            "psycopg_pool.PoolTimeout",
+        }
+    )
+
+
+def _hide_password(url: str) -> str:
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def _one_line(cmd: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``cmd`` with a database it cannot reach reported as one line (exit 1), not a traceback."""
+
+    @functools.wraps(cmd)
+    def run(args: argparse.Namespace) -> int:
+        for name in ("dbos", "psycopg.pool"):
+            logging.getLogger(name).addFilter(_DropConnectLog())
+        try:
+            return cmd(args)
+        except Exception as exc:
+            if not _is_connection_error(exc):
+                raise
+            import os
+
+            url = args.db or os.environ.get("FOUNDATION_AI_DB") or "(default)"
+            detail = " ".join(str(getattr(exc, "orig", None) or exc).split("\n")[0].split())
+            detail = detail.split(": ", 1)[1] if detail.startswith("could not connect to") else detail
+            raise DatabaseUnreachableError(
+                f"cannot reach the database {_hide_password(url)}: {detail}"
+            ) from None
+
+    return run
+
+
 DURABLE_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "worker": cmd_worker,
-    "submit": cmd_submit,
-    "status": cmd_status,
-    "follow": cmd_follow,
-    "steer": cmd_steer,
-    "abort": cmd_abort,
-    "recover": cmd_recover,
+    name: _one_line(fn)
+    for name, fn in {
+        "worker": cmd_worker,
+        "submit": cmd_submit,
+        "status": cmd_status,
+        "follow": cmd_follow,
+        "steer": cmd_steer,
+        "abort": cmd_abort,
+        "recover": cmd_recover,
+    }.items()
 }
 """Subcommand name -> handler."""

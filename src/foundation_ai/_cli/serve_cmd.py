@@ -20,6 +20,38 @@ from ..errors import ConfigurationError
 __all__ = ["add_serve_parser", "cmd_serve"]
 
 
+def _port(text: str) -> int:
+    """argparse type for ``--port``: a whole number in 0..65535 (0: any free port)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0..65535, got {v}")
+    return v
+
+
+# Bidirectional formatting characters (Unicode UAX #9) that reorder what a terminal shows.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters (C0, DEL, C1, ESC) and bidi controls escaped as
+    ``\\xNN`` / ``\\uNNNN``, so a stored label cannot drive the terminal."""
+    out = []
+    for ch in text:
+        o = ord(ch)
+        if o < 0x20 or 0x7F <= o <= 0x9F:
+            out.append(f"\\x{o:02x}")
+        elif ch in _BIDI:
+            out.append(f"\\u{o:04x}")
+        elif ch == "\\":
+            out.append("\\\\")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def add_serve_parser(sub: Any) -> None:
     """Register ``serve`` (and ``serve keys ...``) on the CLI's subparsers."""
     p = sub.add_parser(
@@ -30,7 +62,7 @@ def add_serve_parser(sub: Any) -> None:
         "(loopback binds only).",
     )
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port)")
+    p.add_argument("--port", type=_port, default=8000, help="port (default 8000; 0: any free port)")
     p.add_argument("--agents", metavar="FILE", help="a TOML file of [agents.NAME] tables (docs/serve.md)")
     p.add_argument(
         "--model", "-m", default="local", help="without --agents: the agent's model string (default: local)"
@@ -79,7 +111,7 @@ def _cmd_keys(args: argparse.Namespace) -> int:
         print(f"created {key_id} in {store.path}: the key is shown only now", file=sys.stderr)
     elif args.keys_command == "list":
         for k in store.list():
-            print(f"{k['id']}\t{k['label']}")
+            print(f"{visible(str(k['id']))}\t{visible(str(k['label']))}")
     elif not store.revoke(args.key_id):
         raise ConfigurationError(f"no key {args.key_id!r}")
     return 0
@@ -90,11 +122,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     Raises:
         ConfigurationError: ``--no-auth`` on a non-loopback bind, no keys without
-            ``--no-auth``, an invalid agents file.
+            ``--no-auth``, an invalid agents file, an agent's model that cannot be built
+            (unknown provider, missing API key), the ``serve`` extra not installed.
     """
     if getattr(args, "serve_command", None) == "keys":
         return _cmd_keys(args)
-    from ..serve import Agent, Limits, ServeConfig, ServerThread, create_app, is_loopback, load_agents
+    try:
+        from ..serve import Agent, Limits, ServeConfig, ServerThread, create_app, is_loopback, load_agents
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"serve needs the 'serve' extra (pip install 'foundation-ai[serve]'): {exc}"
+        ) from None
 
     if args.no_auth and not is_loopback(args.host):
         raise ConfigurationError(f"--no-auth is allowed only on a loopback address, not {args.host!r}")
@@ -110,6 +148,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if args.agents
         else [Agent(args.name, model=args.model, system_prompt=args.system)]
     )
+    for a in agents:  # a bad model string or a missing API key: say so now, not on every request
+        a.resolved_model()
     config = ServeConfig(
         agents=agents,
         keys=keys,

@@ -243,6 +243,14 @@ class Answer:
         return f"Answer({self.text!r})"
 
 
+def _answer(turn: Turn, output_type: Any) -> Any:
+    """What ``ask`` returns: the text for ``output_type=str``, the validated output for an
+    output type, else an :class:`Answer`."""
+    if output_type is str:
+        return turn.text()
+    return Answer(turn) if turn.output_spec is None else turn.output
+
+
 def _is_model(obj: Any) -> bool:
     return hasattr(obj, "astream") and hasattr(obj, "descriptor")
 
@@ -378,8 +386,10 @@ def _stored(store: Any, session_id: str) -> bool:
     return bool(store.load(session_id))
 
 
-def _tools_named(catalog: list[Any], names: Sequence[str]) -> list[Any]:
-    """The catalog's tools with these function names, in that order."""
+def _tools_named(catalog: list[Any], names: Sequence[str], own: frozenset[str] = frozenset()) -> list[Any]:
+    """The catalog's tools with these function names, in that order; names in ``own`` (tools
+    the session adds itself, like memory's) are neither looked up nor warned about."""
+    names = [n for n in names if n not in own]
     if not names:
         return []
     by_name = {as_agent_tool(t).declaration.name(): t for t in catalog}
@@ -390,6 +400,10 @@ def _tools_named(catalog: list[Any], names: Sequence[str]) -> list[Any]:
             "resumed session: recorded tools not in the tool catalog, left out: %s", ", ".join(missing)
         )
     return found
+
+
+_MEMORY_TOOLS = frozenset({"memory", "search_context"})
+"""The tools ``with_memory`` adds to every session it builds (``foundation_ai.memory.tools``)."""
 
 
 class AgentSessionBuilder:
@@ -743,7 +757,8 @@ class AgentSessionBuilder:
                 )
             model = meta.model
         system = self._system if self._system is not None else (meta.system_prompt if meta else None)
-        tools = self._tools or _tools_named(self._catalog, meta.tools if meta else ())
+        own = _MEMORY_TOOLS if self._memory is not None else frozenset()
+        tools = self._tools or _tools_named(self._catalog, meta.tools if meta else (), own)
         session = self._make(store, session_id, model, system, tools)
         session.meta = meta
         if meta is not None:
@@ -1131,8 +1146,9 @@ class AgentSession:
         output_retries: int | None = None,
     ) -> Any:
         """Run a turn and return its answer: an instance of ``output_type`` (this call's, else
-        the session's; see :meth:`AgentSessionBuilder.with_output_type`), or an :class:`Answer`
-        (its text and turn) when no output type is in effect.
+        the session's; see :meth:`AgentSessionBuilder.with_output_type`); the answer's text as
+        a ``str`` for ``output_type=str``; or an :class:`Answer` (its text and turn) when no
+        output type is in effect.
 
         Raises:
             TurnFailedError: the turn ended without an answer (see :meth:`arun_turn`); never
@@ -1143,7 +1159,7 @@ class AgentSession:
             prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
         )
         turn.raise_for_outcome()  # a refusal: RefusalError, never an empty answer
-        return Answer(turn) if turn.output_spec is None else turn.output
+        return _answer(turn, output_type)
 
     @overload
     def ask(
@@ -1179,7 +1195,7 @@ class AgentSession:
             prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
         )
         turn.raise_for_outcome()  # a refusal: RefusalError, never an empty answer
-        return Answer(turn) if turn.output_spec is None else turn.output
+        return _answer(turn, output_type)
 
     # -- approvals -------------------------------------------------------------------------------
 

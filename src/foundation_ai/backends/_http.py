@@ -466,6 +466,8 @@ class HttpOptions:
         self.deadline = _seconds(deadline, "deadline")
         self.first_byte_timeout = _seconds(first_byte_timeout, "first_byte_timeout")
         self.base_url = base_url.rstrip("/")
+        if not isinstance(timeout, httpx.Timeout):
+            _seconds(timeout, "timeout")  # a positive number of seconds (None: httpx waits forever)
         self.timeout = timeout
         self.max_retries = max(0, int(max_retries))
         self.headers = dict(headers or {})

@@ -99,8 +99,8 @@ class DurableConfig:
         """Open the session store this config names.
 
         Raises:
-            ConfigurationError: a Postgres session store is asked for and
-                ``foundation_ai.agentic.stores.postgres`` is not available.
+            ConfigurationError: a Postgres session store is asked for and psycopg (the
+                ``postgres`` extra) is not installed, or the database cannot be reached.
         """
         url = self.session_db or self.db
         if _kind(url) == "sqlite":
@@ -108,12 +108,12 @@ class DurableConfig:
 
             return SqliteSessionStore(_sqlite_path(url))
         try:
-            from ..agentic.stores import postgres  # type: ignore[attr-defined,unused-ignore]
+            from ..agentic.stores import postgres
         except ImportError as exc:
             raise ConfigurationError(
-                "a Postgres session store needs foundation_ai.agentic.stores.postgres "
-                "(pass session_db='sqlite:///PATH' meanwhile)"
-            ) from exc
+                "a Postgres session store needs psycopg: pip install 'foundation-ai[postgres]' "
+                f"(or pass session_db='sqlite:///PATH'): {exc}"
+            ) from None
         store: SessionStore = postgres.PostgresSessionStore(url)
         return store
 

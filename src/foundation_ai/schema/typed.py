@@ -161,7 +161,10 @@ def type_schema(tp: Any) -> dict[str, Any]:
     except ConfigurationError:
         raise
     except (TypeError, ValueError, NotImplementedError) as exc:
-        hint = "" if is_pydantic_model(tp) else " (install pydantic for pydantic models)"
+        import importlib.util
+
+        missing = importlib.util.find_spec("pydantic") is None
+        hint = " (install pydantic for pydantic models)" if missing else ""
         raise ConfigurationError(f"cannot describe {tp!r} as a JSON Schema: {exc}{hint}") from exc
     return inline_refs(raw)
 
