@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError
+from .safe_text import visible_line
 
 __all__ = ["add_serve_parser", "cmd_serve"]
 
@@ -32,26 +33,6 @@ def _port(text: str) -> int:
 
 
 # Bidirectional formatting characters (Unicode UAX #9) that reorder what a terminal shows.
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def visible(text: str) -> str:
-    """``text`` with control characters (C0, DEL, C1, ESC) and bidi controls escaped as
-    ``\\xNN`` / ``\\uNNNN``, so a stored label cannot drive the terminal."""
-    out = []
-    for ch in text:
-        o = ord(ch)
-        if o < 0x20 or 0x7F <= o <= 0x9F:
-            out.append(f"\\x{o:02x}")
-        elif ch in _BIDI:
-            out.append(f"\\u{o:04x}")
-        elif ch == "\\":
-            out.append("\\\\")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
 def add_serve_parser(sub: Any) -> None:
     """Register ``serve`` (and ``serve keys ...``) on the CLI's subparsers."""
     p = sub.add_parser(
@@ -111,7 +92,7 @@ def _cmd_keys(args: argparse.Namespace) -> int:
         print(f"created {key_id} in {store.path}: the key is shown only now", file=sys.stderr)
     elif args.keys_command == "list":
         for k in store.list():
-            print(f"{visible(str(k['id']))}\t{visible(str(k['label']))}")
+            print(f"{visible_line(str(k['id']))}\t{visible_line(str(k['label']))}")
     elif not store.revoke(args.key_id):
         raise ConfigurationError(f"no key {args.key_id!r}")
     return 0
