@@ -292,9 +292,13 @@ class LocalFileSystem:
                                 raise PathRefused(
                                     f"refused: {path!r} keeps changing while being opened"
                                 ) from None
-                            if not stat.S_ISLNK(
-                                os.stat(name, dir_fd=walk.top, follow_symlinks=False).st_mode
-                            ):
+                            try:
+                                mode = os.stat(name, dir_fd=walk.top, follow_symlinks=False).st_mode
+                            except FileNotFoundError:
+                                continue  # gone since: the next look decides (create or refuse)
+                            except OSError as err:
+                                raise _os_error("access", path, err) from None
+                            if not stat.S_ISLNK(mode):
                                 raise ToolRefused(
                                     f"not a directory: {walk.shown(name)!r} in {path!r}"
                                 ) from None
