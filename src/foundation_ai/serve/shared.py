@@ -22,6 +22,7 @@ from typing import Any
 from ..agentic import AgentSession, TurnEvent
 from ..agentic.events import TurnOutcome, TurnSummary
 from ..agentic.session import AgentSessionBuilder
+from ..errors import ConfigurationError
 from ..ids import new_scru128
 from ..types import AgenticError, Messages, ModelParams, TokenSnapshot, from_json, to_json
 from .config import Agent, ServeConfig
@@ -62,8 +63,6 @@ class SharedServe:
     grace: float = 10.0
 
     def __post_init__(self) -> None:
-        from ..errors import ConfigurationError
-
         if not self.db.startswith(("postgresql://", "postgres://")):
             raise ConfigurationError(
                 f"serving from several processes needs a postgresql:// URL, not {self.db!r}"
@@ -134,10 +133,13 @@ class RemoteTurn:
         self._tick = asyncio.Event()
 
     async def _pump(self) -> None:
-        log_ = self.manager.log
+        log_, wakeups = self.manager.log, self.manager.wakeups
         poll = self.manager.shared.poll
+        wake = asyncio.Event()
+        wakeups.register(self.id, asyncio.get_running_loop(), wake)
         try:
             while True:
+                wake.clear()  # before the read: a notification after it is not lost
                 bodies, ended = await asyncio.to_thread(log_.read, self.id, len(self.events))
                 for b in bodies:
                     ev: TurnEvent = from_json(b, TurnEvent)
@@ -149,11 +151,14 @@ class RemoteTurn:
                 if ended:  # ended without a terminal event: the turn's process crashed
                     self.events.append(_failed("the turn ended without a result"))
                     return
-                await asyncio.sleep(poll)
+                # woken by the turn's NOTIFY; a slow poll in case one is missed (or LISTEN failed)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), 1.0 if wakeups.alive else poll)
         except Exception:
             log.exception("following turn %s failed", self.id)
             self.events.append(_failed("the turn's events could not be read"))
         finally:
+            wakeups.unregister(self.id)
             self.turn = _Answer(answer_of(self.events))
             self.done = True
             self._notify()
@@ -205,16 +210,23 @@ class SharedSessionManager(SessionManager):
 
     Raises:
         ConfigurationError: the database cannot be reached; a served worker already runs in
-            this process (one shared app per process).
+            this process (one shared app per process); an agent has ``requires_approval``
+            (approvals are not available across processes yet).
     """
 
     def __init__(self, config: ServeConfig) -> None:
         from ..agentic.stores.postgres import PostgresSessionStore
         from ..durable import DurableClient, DurableConfig
         from ..durable.served import start_served_worker
-        from .shared_db import SharedDatabase, SharedIndex, TurnLog
+        from .shared_db import SharedDatabase, SharedIndex, TurnLog, Wakeups
 
         shared: SharedServe = config.shared
+        for a in config.agents:  # served turns never pause for approval: refuse, never run unasked
+            if getattr(a, "requires_approval", False):
+                raise ConfigurationError(
+                    f"agent {a.name!r}: requires_approval is not available when serving from several "
+                    "processes (--db) yet"
+                )
         self.config = config
         self.shared = shared
         self.agents = {a.name: a for a in config.agents}
@@ -224,6 +236,7 @@ class SharedSessionManager(SessionManager):
         self.db = SharedDatabase(shared.db)
         self.index = SharedIndex(self.db)  # type: ignore[assignment]
         self.log = TurnLog(self.db)
+        self.wakeups = Wakeups(shared.db)
         self._own_store = config.store is None
         self.store = config.store if config.store is not None else PostgresSessionStore(shared.db)
         self.durable = DurableConfig(
@@ -342,6 +355,7 @@ class SharedSessionManager(SessionManager):
             t.task.cancel()
         await asyncio.to_thread(self.worker.stop, self.shared.grace)
         self.client.close()
+        self.wakeups.close()
         if self._own_store:
             self.store.close()
         self.db.close()

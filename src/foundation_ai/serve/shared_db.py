@@ -22,7 +22,9 @@ PostgreSQL partial indexes: https://www.postgresql.org/docs/16/indexes-partial.h
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
+import threading
 import time
 from typing import Any
 
@@ -33,7 +35,13 @@ from ..agentic.stores.postgres import libpq_url, redact_url
 from ..errors import ConfigurationError
 from .keys import PREFIX
 
-__all__ = ["SharedDatabase", "SharedIndex", "SharedKeyStore", "TurnLog"]
+__all__ = ["CHANNEL", "SharedDatabase", "SharedIndex", "SharedKeyStore", "TurnLog", "Wakeups"]
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "foundation_ai_serve"
+"""The ``NOTIFY`` channel a turn's id is sent on when it publishes events or ends
+(https://www.postgresql.org/docs/16/sql-notify.html)."""
 
 _LOCK = 0x66_61_69_73  # advisory lock id while creating the tables ("fais")
 _SCHEMA = (
@@ -280,10 +288,13 @@ class TurnLog:
                     "INSERT INTO foundation_ai_serve_events VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
                     [(turn_id, first + i, ev) for i, ev in enumerate(events)],
                 )
+            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, turn_id))  # sent at commit
 
     def finish(self, turn_id: str) -> None:
         """Mark the turn ended."""
-        self.db.rows("UPDATE foundation_ai_serve_turns SET done = true WHERE turn_id = %s", (turn_id,))
+        with self.db.pool.connection() as conn, conn.transaction():
+            conn.execute("UPDATE foundation_ai_serve_turns SET done = true WHERE turn_id = %s", (turn_id,))
+            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, turn_id))
 
     def read(self, turn_id: str, start: int) -> tuple[list[bytes], bool]:
         """The turn's events from ``start`` on, and whether the turn had ended before they were
@@ -310,3 +321,46 @@ class TurnLog:
             "DELETE FROM foundation_ai_serve_pending WHERE session_id = %s RETURNING seq, body", (session_id,)
         )
         return [bytes(r[1]) for r in sorted(rows, key=lambda r: int(r[0]))]
+
+
+class Wakeups:
+    """One ``LISTEN`` connection per process: wakes the followers of a turn (an
+    ``asyncio.Event`` per turn id, set on its event loop) as soon as the turn publishes, so
+    followers do not poll. When the connection fails, :attr:`alive` turns False (followers
+    then poll)."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = psycopg.connect(libpq_url(url), autocommit=True)
+        self.conn.execute(f"LISTEN {CHANNEL}")
+        self.waiters: dict[str, tuple[Any, Any]] = {}  # turn id -> (loop, asyncio.Event)
+        self.alive = True
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="foundation-ai-serve-listen")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for n in self.conn.notifies(timeout=0.5):
+                    w = self.waiters.get(n.payload)
+                    if w is not None:
+                        w[0].call_soon_threadsafe(w[1].set)
+        except Exception as exc:  # the connection died: followers fall back to polling
+            if not self._stop.is_set():
+                log.warning("serve: the LISTEN connection failed (%s); followers poll", exc)
+        finally:
+            self.alive = False
+
+    def register(self, turn_id: str, loop: Any, event: Any) -> None:
+        """Set ``event`` (on ``loop``) whenever turn ``turn_id`` publishes or ends."""
+        self.waiters[turn_id] = (loop, event)
+
+    def unregister(self, turn_id: str) -> None:
+        """Stop waking for ``turn_id``."""
+        self.waiters.pop(turn_id, None)
+
+    def close(self) -> None:
+        """Stop listening and close the connection."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.conn.close()
