@@ -261,6 +261,20 @@ def test_a_chat_answer_and_a_responses_continuation_work_through_either_process(
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["message"]["content"] == f"done {task}"
     sid = r.headers["x-session-id"]
+    # continued through the other process, streamed: the text arrives as content chunks
+    task1 = "task: stream me"
+    cluster.open_gate(task1)
+    more = {"model": "worker", "stream": True, "messages": [{"role": "user", "content": task1}]}
+    with httpx.stream(
+        "POST", f"{b}/v1/chat/completions", json=more, headers={**_h(key), "X-Session-Id": sid}, timeout=60
+    ) as rs:
+        assert rs.status_code == 200 and rs.headers["x-session-id"] == sid
+        lines = [line for line in rs.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    deltas = [json.loads(line[6:])["choices"][0]["delta"] for line in lines[:-1]]
+    pieces = [d["content"] for d in deltas if d.get("content")]
+    assert len(pieces) > 1 and "".join(pieces) == f"done {task1}"
+    assert task in json.dumps(cluster.model.requests_for(task1)[0]["messages"])  # the session's history
 
     task2 = "task: respond"
     cluster.open_gate(task2)
@@ -332,3 +346,27 @@ def test_serve_refuses_a_non_postgres_db(tmp_path: Path) -> None:
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert r.returncode == 2 and "postgresql://" in r.stderr, r.stderr
+
+
+def test_serve_keys_with_db_refuse_a_key_file_too(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    r = subprocess.run(
+        [*CLI, "serve", "--keys", str(tmp_path / "k.json"), "keys", "list", "--db", "postgresql://u@127.0.0.1:1/x"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2 and "--keys and --db" in r.stderr, r.stderr
+
+
+def test_an_agents_file_names_tools_by_module_and_a_bad_name_is_a_configuration_error(tmp_path: Path) -> None:
+    from foundation_ai.errors import ConfigurationError
+    from foundation_ai.serve import load_agents
+
+    good = tmp_path / "good.toml"
+    good.write_text('[agents.a]\ntools = ["tests._serve_shared:wait_gate"]\n')
+    from ._serve_shared import wait_gate
+
+    assert load_agents(good)[0].tools == [wait_gate]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[agents.a]\ntools = ["tests._no_such_module:x"]\n')
+    with pytest.raises(ConfigurationError, match="cannot import the tools"):
+        load_agents(bad)
