@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -234,7 +235,7 @@ class SharedSessionManager(SessionManager):
         self._turns: dict[str, Any] = {}
         self._running: dict[str, int] = {}
         self.db = SharedDatabase(shared.db)
-        self.index = SharedIndex(self.db)  # type: ignore[assignment]
+        self.index: SharedIndex = SharedIndex(self.db)  # type: ignore[assignment]
         self.log = TurnLog(self.db)
         self.wakeups = Wakeups(shared.db)
         self._own_store = config.store is None
@@ -297,6 +298,9 @@ class SharedSessionManager(SessionManager):
 
     def running(self, session_id: str) -> bool:
         """True while a turn of the session runs (on any process)."""
+        listed = self.index.listed_running.get(session_id)  # the listing just read it
+        if listed is not None and time.monotonic() - listed[1] < 0.5:
+            return listed[0]
         latest = self.log.latest(session_id)
         return latest is not None and not latest[2]
 

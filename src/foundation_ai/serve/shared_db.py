@@ -174,6 +174,8 @@ class SharedIndex:
 
     def __init__(self, db: SharedDatabase) -> None:
         self.db = db
+        self.listed_running: dict[str, tuple[bool, float]] = {}
+        """session id -> (running, ``time.monotonic()``) as the last :meth:`list` saw it."""
 
     def add(self, session_id: str, owner: str, agent: str, title: str) -> None:
         """Record a new session owned by ``owner`` (a key id)."""
@@ -203,11 +205,18 @@ class SharedIndex:
         return _meta(rows[0]) if rows else None
 
     def list(self, owner: str, limit: int = 100) -> list[dict[str, Any]]:
-        """The owner's sessions, most recently used first."""
+        """The owner's sessions, most recently used first (whether each runs a turn is kept in
+        :attr:`listed_running`, so a listing costs one query)."""
         rows = self.db.rows(
-            "SELECT * FROM foundation_ai_serve_sessions WHERE owner = %s ORDER BY updated DESC LIMIT %s",
+            "SELECT s.*, EXISTS (SELECT 1 FROM foundation_ai_serve_turns t"
+            " WHERE t.session_id = s.session_id AND NOT t.done)"
+            " FROM foundation_ai_serve_sessions s WHERE owner = %s ORDER BY updated DESC LIMIT %s",
             (owner, limit),
         )
+        now = time.monotonic()
+        if len(self.listed_running) > 10_000:
+            self.listed_running.clear()
+        self.listed_running.update((str(r[0]), (bool(r[6]), now)) for r in rows)
         return [_meta(r) for r in rows]
 
     def add_response(self, response_id: str, session_id: str) -> None:
