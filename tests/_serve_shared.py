@@ -121,12 +121,13 @@ class GatedModelServer(ThreadingHTTPServer):
 
 @tool
 async def wait_gate(key: str) -> str:
-    """Wait until the test opens the gate of ``key``.
+    """Wait until the test opens the gate of ``key`` (writes ``<gate>.pid``: who waits).
 
     Args:
         key: the task.
     """
     gate = Path(os.environ["FA_GATES"]) / gate_name(key)
+    gate.with_suffix(".pid").write_text(str(os.getpid()))  # which process runs the turn
     while not gate.exists():
         await asyncio.sleep(0.02)
     return f"gate {key} opened"

@@ -46,6 +46,7 @@ class Cluster:
             PYTHONPATH=os.pathsep.join([str(Path(ROOT) / "src"), ROOT]),
         )
         self.procs: list[subprocess.Popen[str]] = []
+        self.errs: list[str] = []
         self.urls: list[str] = []
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -63,7 +64,7 @@ class Cluster:
         agents.write_text(AGENTS)
         p = subprocess.Popen(
             [*CLI, "serve", "--db", self.url, "--agents", str(agents), "--port", "0", "--executor-id", name,
-             "--data-dir", str(self.tmp / name)],
+             "--grace", "1", "--data-dir", str(self.tmp / name)],
             env=self.env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         self.procs.append(p)
@@ -83,7 +84,7 @@ class Cluster:
         (self.gates / gate_name(task)).touch()
 
     def stop(self) -> list[str]:
-        errs = []
+        errs = list(self.errs)
         for p in self.procs:
             p.send_signal(signal.SIGTERM)
         for p in self.procs:
@@ -370,3 +371,43 @@ def test_an_agents_file_names_tools_by_module_and_a_bad_name_is_a_configuration_
     bad.write_text('[agents.a]\ntools = ["tests._no_such_module:x"]\n')
     with pytest.raises(ConfigurationError, match="cannot import the tools"):
         load_agents(bad)
+
+
+def test_a_turn_of_a_process_that_shuts_down_is_resumed_by_another_and_followed_through_it(
+    cluster: Cluster,
+) -> None:
+    # runs last: it stops one of the two processes
+    key = cluster.alice  # type: ignore[attr-defined]
+    a = cluster.urls[0]
+    r = httpx.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(key))
+    sid = r.json()["id"]
+    task = "task: survive"
+    assert (
+        httpx.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key)).status_code == 202
+    )
+    pid_file = (cluster.gates / gate_name(task)).with_suffix(".pid")
+    ev = Events(f"{a}/v1/sessions/{sid}/events", key)
+    ev.wait_for("tool_call")
+    deadline = time.monotonic() + 60
+    while not pid_file.exists():  # the tool runs a moment after its call is published
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    runner = next(i for i, p in enumerate(cluster.procs) if p.pid == int(pid_file.read_text()))
+    other = cluster.urls[1 - runner]
+    proc = cluster.procs.pop(runner)
+    proc.send_signal(signal.SIGTERM)  # grace 1 s, then the turn goes back to the queue
+    assert proc.wait(timeout=60) == 0
+    cluster.errs.append(proc.stderr.read() if proc.stderr else "")  # type: ignore[union-attr]
+    cluster.open_gate(task)
+    events = Events(f"{other}/v1/sessions/{sid}/events", key).finish()
+    assert events[-2][0] == "done" and events[-2][1]["summary"]["outcome"] == "completed", events
+    assert "".join(d["text"] for k, d in events if k == "text") == f"done {task}"
+    # the other process resumed from the checkpointed model call: the model was asked twice in all
+    assert len(cluster.model.requests_for(task)) == 2
+    assert pid_file.read_text() != str(proc.pid)  # the tool ran again in the other process
+    rec = httpx.get(f"{other}/v1/sessions/{sid}", headers=_h(key)).json()["records"]
+    results = [
+        x for x in rec if x.get("type") == "conversation" and x["message"].get("type") == "tool_result"
+    ]
+    assert len(results) == 1, rec  # the abandoned run stored nothing
+    assert results[0]["message"]["content"]["content"] == f"gate {task} opened"

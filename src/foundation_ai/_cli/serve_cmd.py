@@ -80,6 +80,13 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument(
         "--concurrency", type=int, default=8, metavar="N", help="with --db: turns this process runs at once"
     )
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="with --db: seconds running turns get to finish on shutdown before being handed back",
+    )
     ks = p.add_subparsers(dest="serve_command", metavar="keys")
     keys = ks.add_parser("keys", help="manage API keys", description="Manage API keys.")
     kact = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
@@ -170,6 +177,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             queue=args.queue or SERVE_QUEUE,
             executor_id=args.executor_id,
             concurrency=args.concurrency,
+            grace=args.grace,
         )
     config = ServeConfig(
         shared=shared,
