@@ -402,6 +402,8 @@ def test_a_turn_of_a_process_that_shuts_down_is_resumed_by_another_and_followed_
     events = Events(f"{other}/v1/sessions/{sid}/events", key).finish()
     assert events[-2][0] == "done" and events[-2][1]["summary"]["outcome"] == "completed", events
     assert "".join(d["text"] for k, d in events if k == "text") == f"done {task}"
+    kinds = [k for k, _ in events]
+    assert kinds.count("tool_call") == 1 and kinds.count("tool_result") == 1, kinds
     # the other process resumed from the checkpointed model call: the model was asked twice in all
     assert len(cluster.model.requests_for(task)) == 2
     assert pid_file.read_text() != str(proc.pid)  # the tool ran again in the other process
