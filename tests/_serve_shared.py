@@ -4,7 +4,8 @@ a turn stays running exactly as long as the test needs, with no timing.
 
 The model's script, per request: the turn's task is the last user message starting with
 ``task:``; with no tool result after it the model calls ``wait_gate(key=<task>)``, after one it
-answers ``done <task>`` (streamed in a few chunks).
+answers ``done <task>`` (streamed in a few chunks; for a task containing ``hold``, the chunks
+after the first wait for the file ``<gate>.text``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_POST(self) -> None:
+        try:
+            self._answer()
+        except (BrokenPipeError, ConnectionResetError):  # the client stopped the stream (an abort)
+            pass
+
+    def _answer(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         with self.server.lock:
             self.server.bodies.append(body)
@@ -84,8 +91,11 @@ class _Handler(BaseHTTPRequestHandler):
             )
             send(chunk({}, "tool_calls"))
         else:
+            held = self.server.gates / (gate_name(task) + ".text")
             for i, w in enumerate(f"done {task}".split(" ")):
                 send(chunk({"role": "assistant", "content": w} if i == 0 else {"content": " " + w}))
+                while "hold" in task and not held.exists():  # the rest waits for the test
+                    time.sleep(0.02)
             send(chunk({}, "stop"))
         send({**chunk({}), "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 3}})
         send("[DONE]")
@@ -101,6 +111,7 @@ class GatedModelServer(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.bodies: list[dict[str, Any]] = []
+        self.gates = Path(".")  # where the ".text" files of held answers appear (set by the test)
         self.lock = threading.Lock()
         self.base_url = f"http://127.0.0.1:{self.server_address[1]}/v1"
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)

@@ -39,6 +39,7 @@ class Cluster:
         self.tmp, self.url, self.model = tmp, url, model
         self.gates = tmp / "gates"
         self.gates.mkdir()
+        model.gates = self.gates
         self.env = cli_env(
             tmp,
             OPENAI_BASE_URL=model.base_url.removesuffix("/v1"),
@@ -250,6 +251,28 @@ def test_a_chat_stream_through_one_process_ends_aborted_when_another_process_abo
     assert len(cluster.model.requests_for(task)) == 1
     ev = Events(f"{b}/v1/sessions/{sid}/events", key).finish()
     assert ev[-2][0] == "done" and ev[-2][1]["summary"]["outcome"] == "aborted"
+
+
+def test_an_abort_through_another_process_stops_a_model_call_in_progress(cluster: Cluster) -> None:
+    a, b = cluster.urls
+    key = cluster.alice  # type: ignore[attr-defined]
+    sid = httpx.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(key)).json()["id"]
+    task = "task: hold me"
+    cluster.open_gate(task)  # the tool returns at once; the answer's stream stops after a word
+    try:
+        assert (
+            httpx.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key)).status_code
+            == 202
+        )
+        ev = Events(f"{b}/v1/sessions/{sid}/events", key)
+        assert ev.wait_for("text")["text"] == "done"
+        r = httpx.post(f"{b}/v1/sessions/{sid}/abort", headers=_h(key))
+        assert r.status_code == 200 and r.json()["aborted"] is True
+        events = ev.finish()  # ends while the model still holds the rest of its answer
+        assert events[-2][0] == "done" and events[-2][1]["summary"]["outcome"] == "aborted", events
+        assert "".join(d["text"] for k, d in events if k == "text") == "done"
+    finally:
+        (cluster.gates / (gate_name(task) + ".text")).touch()
 
 
 def test_a_chat_answer_and_a_responses_continuation_work_through_either_process(cluster: Cluster) -> None:

@@ -35,7 +35,7 @@ from .worker import _SHUTTING_DOWN, _GuardedStore, _ShutdownGuard, open_session,
 if TYPE_CHECKING:
     from ..agentic.turn.generate import Generation
 
-__all__ = ["SERVED_WORKFLOW", "EventSink", "ServedWorker", "served_turn", "start_served_worker"]
+__all__ = ["SERVED_WORKFLOW", "EventSink", "ServedWorker", "interrupt", "served_turn", "start_served_worker"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,19 @@ class _Served:
 
 
 _SERVED: _Served | None = None
+_LIVE: dict[str, Any] = {}  # turn id -> the AgentSession running it in this process
+
+
+def interrupt(turn_id: str) -> bool:
+    """Abort turn ``turn_id`` now if this process runs it (any thread): a model call in
+    progress stops at once, as ``AgentSession.abort()`` does in-process. The abort sent as a
+    DBOS message (``DurableClient.abort``) is what a replay sees; this only makes it sooner.
+    Returns whether this process runs the turn."""
+    session = _LIVE.get(turn_id)
+    if session is None:
+        return False
+    session.abort()
+    return True
 
 
 class _Outbox:
@@ -163,6 +176,7 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
         builder = rt.builder(agent).with_store(store).with_step_runner(steps)
         session = open_session(builder.with_phase_hooks(_ShutdownGuard(store)), session_id)
         steps.lookup = session.registry.get
+        _LIVE[turn_id] = session
         session.messages = history
         session.replay = replay  # type: ignore[attr-defined]
         overrides: ModelParams | None = from_json(params, ModelParams | None)
@@ -180,6 +194,7 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
         last = _crashed()
         box.put(last)
     finally:
+        _LIVE.pop(turn_id, None)
         await box.close()
         if not abandoned:
             await asyncio.to_thread(rt.sink.finish, turn_id)

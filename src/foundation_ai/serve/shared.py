@@ -176,8 +176,10 @@ class RemoteTurn:
             await self._tick.wait()
 
     def abort(self) -> None:
-        """Ask the turn to stop before its next model call (a DBOS message; any process)."""
+        """Abort the turn wherever it runs: a DBOS message (taken before its next model call)
+        and a ``NOTIFY`` that stops a model call in progress at once."""
         self.manager.client.abort(self.id)
+        self.manager.log.request_abort(self.id)
 
 
 class SessionRef:
@@ -237,7 +239,9 @@ class SharedSessionManager(SessionManager):
         self.db = SharedDatabase(shared.db)
         self.index: SharedIndex = SharedIndex(self.db)  # type: ignore[assignment]
         self.log = TurnLog(self.db)
-        self.wakeups = Wakeups(shared.db)
+        from ..durable.served import interrupt
+
+        self.wakeups = Wakeups(shared.db, on_abort=interrupt)
         self._own_store = config.store is None
         self.store = config.store if config.store is not None else PostgresSessionStore(shared.db)
         self.durable = DurableConfig(

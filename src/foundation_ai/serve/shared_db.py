@@ -318,6 +318,10 @@ class TurnLog:
             ).fetchall()
         return [bytes(r[0]) for r in rows], bool(done is None or done[0])
 
+    def request_abort(self, turn_id: str) -> None:
+        """Tell every process (``NOTIFY``) to abort turn ``turn_id`` now if it runs it."""
+        self.db.rows("SELECT pg_notify(%s, %s)", (CHANNEL, "abort:" + turn_id))
+
     def queue_pending(self, session_id: str, body: bytes) -> None:
         """Keep a steering message for the session's next turn."""
         self.db.rows(
@@ -335,10 +339,12 @@ class TurnLog:
 class Wakeups:
     """One ``LISTEN`` connection per process: wakes the followers of a turn (an
     ``asyncio.Event`` per turn id, set on its event loop) as soon as the turn publishes, so
-    followers do not poll. When the connection fails, :attr:`alive` turns False (followers
+    followers do not poll, and passes abort requests (:meth:`TurnLog.request_abort`) to
+    ``on_abort``. When the connection fails, :attr:`alive` turns False (followers
     then poll)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, on_abort: Any = None) -> None:
+        self.on_abort = on_abort  # called with a turn id (on the listening thread)
         self.conn = psycopg.connect(libpq_url(url), autocommit=True)
         self.conn.execute(f"LISTEN {CHANNEL}")
         self.waiters: dict[str, tuple[Any, Any]] = {}  # turn id -> (loop, asyncio.Event)
@@ -351,6 +357,10 @@ class Wakeups:
         try:
             while not self._stop.is_set():
                 for n in self.conn.notifies(timeout=0.5):
+                    if n.payload.startswith("abort:"):
+                        if self.on_abort is not None:
+                            self.on_abort(n.payload[6:])
+                        continue
                     w = self.waiters.get(n.payload)
                     if w is not None:
                         w[0].call_soon_threadsafe(w[1].set)
