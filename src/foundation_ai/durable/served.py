@@ -94,13 +94,22 @@ class _Outbox:
     async def _flush(self) -> None:
         if self.pending:
             batch, self.pending = self.pending, []
-            await asyncio.to_thread(self.sink.publish, self.turn_id, batch)
+            try:
+                await asyncio.to_thread(self.sink.publish, self.turn_id, batch)
+            except BaseException:
+                self.pending[:0] = batch  # nothing was stored (one transaction): try again
+                raise
 
     async def run(self) -> None:
         while True:
             await self.wake.wait()
             self.wake.clear()
-            await self._flush()
+            try:
+                await self._flush()
+            except Exception:  # the database is away: keep the batch, retry a bit later
+                log.warning("could not publish the events of turn %s; retrying", self.turn_id, exc_info=True)
+                self.wake.set()
+                await asyncio.sleep(1.0)
             await asyncio.sleep(self.every)
 
     def start(self) -> None:
@@ -195,7 +204,10 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
         box.put(last)
     finally:
         _LIVE.pop(turn_id, None)
-        await box.close()
+        try:
+            await box.close()
+        except Exception:  # followers see the turn end without its last events
+            log.exception("could not publish the last events of turn %s", turn_id)
         if not abandoned:
             await asyncio.to_thread(rt.sink.finish, turn_id)
     return to_json(last).decode()

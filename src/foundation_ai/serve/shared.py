@@ -138,9 +138,14 @@ class RemoteTurn:
         poll = self.manager.shared.poll
         wake = asyncio.Event()
         wakeups.register(self.id, asyncio.get_running_loop(), wake)
+        checked = time.monotonic()
         try:
             while True:
                 wake.clear()  # before the read: a notification after it is not lost
+                over = False  # the workflow ended without saying so (checked now and then)
+                if time.monotonic() - checked > 5.0:
+                    checked = time.monotonic()
+                    over = await asyncio.to_thread(self._workflow_ended)
                 bodies, ended = await asyncio.to_thread(log_.read, self.id, len(self.events))
                 for b in bodies:
                     ev: TurnEvent = from_json(b, TurnEvent)
@@ -149,7 +154,7 @@ class RemoteTurn:
                         return
                 if bodies:
                     self._notify()
-                if ended:  # ended without a terminal event: the turn's process crashed
+                if ended or over:  # ended without a terminal event: the turn's process crashed
                     self.events.append(_failed("the turn ended without a result"))
                     return
                 # woken by the turn's NOTIFY; a slow poll in case one is missed (or LISTEN failed)
@@ -163,6 +168,15 @@ class RemoteTurn:
             self.turn = _Answer(answer_of(self.events))
             self.done = True
             self._notify()
+
+    def _workflow_ended(self) -> bool:
+        from ..durable.client import TERMINAL
+
+        try:
+            status = self.manager.client.dbos.retrieve_workflow(self.id).get_status().status
+        except Exception:
+            return False
+        return str(status) in TERMINAL
 
     async def follow(self, start: int = 0, **_: Any) -> AsyncIterator[TurnEvent]:
         """The events from index ``start`` on, waiting for new ones until the turn ends."""
