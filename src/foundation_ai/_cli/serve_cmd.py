@@ -192,7 +192,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ),
     )
     try:
-        srv = ServerThread(create_app(config), args.host, args.port)
+        # on SIGTERM, streams still open after a few seconds are closed, so that the shutdown
+        # (aborting or handing back running turns) always runs
+        graceful = max(1, min(5, round(args.grace)))
+        app = create_app(config)
+        srv = ServerThread(app, args.host, args.port, timeout_graceful_shutdown=graceful)
     except OSError as exc:
         raise ConfigurationError(f"cannot bind {args.host}:{args.port}: {exc.strerror or exc}") from None
     srv.start()
@@ -208,5 +212,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             pass
     except KeyboardInterrupt:
         pass
+    manager = app.state.serve.manager
+    if hasattr(manager, "stopping"):  # shared: the turns of the streams cut now go on elsewhere
+        manager.stopping = True
     srv.stop()
     return 0

@@ -49,8 +49,9 @@ class EventSink(Protocol):
     def publish(self, turn_id: str, events: list[bytes]) -> None:
         """Append ``events`` (``TurnEvent`` JSON, in order) to the turn's log."""
 
-    def finish(self, turn_id: str) -> None:
-        """Mark the turn ended (no more events will come)."""
+    def finish(self, turn_id: str, events: list[bytes]) -> None:
+        """Append the turn's last ``events`` (its ``Done``/``Failed``) and mark it ended, at
+        once: whoever sees the end also sees the session free for its next turn."""
 
 
 @dataclass(slots=True)
@@ -79,50 +80,52 @@ def interrupt(turn_id: str) -> bool:
 
 class _Outbox:
     """Events of one turn, written to the sink in batches (at most every ``every`` seconds,
-    and at the end) on a worker thread: a token-by-token model costs one write per batch."""
+    and at the end) on a worker thread: a token-by-token model costs one write per batch.
+    A write in flight is never cancelled (it would be written again)."""
 
     def __init__(self, sink: EventSink, turn_id: str, every: float) -> None:
         self.sink, self.turn_id, self.every = sink, turn_id, every
         self.pending: list[bytes] = []
         self.wake = asyncio.Event()
+        self.closing = False
         self.task: asyncio.Task[None] | None = None
 
     def put(self, ev: TurnEvent) -> None:
         self.pending.append(to_json(ev))
         self.wake.set()
 
-    async def _flush(self) -> None:
-        if self.pending:
-            batch, self.pending = self.pending, []
-            try:
-                await asyncio.to_thread(self.sink.publish, self.turn_id, batch)
-            except BaseException:
-                self.pending[:0] = batch  # nothing was stored (one transaction): try again
-                raise
-
     async def run(self) -> None:
+        failures = 0
         while True:
             await self.wake.wait()
             self.wake.clear()
-            try:
-                await self._flush()
-            except Exception:  # the database is away: keep the batch, retry a bit later
-                log.warning("could not publish the events of turn %s; retrying", self.turn_id, exc_info=True)
-                self.wake.set()
-                await asyncio.sleep(1.0)
+            batch, self.pending = self.pending, []
+            if batch:
+                try:
+                    await asyncio.to_thread(self.sink.publish, self.turn_id, batch)
+                    failures = 0
+                except Exception:  # one transaction: nothing was stored; retry a bit later
+                    failures += 1
+                    log.warning("could not publish the events of turn %s", self.turn_id, exc_info=True)
+                    if self.closing and failures >= 5:
+                        return
+                    self.pending[:0] = batch
+                    self.wake.set()
+                    await asyncio.sleep(1.0)
+                    continue
+            if self.closing and not self.pending:
+                return
             await asyncio.sleep(self.every)
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self.run())
 
     async def close(self) -> None:
+        """Write what is left and stop."""
+        self.closing = True
+        self.wake.set()
         if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except asyncio.CancelledError:
-                pass
-        await self._flush()
+            await asyncio.shield(self.task)
 
 
 class _StreamingSteps(DurableSteps):
@@ -192,24 +195,21 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
         if overrides is not None:
             session.params = overrides
         async for ev in session.arun_turn_stream(msgs).events():
-            if not isinstance(ev, TurnEvent.Progress):
+            if isinstance(ev, TurnEvent.Done | TurnEvent.Failed):
+                last = ev  # published with the end (sink.finish)
+            elif not isinstance(ev, TurnEvent.Progress):
                 box.put(ev)
-            last = ev
     except (GeneratorExit, asyncio.CancelledError):
         abandoned = _SHUTTING_DOWN.is_set()  # handed back to the queue: another process goes on
         raise
     except Exception:
         log.exception("served turn %s of session %s crashed", turn_id, session_id)
         last = _crashed()
-        box.put(last)
     finally:
         _LIVE.pop(turn_id, None)
-        try:
-            await box.close()
-        except Exception:  # followers see the turn end without its last events
-            log.exception("could not publish the last events of turn %s", turn_id)
+        await box.close()
         if not abandoned:
-            await asyncio.to_thread(rt.sink.finish, turn_id)
+            await asyncio.to_thread(rt.sink.finish, turn_id, [to_json(last)])
     return to_json(last).decode()
 
 

@@ -128,6 +128,9 @@ class RemoteTurn:
         loop = asyncio.get_running_loop()
         work = asyncio.sleep(0) if ended else self._pump()
         self.task: asyncio.Task[None] = loop.create_task(work, name=f"follow-{turn_id}")
+        if not ended:
+            manager.followed.add(self)
+            self.task.add_done_callback(lambda _: manager.followed.discard(self))
 
     def _notify(self) -> None:
         self._tick.set()
@@ -191,7 +194,10 @@ class RemoteTurn:
 
     def abort(self) -> None:
         """Abort the turn wherever it runs: a DBOS message (taken before its next model call)
-        and a ``NOTIFY`` that stops a model call in progress at once."""
+        and a ``NOTIFY`` that stops a model call in progress at once. Not while this process
+        stops: its streams are cut, and the turns they follow go on elsewhere."""
+        if self.manager.stopping:
+            return
         self.manager.client.abort(self.id)
         self.manager.log.request_abort(self.id)
 
@@ -246,9 +252,13 @@ class SharedSessionManager(SessionManager):
                 )
         self.config = config
         self.shared = shared
+        self.stopping = False
+        """Set when the process begins to stop (SIGTERM): cut streams abort nothing."""
         self.agents = {a.name: a for a in config.agents}
         self._sessions: dict[str, Any] = {}
         self._turns: dict[str, Any] = {}
+        self.followed: set[RemoteTurn] = set()
+        """Turns whose events this process is reading (cancelled at shutdown)."""
         self._running: dict[str, int] = {}
         self.db = SharedDatabase(shared.db)
         self.index: SharedIndex = SharedIndex(self.db)  # type: ignore[assignment]
@@ -316,7 +326,7 @@ class SharedSessionManager(SessionManager):
 
     def running(self, session_id: str) -> bool:
         """True while a turn of the session runs (on any process)."""
-        listed = self.index.listed_running.get(session_id)  # the listing just read it
+        listed = self.index.listed_running.pop(session_id, None)  # a listing just read it (once)
         if listed is not None and time.monotonic() - listed[1] < 0.5:
             return listed[0]
         latest = self.log.latest(session_id)
@@ -373,7 +383,7 @@ class SharedSessionManager(SessionManager):
     async def shutdown(self) -> None:
         """Stop following, hand back this process's running turns, close the connections.
         Turns keep running on the other processes."""
-        for t in list(self._turns.values()):
+        for t in list(self.followed):
             t.task.cancel()
         await asyncio.to_thread(self.worker.stop, self.shared.grace)
         self.client.close()

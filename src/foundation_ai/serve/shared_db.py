@@ -175,7 +175,8 @@ class SharedIndex:
     def __init__(self, db: SharedDatabase) -> None:
         self.db = db
         self.listed_running: dict[str, tuple[bool, float]] = {}
-        """session id -> (running, ``time.monotonic()``) as the last :meth:`list` saw it."""
+        """session id -> (running, ``time.monotonic()``) as the last :meth:`list` saw it, for
+        the listing's own use (taken once)."""
 
     def add(self, session_id: str, owner: str, agent: str, title: str) -> None:
         """Record a new session owned by ``owner`` (a key id)."""
@@ -282,28 +283,28 @@ class TurnLog:
         )
         return {str(r[0]) for r in rows}
 
-    def publish(self, turn_id: str, events: list[bytes]) -> None:
-        """Append ``events`` to the turn's log (one transaction)."""
+    def publish(self, turn_id: str, events: list[bytes], *, end: bool = False) -> None:
+        """Append ``events`` to the turn's log (one transaction); ``end``: and mark the turn
+        ended in the same transaction."""
         n = len(events)
         with self.db.pool.connection() as conn, conn.transaction():
             row = conn.execute(
-                "UPDATE foundation_ai_serve_turns SET next_seq = next_seq + %s WHERE turn_id = %s"
-                " RETURNING next_seq - %s",
-                (n, turn_id, n),
+                "UPDATE foundation_ai_serve_turns SET next_seq = next_seq + %s, done = done OR %s"
+                " WHERE turn_id = %s RETURNING next_seq - %s",
+                (n, end, turn_id, n),
             ).fetchone()
             first = int(row[0]) if row else 0
             with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO foundation_ai_serve_events VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                    [(turn_id, first + i, ev) for i, ev in enumerate(events)],
-                )
+                if events:
+                    cur.executemany(
+                        "INSERT INTO foundation_ai_serve_events VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                        [(turn_id, first + i, ev) for i, ev in enumerate(events)],
+                    )
             conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, turn_id))  # sent at commit
 
-    def finish(self, turn_id: str) -> None:
-        """Mark the turn ended."""
-        with self.db.pool.connection() as conn, conn.transaction():
-            conn.execute("UPDATE foundation_ai_serve_turns SET done = true WHERE turn_id = %s", (turn_id,))
-            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, turn_id))
+    def finish(self, turn_id: str, events: list[bytes] | None = None) -> None:
+        """Append the turn's last ``events`` and mark it ended (one transaction)."""
+        self.publish(turn_id, events or [], end=True)
 
     def read(self, turn_id: str, start: int) -> tuple[list[bytes], bool]:
         """The turn's events from ``start`` on, and whether the turn had ended before they were
