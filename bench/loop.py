@@ -79,13 +79,7 @@ def foundation_ai_cases() -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
             r = reply(interaction)
             return Reply([r])
 
-        async def astream(self, interaction: Any, params: Any = None) -> Any:  # no request log
-            self.interactions.clear()
-            self.params.clear()
-            async for item in super().astream(interaction, params):
-                yield item
-
-    model = Endless(chunk_words=0)
+    model = Endless(chunk_words=0, record=0)  # an endless script, no request log
     store = InMemorySessionStore()
     agent = AgentSession.builder(model).with_tools(add).with_store(store).build()
 
