@@ -162,7 +162,7 @@ def write_now(host: TurnHost) -> None:
         StoreError: the store failed; the records stay queued (nothing was written).
     """
     batch, header = _batch(host)
-    host.store.append(host.session_id, batch, header)  # type: ignore[call-arg]
+    host.store.append(host.session_id, batch, header)  # type: ignore[arg-type]
     _written(host, len(batch), header)
 
 
