@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import threading
 import time
+from array import array
 
 import pytest
 import scru128
 from hypothesis import given
 from hypothesis import strategies as st
 
+from foundation_ai import ids
 from foundation_ai.ids import base36_25, is_scru128, new_scru128
 
 
@@ -82,3 +84,35 @@ def test_a_forked_child_makes_ids_its_parent_never_makes() -> None:
     # (two fresh sets of 2000 random 32-bit words share one word with odds of about 1 in 1000)
     entropy = {scru128.Scru128Id.from_str(i).entropy for i in parent}
     assert len({scru128.Scru128Id.from_str(i).entropy for i in child} & entropy) <= 2
+
+
+def _one_id(monkeypatch: pytest.MonkeyPatch, ms: int, words: list[int]) -> str:
+    """The first id of a fresh generator whose clock reads ``ms`` and whose random words are
+    ``words`` (taken from the end: counter_lo, counter_hi, entropy)."""
+    monkeypatch.setattr(time, "time_ns", lambda: ms * 1_000_000)
+    monkeypatch.setattr(os, "urandom", lambda n: array("I", words * (n // 4 // len(words))).tobytes())
+    make, _ = ids._generator()
+    return make()
+
+
+@given(
+    st.integers(min_value=1, max_value=2**48 - 1),
+    st.integers(min_value=0, max_value=2**32 - 1),
+    st.integers(min_value=0, max_value=2**32 - 1),
+    st.integers(min_value=0, max_value=2**32 - 1),
+)
+def test_a_new_id_is_the_reference_string_of_its_fields(ms: int, entropy: int, hi: int, lo: int) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        made = _one_id(mp, ms, [entropy, hi, lo])
+    assert made == str(scru128.Scru128Id.from_fields(ms, hi >> 8, lo >> 8, entropy))
+
+
+def test_an_id_past_its_blocks_13_digit_head_is_still_the_reference_string(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a millisecond whose ids (counter_hi 0) start within 2**56 of a multiple of 36**12: the
+    # highest counter_lo and entropy carry into the next 13-digit head
+    ms = next(m for m in range(1_700_000_000_000, 1_700_100_000_000) if (m << 80) % 36**12 > 36**12 - 2**55)
+    made = _one_id(monkeypatch, ms, [2**32 - 1, 0, 2**32 - 1])
+    assert made == str(scru128.Scru128Id.from_fields(ms, 0, 2**24 - 1, 2**32 - 1))
+    assert int(made, 36) // 36**12 == (ms << 80) // 36**12 + 1

@@ -68,26 +68,25 @@ def _fill_triples() -> list[str]:
     return _TRIPLES
 
 
-def _heads(base: int) -> tuple[str, str, int]:
+def _head(base: int) -> tuple[str, int]:
     """For the ids ``base + low`` (``low`` < 2**56 < 36**12): their first 13 digits while
-    ``rest + low`` < 36**12, the first 13 digits past that, and ``rest``."""
-    t = _TRIPLES or _fill_triples()
+    ``rest + low`` < 36**12 (past that, the next 13-digit number), and ``rest``."""
     q, rest = divmod(base, _B12)
-    return _head13(q, t), _head13(q + 1, t), rest
+    return _head13(q, _TRIPLES or _fill_triples()), rest
 
 
 def _generator() -> tuple[Callable[[], str], Callable[[], None]]:
     """``(next_id, reset)``: the process's SCRU128 generator (thread-safe) and the reset a
     forked child runs (it must not repeat its parent's counters and entropy)."""
     timestamp = counter_hi = counter_lo = ts_counter_hi = 0
-    block = -1  # (timestamp << 24 | counter_hi) that ``heads`` belong to
-    heads = ("", "", 0)
+    block = -1  # (timestamp << 24 | counter_hi) that ``head`` and ``rest`` belong to
+    head, rest = "", 0
     pool = array("I")  # random 32-bit words from the OS CSPRNG, taken from the end
     lock = threading.Lock()
     time_ns, urandom, t = time.time_ns, os.urandom, _TRIPLES or _fill_triples()
 
     def next_id() -> str:
-        nonlocal timestamp, counter_hi, counter_lo, ts_counter_hi, block, heads
+        nonlocal timestamp, counter_hi, counter_lo, ts_counter_hi, block, head, rest
         with lock:
             if len(pool) < 3:
                 pool.frombytes(urandom(1024))
@@ -113,15 +112,16 @@ def _generator() -> tuple[Callable[[], str], Callable[[], None]]:
                 counter_hi = pool.pop() >> 8
             if (timestamp << 24 | counter_hi) != block:
                 block = timestamp << 24 | counter_hi
-                heads = _heads(block << 56)
-            head, next_head, rest = heads
+                head, rest = _head(block << 56)
+            first, base = head, block
             low = rest + (counter_lo << 32 | pool.pop())
-        if low >= _B12:
-            head, low = next_head, low - _B12
+        if low >= _B12:  # rare: the id crosses into the next 13-digit head
+            first = _head13((base << 56) // _B12 + 1, t)
+            low -= _B12
         x, y = divmod(low, _B6)
         a, b = divmod(x, 46656)
         c, d = divmod(y, 46656)
-        return f"{head}{t[a]}{t[b]}{t[c]}{t[d]}"
+        return f"{first}{t[a]}{t[b]}{t[c]}{t[d]}"
 
     def reset() -> None:
         nonlocal timestamp, counter_hi, counter_lo, ts_counter_hi, block, lock
