@@ -241,6 +241,8 @@ def to_content(value: Any) -> TextContent | ImageContent:
     ``None`` as ``""``, anything else as JSON (msgspec: structs, dataclasses, dicts, lists)."""
     if isinstance(value, str):
         return TextContent(value)
+    if type(value) is int:  # its JSON is its decimal digits
+        return TextContent(str(value))
     if isinstance(value, TextContent | ImageContent):
         return value
     if value is None:

@@ -183,6 +183,8 @@ class PolicyExecutor:
     async def execute(self, call: ToolCall, prepared: Any) -> ToolResultMessage:
         """Run ``call`` under the policy (through the ``run`` wrapper when given)."""
         if self._run is None:
+            if self.policy.plain:  # no retries, default errors: the registry runs it as is
+                return await self.registry.execute(call, prepared)
             return await self._execute(call, prepared)
         result = self._run(call, lambda: self._execute(call, prepared))
         if inspect.isawaitable(result):
