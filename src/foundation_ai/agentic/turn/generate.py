@@ -70,7 +70,8 @@ class Generation:
         self.index = state.generations
         self.model = model
         self.interaction = interaction
-        self.params = params_for(host.params, state.output_spec, model)
+        spec = state.output_spec
+        self.params = host.params if spec is None else params_for(host.params, spec, model)
         """The session's params, with the turn's output type as ``output_format``."""
         self.outputs: dict[str, AssistantMessage] = {}
         self.error: AssistantMessage | None = None
