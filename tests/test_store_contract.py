@@ -62,6 +62,8 @@ class StoreKind:
     sql: Callable[[Path, list[str]], None] | None = None
     records: str = ""
     bad_body: str = ""
+    before_base_url: tuple[str, ...] = ()
+    """SQL turning the store's tables back into the version before the ``base_url`` column."""
 
 
 def _sqlite_corrupt(store: Any, where: Path) -> None:
@@ -122,6 +124,7 @@ KINDS = [
         _sqlite_sql,
         "records",
         "x'7b6e6f74206a736f6e'",
+        ("ALTER TABLE sessions DROP COLUMN base_url", "PRAGMA user_version=2"),
     ),
     StoreKind(
         "postgres",
@@ -131,6 +134,7 @@ KINDS = [
         _postgres_sql,
         "foundation_ai_records",
         "'{not json'::bytea",
+        ("ALTER TABLE foundation_ai_sessions DROP COLUMN base_url",),
     ),
 ]
 
@@ -326,6 +330,36 @@ def test_metadata_row_follows_each_append(store: Any) -> None:
         3,
     )
     assert store.session_meta("unknown") is None
+
+
+def test_the_base_url_is_kept_with_the_header(kind: StoreKind, tmp_path: Path) -> None:
+    s = kind.open(tmp_path)
+    url = "http://127.0.0.1:8080/v1"
+    s.append("s", [user("hi")], SessionHeader(model="openai:m", base_url=url))
+    s.append("t", [user("yo")], SessionHeader(model="openai:m"))
+    assert s.session_meta("s").base_url == url
+    assert [(m.session_id, m.base_url) for m in s.list_sessions()] == [("t", None), ("s", url)]
+    s = kind.reopen(s, tmp_path)
+    assert s.session_meta("s").base_url == url
+    s.append("s", [], SessionHeader(model="anthropic:c"))  # a new header replaces it
+    assert s.session_meta("s").base_url is None
+    s.close()
+
+
+def test_tables_from_before_the_base_url_column_gain_it_on_open(kind: StoreKind, tmp_path: Path) -> None:
+    if kind.sql is None:
+        pytest.skip(f"{kind.name} has no tables")
+    s = kind.open(tmp_path)
+    s.append("s", [user("hi"), answer("a")], SessionHeader(model="openai:m", tools=("add",)))
+    before = s.session_meta("s")
+    s.close()
+    kind.sql(tmp_path, list(kind.before_base_url))
+    s = kind.reopen(s, tmp_path)
+    assert s.session_meta("s") == before  # nothing else touched
+    s.append("s", [user("again")], SessionHeader(model="openai:m", base_url="http://127.0.0.1:1/v1"))
+    after = s.session_meta("s")
+    assert after is not None and after.base_url == "http://127.0.0.1:1/v1" and after.message_count == 3
+    s.close()
 
 
 def test_title_is_cut_and_absent_without_user_text(store: Any) -> None:

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
@@ -36,6 +37,7 @@ __all__ = [
     "conversation_of",
     "meta_delta",
     "paused_gc",
+    "public_base_url",
     "takes_header",
     "title_of",
 ]
@@ -52,11 +54,16 @@ class SessionHeader(msgspec.Struct, frozen=True, kw_only=True):
             ``"llamacpp:SmolLM2-135M"``; ``provider:name``), or ``None``.
         system_prompt: the system prompt, or ``None``.
         tools: the function names of the session's tools, in registration order.
+        base_url: the server the model is reached at when it is not the provider's own host
+            (``"http://127.0.0.1:8080/v1"``), without user name, password, query or fragment
+            (:func:`public_base_url`), so a resumed session talks to the same server; ``None``
+            for the provider's own host or an in-process model.
     """
 
     model: str | None = None
     system_prompt: str | None = None
     tools: tuple[str, ...] = ()
+    base_url: str | None = None
 
 
 class SessionMeta(msgspec.Struct, frozen=True, gc=False):
@@ -69,8 +76,9 @@ class SessionMeta(msgspec.Struct, frozen=True, gc=False):
         message_count: ``Conversation`` records stored (a message each; a ``Retracted`` record
             does not lower it).
         title: the first line of the first user text (at most 80 characters), or ``None``.
-        model, system_prompt, tools: the latest :class:`SessionHeader` stored (``None`` / ``()``
-            when the writer gave none, e.g. sessions written before metadata existed).
+        model, system_prompt, tools, base_url: the latest :class:`SessionHeader` stored
+            (``None`` / ``()`` when the writer gave none, e.g. sessions written before metadata
+            existed).
 
     Fields are also positional, in this order. Instances are not tracked by Python's cyclic
     garbage collector (they hold only strings, numbers and a tuple of strings), so listing
@@ -85,6 +93,24 @@ class SessionMeta(msgspec.Struct, frozen=True, gc=False):
     model: str | None = None
     system_prompt: str | None = None
     tools: tuple[str, ...] = ()
+    base_url: str | None = None
+
+
+def public_base_url(url: str | None) -> str | None:
+    """``url`` without what may be secret: the user name and password, the query and the
+    fragment (``"https://u:pw@host:8443/v1?key=k"`` -> ``"https://host:8443/v1"``); ``None``
+    for ``None``, an empty text or a text that is not an absolute URL."""
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url.strip())
+        _ = parts.port
+    except ValueError:
+        return None
+    host = parts.netloc.rpartition("@")[2]
+    if not parts.scheme or not host:
+        return None
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 @runtime_checkable

@@ -11,7 +11,7 @@ open an empty database at once):
 
 - ``foundation_ai_sessions(session_id TEXT PRIMARY KEY, created, updated DOUBLE PRECISION,
   message_count INTEGER, title, model, system_prompt TEXT, tools JSONB, next_seq BIGINT,
-  write_no BIGINT, created_no BIGINT)``: one metadata row per session, indexed by ``updated``;
+  write_no BIGINT, created_no BIGINT, base_url TEXT)``: one metadata row per session, indexed by ``updated``;
 - ``foundation_ai_records(session_id TEXT, seq BIGINT, kind TEXT, body BYTEA,
   PRIMARY KEY(session_id, seq))``: the body is the record in the foundation_ai JSON format.
 
@@ -69,6 +69,13 @@ _SCHEMA = (
     " session_id TEXT NOT NULL, seq BIGINT NOT NULL, kind TEXT NOT NULL, body BYTEA NOT NULL,"
     " PRIMARY KEY (session_id, seq))",
 )
+# columns added after the first release, added when missing (checked first: ALTER TABLE would
+# lock the table on every open)
+_ADDED_COLUMNS = {"base_url": "TEXT"}
+_HAVE_COLUMNS = (
+    "SELECT column_name FROM information_schema.columns"
+    " WHERE table_schema = current_schema() AND table_name = 'foundation_ai_sessions'"
+)
 _UPSERT = (
     "INSERT INTO foundation_ai_sessions AS s (session_id, created, updated, message_count, title,"
     " next_seq, write_no, created_no)"
@@ -80,7 +87,10 @@ _UPSERT = (
     " write_no = EXCLUDED.write_no"
     " RETURNING next_seq - %(n)s"
 )
-_HEADER = "UPDATE foundation_ai_sessions SET model = %s, system_prompt = %s, tools = %s WHERE session_id = %s"
+_HEADER = (
+    "UPDATE foundation_ai_sessions SET model = %s, system_prompt = %s, tools = %s, base_url = %s"
+    " WHERE session_id = %s"
+)
 _INSERT = (
     "INSERT INTO foundation_ai_records (session_id, seq, kind, body)"
     " SELECT %s, s, k, b FROM unnest(%s::bigint[], %s::text[], %s::bytea[]) AS t(s, k, b)"
@@ -88,12 +98,12 @@ _INSERT = (
 # binary rows (psycopg's C loaders; no per-row JSONB parsing: the tool names come as text and
 # each distinct value is decoded once)
 _LIST_META = (
-    "SELECT session_id, created, updated, message_count, title, model, system_prompt, tools::text"
-    " FROM foundation_ai_sessions ORDER BY updated DESC, write_no DESC LIMIT %s OFFSET %s"
+    "SELECT session_id, created, updated, message_count, title, model, system_prompt, tools::text,"
+    " base_url FROM foundation_ai_sessions ORDER BY updated DESC, write_no DESC LIMIT %s OFFSET %s"
 )
 _ONE_META = (
-    "SELECT session_id, created, updated, message_count, title, model, system_prompt, tools::text"
-    " FROM foundation_ai_sessions WHERE session_id = %s"
+    "SELECT session_id, created, updated, message_count, title, model, system_prompt, tools::text,"
+    " base_url FROM foundation_ai_sessions WHERE session_id = %s"
 )
 # a session's bodies as binary rows, joined on the client into one JSON array decoded at once
 # (faster than string_agg on the server, which sorts and copies the whole text once more)
@@ -190,6 +200,10 @@ class PostgresSessionStore:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 for stmt in _SCHEMA:
                     conn.execute(stmt)
+                have = {row[0] for row in conn.execute(_HAVE_COLUMNS).fetchall()}
+                for name, kind in _ADDED_COLUMNS.items():
+                    if name not in have:
+                        conn.execute(f"ALTER TABLE foundation_ai_sessions ADD COLUMN {name} {kind}")
         except psycopg.Error as exc:
             raise self._failure("create the tables of", exc) from None
 
@@ -253,6 +267,7 @@ class PostgresSessionStore:
                             _text(header.model),
                             _text(header.system_prompt),
                             Jsonb([_text(t) for t in header.tools]),
+                            _text(header.base_url),
                             session_id,
                         ),
                     )
@@ -391,7 +406,7 @@ def _metas(rows: list[Any]) -> list[SessionMeta]:
     a JSON array of strings reads as no tools)."""
     tools: dict[Any, tuple[str, ...]] = {None: ()}
     out = []
-    for sid, created, updated, count, title, model, system, names in rows:
+    for sid, created, updated, count, title, model, system, names, base_url in rows:
         found = tools.get(names)
         if found is None:
             try:
@@ -399,5 +414,5 @@ def _metas(rows: list[Any]) -> list[SessionMeta]:
             except (msgspec.DecodeError, TypeError):
                 found = ()
             tools[names] = found
-        out.append(SessionMeta(sid, created, updated, count, title, model, system, found))
+        out.append(SessionMeta(sid, created, updated, count, title, model, system, found, base_url))
     return out

@@ -1,11 +1,11 @@
 """``SqliteSessionStore``: records as JSON rows in an SQLite file (the default store).
 
-Schema (``PRAGMA user_version`` 2):
+Schema (``PRAGMA user_version`` 3):
 
 - ``records(session_id TEXT, seq INTEGER, kind TEXT, body BLOB, PRIMARY KEY(session_id, seq))``:
   the body is the record in the foundation_ai JSON format (``to_json``);
 - ``sessions(session_id TEXT PRIMARY KEY, created REAL, updated REAL, message_count INTEGER,
-  title TEXT, model TEXT, system_prompt TEXT, tools TEXT)``: one metadata row per session
+  title TEXT, model TEXT, system_prompt TEXT, tools TEXT, base_url TEXT)``: one metadata row per session
   (:class:`~foundation_ai.agentic.stores.SessionMeta`; ``tools`` a JSON array of names), written
   in the same transaction as each ``append`` and indexed by ``updated``, so listing sessions never
   reads a record. A file written before this table had these columns is migrated when opened
@@ -61,7 +61,7 @@ HOME_ENV = "FOUNDATION_AI_HOME"
 """Environment variable naming the directory for foundation-ai's data (the default session
 store); when unset, the user data directory of ``platformdirs`` is used."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _META_COLUMNS = {
     "updated": "REAL",
@@ -70,9 +70,11 @@ _META_COLUMNS = {
     "model": "TEXT",
     "system_prompt": "TEXT",
     "tools": "TEXT",
+    "base_url": "TEXT",
 }
 _SELECT_META = (
-    "SELECT session_id, created, updated, message_count, title, model, system_prompt, tools FROM sessions"
+    "SELECT session_id, created, updated, message_count, title, model, system_prompt, tools, base_url"
+    " FROM sessions"
 )
 _UPSERT_META = (
     "INSERT INTO sessions(session_id, created, updated, message_count, title) VALUES (?, ?, ?, ?, ?) "
@@ -199,8 +201,8 @@ class SqliteSessionStore:
         for name in missing:
             c.execute(f"ALTER TABLE sessions ADD COLUMN {name} {_META_COLUMNS[name]}")
         c.execute("CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions(updated)")  # list_sessions order
-        if not missing:
-            return
+        if "updated" not in missing:
+            return  # version 2 had every column but base_url: nothing to compute
         # an older file: sessions known only by their records, then counts and titles
         now = time.time()
         c.execute(
@@ -303,11 +305,12 @@ class SqliteSessionStore:
                 c.execute(_UPSERT_META, (session_id, now, now, added, title))
                 if header is not None:
                     c.execute(
-                        "UPDATE sessions SET model=?, system_prompt=?, tools=? WHERE session_id=?",
+                        "UPDATE sessions SET model=?, system_prompt=?, tools=?, base_url=? WHERE session_id=?",
                         (
                             header.model,
                             header.system_prompt,
                             msgspec.json.encode(list(header.tools)),
+                            header.base_url,
                             session_id,
                         ),
                     )
@@ -476,7 +479,7 @@ def _metas(rows: list[Any]) -> list[SessionMeta]:
     """Metadata rows as ``SessionMeta`` (the tool lists decoded once per distinct value)."""
     tools: dict[Any, tuple[str, ...]] = {None: (), "": ()}
     out = []
-    for sid, created, updated, count, title, model, system, names in rows:
+    for sid, created, updated, count, title, model, system, names, base_url in rows:
         found = tools.get(names)
         if found is None:
             try:
@@ -486,7 +489,15 @@ def _metas(rows: list[Any]) -> list[SessionMeta]:
             tools[names] = found
         out.append(
             SessionMeta(
-                sid, created, created if updated is None else updated, count, title, model, system, found
+                sid,
+                created,
+                created if updated is None else updated,
+                count,
+                title,
+                model,
+                system,
+                found,
+                base_url,
             )
         )
     return out
