@@ -11,7 +11,8 @@ open an empty database at once):
 
 - ``foundation_ai_sessions(session_id TEXT PRIMARY KEY, created, updated DOUBLE PRECISION,
   message_count INTEGER, title, model, system_prompt TEXT, tools JSONB, next_seq BIGINT,
-  write_no BIGINT, created_no BIGINT, base_url TEXT)``: one metadata row per session, indexed by ``updated``;
+  write_no BIGINT, created_no BIGINT, base_url TEXT)``: one metadata row per session, indexed by
+  ``updated`` (a table from before ``base_url`` gains the column when opened);
 - ``foundation_ai_records(session_id TEXT, seq BIGINT, kind TEXT, body BYTEA,
   PRIMARY KEY(session_id, seq))``: the body is the record in the foundation_ai JSON format.
 
