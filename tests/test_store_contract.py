@@ -475,6 +475,20 @@ def test_sqlite_append_is_one_transaction_of_statements_that_do_not_grow_with_hi
     store.close()
 
 
+def test_sqlite_session_longer_than_the_sql_length_limit_still_loads_row_by_row(tmp_path: Path) -> None:
+    store = SqliteSessionStore(tmp_path / "s.db")
+    recs = [user(f"message {i} " + "x" * 300) for i in range(40)]
+    store.append("s", recs)
+    # SQLite refuses to build a value over SQLITE_LIMIT_LENGTH: the joined bodies (about 20 KB)
+    # cannot be made in SQL, each row (under 1 KB) still can
+    store._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 5_000)
+    with pytest.raises(sqlite3.DataError):
+        store._conn.execute("SELECT group_concat(body) FROM records").fetchone()
+    assert store.load("s") == recs
+    assert store.corrupt_records == {}
+    store.close()
+
+
 def test_paused_gc_resumes_the_collector_when_the_last_overlapping_pause_ends() -> None:
     assert gc.isenabled()
     entered, release = threading.Event(), threading.Event()

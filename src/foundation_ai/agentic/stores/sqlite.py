@@ -414,7 +414,7 @@ class SqliteSessionStore:
             return None  # a hand-edited table (seq not an integer)
         if last - first + 1 != count or seqs != ",".join(map(str, range(first, last + 1))):
             return None  # gaps (rows deleted by hand) or another order: read row by row
-        return count, b"[" + body + b"]"
+        return count, b"".join((b"[", body, b"]"))
 
     async def aload(self, session_id: str) -> list[SessionRecord]:
         """:meth:`load` on the store's worker thread."""
