@@ -32,6 +32,13 @@ class Agent:
         tools: tools for ``AgentSession.with_tools`` (they run in the server process).
         params: sampling parameters for every generation.
         description: shown by ``GET /v1/models``.
+        requires_approval: tool names whose every call waits for a person's approval (``True``:
+            every tool). A call asking pauses the turn until a client approves or denies it
+            through ``/v1/sessions/{id}/approvals`` (see ``docs/serve.md``). Tools marked
+            ``requires_approval`` by the library (``docs/tools.md``) ask as well.
+
+    Raises:
+        ConfigurationError: ``requires_approval`` names a tool the agent does not have.
     """
 
     name: str
@@ -40,7 +47,44 @@ class Agent:
     tools: list[Any] = field(default_factory=list)
     params: ModelParams | None = None
     description: str = ""
+    requires_approval: bool | list[str] = False
     _resolved: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        names = self.requires_approval
+        if isinstance(names, bool):
+            return
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ConfigurationError(
+                f"agent {self.name!r}: requires_approval must be true or a list of tool names"
+            )
+        from ..agentic.tools import ToolRegistry
+
+        known = set(ToolRegistry(self.tools).names())
+        unknown = sorted(set(names) - known)
+        if unknown:
+            raise ConfigurationError(
+                f"agent {self.name!r}: requires_approval names unknown tools {unknown} "
+                f"(its tools: {sorted(known)})"
+            )
+
+    def can_use_tool(self) -> Any:
+        """The ``can_use_tool`` hook asking for approval of the calls ``requires_approval``
+        names (and of tools marked ``requires_approval``), allowing the rest; ``None`` when
+        ``requires_approval`` is empty (the library default applies)."""
+        if not self.requires_approval:
+            return None
+        from ..agentic.toolsets.approval import Allow, Ask
+
+        every = self.requires_approval is True
+        names = set() if every else set(self.requires_approval)  # type: ignore[arg-type]
+
+        def can_use_tool(call: Any, context: Any) -> Any:
+            if every or call.name in names or context.requires_approval:
+                return Ask(f"run {call.name}?")
+            return Allow()
+
+        return can_use_tool
 
     def resolved_model(self) -> Any:
         """The ``Model`` (a model string is resolved once).
@@ -130,6 +174,7 @@ def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
         description = "a small helper"
         tools = ["files"]             # built-in tool sets: "files", "shell"
         root = "./workspace"          # where the files/shell tools work
+        requires_approval = ["write_file"]  # tools whose calls wait for approval (or true: all)
 
     Raises:
         ConfigurationError: the file is unreadable, not TOML, or an agent entry is invalid.
@@ -145,7 +190,7 @@ def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
     for name, spec in table.items():
         if not isinstance(spec, dict):
             raise ConfigurationError(f"{path}: agents.{name} must be a table")
-        unknown = set(spec) - {"model", "system_prompt", "description", "tools", "root"}
+        unknown = set(spec) - {"model", "system_prompt", "description", "tools", "root", "requires_approval"}
         if unknown:
             raise ConfigurationError(f"{path}: agents.{name}: unknown keys {sorted(unknown)}")
         out.append(
@@ -155,6 +200,7 @@ def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
                 system_prompt=spec.get("system_prompt"),
                 description=str(spec.get("description", "")),
                 tools=_builtin_tools(spec.get("tools", []), spec.get("root"), f"{path}: agents.{name}"),
+                requires_approval=spec.get("requires_approval", False),
             )
         )
     return out
