@@ -324,12 +324,69 @@ def test_a_pause_survives_a_server_restart(tmp_path: Path) -> None:
         assert after[-2][0] == "done" and after[-2][1]["summary"]["outcome"] == "completed"
 
 
+def shell_reply(inter: ModelInteraction) -> Any:
+    last = inter.messages[-1]
+    if isinstance(last, ToolResultMessage):
+        return say(f"Ran it: {last.error_detail or last.text()}")
+    return call("run_command", {"command": "echo from-the-model > marker.txt"})
+
+
+def _shell_agent(tmp_path: Path, rule: str) -> Agent:
+    f = tmp_path / "agents.toml"
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    f.write_text(f'[agents.bot]\ntools = ["shell"]\nroot = "{work}"\n{rule}', encoding="utf-8")
+    (agent,) = load_agents(f)
+    agent.model = ScriptedModel([shell_reply] * 100, chunk_mode="delta")
+    return agent
+
+
+def test_the_shell_tool_set_of_an_agents_file_waits_for_approval_by_default(tmp_path: Path) -> None:
+    agent = _shell_agent(tmp_path, "")
+    marker = tmp_path / "work" / "marker.txt"
+    with serving(tmp_path, agents=[agent]) as (srv, keys), httpx.Client(base_url=srv.url, timeout=30) as c:
+        h = {"Authorization": f"Bearer {keys.create()[1]}"}
+        sid, evs = paused_session(c, h, "tidy up")
+        asked = evs[-2][1]
+        assert asked["calls"][0]["arguments"] == {"command": "echo from-the-model > marker.txt"}
+        assert not marker.exists(), "the command did not run before the approval"
+        c.post(
+            f"/v1/sessions/{sid}/approvals/{asked['calls'][0]['id']}", headers=h, json={"decision": "approve"}
+        )
+        after = events(c, sid, h, asked["next"])
+        assert after[-2][1]["summary"]["outcome"] == "completed"
+        assert marker.read_text(encoding="utf-8").strip() == "from-the-model"
+
+
+def test_requires_approval_false_lets_every_tool_run_unasked(tmp_path: Path) -> None:
+    agent = _shell_agent(tmp_path, "requires_approval = false\n")
+    with serving(tmp_path, agents=[agent]) as (srv, keys), httpx.Client(base_url=srv.url, timeout=30) as c:
+        h = {"Authorization": f"Bearer {keys.create()[1]}"}
+        _, evs = paused_session(c, h, "tidy up")
+        assert "awaiting_approval" not in [k for k, _ in evs]
+        assert evs[-2][1]["summary"]["outcome"] == "completed"
+        assert (tmp_path / "work" / "marker.txt").exists()
+
+
 def test_requires_approval_names_the_agents_tools(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="unknown tools"):
         Agent("x", tools=[add], requires_approval=["ad"])
     with pytest.raises(ConfigurationError, match="requires_approval"):
         Agent("x", tools=[add], requires_approval="add")  # type: ignore[arg-type]
-    assert Agent("x", tools=[add]).can_use_tool() is None
+    assert Agent("x", tools=[add]).can_use_tool() is None, "no hook: the library default"
+    from foundation_ai.agentic.toolsets.approval import Allow, Ask, ToolContext
+    from foundation_ai.types import ToolCall
+
+    def asks(rule: Any, name: str, marked: bool) -> bool:
+        hook = Agent("x", tools=[add], requires_approval=rule).can_use_tool()
+        ctx = ToolContext(session_id="s", tool=None, requires_approval=marked, calls=[], state=None)
+        decision = hook(ToolCall(id="c", name=name, arguments={}), ctx)
+        assert isinstance(decision, Ask | Allow)
+        return isinstance(decision, Ask)
+
+    assert asks(True, "add", False) and asks(True, "other", False)
+    assert not asks(False, "add", True), "false: not even marked tools ask"
+    assert asks(["add"], "add", False) and asks(["add"], "other", True) and not asks(["add"], "other", False)
     f = tmp_path / "agents.toml"
     f.write_text(
         '[agents.ops]\nmodel = "local"\ntools = ["files"]\nroot = "."\nrequires_approval = ["write_file"]\n'

@@ -32,10 +32,12 @@ class Agent:
         tools: tools for ``AgentSession.with_tools`` (they run in the server process).
         params: sampling parameters for every generation.
         description: shown by ``GET /v1/models``.
-        requires_approval: tool names whose every call waits for a person's approval (``True``:
-            every tool). A call asking pauses the turn until a client approves or denies it
-            through ``/v1/sessions/{id}/approvals`` (see ``docs/serve.md``). Tools marked
-            ``requires_approval`` by the library (``docs/tools.md``) ask as well.
+        requires_approval: which tool calls wait for a person's approval: ``None`` (default)
+            the tools marked ``requires_approval`` (``docs/tools.md``; the ``"shell"`` tool set
+            of an agents file is marked); a list of tool names: those and the marked ones;
+            ``True``: every tool; ``False``: none (marked tools run without asking). A call
+            that asks pauses the turn until a client approves or denies it through
+            ``/v1/sessions/{id}/approvals`` (``docs/serve.md``).
 
     Raises:
         ConfigurationError: ``requires_approval`` names a tool the agent does not have.
@@ -47,16 +49,16 @@ class Agent:
     tools: list[Any] = field(default_factory=list)
     params: ModelParams | None = None
     description: str = ""
-    requires_approval: bool | list[str] = False
+    requires_approval: bool | list[str] | None = None
     _resolved: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         names = self.requires_approval
-        if isinstance(names, bool):
+        if names is None or isinstance(names, bool):
             return
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise ConfigurationError(
-                f"agent {self.name!r}: requires_approval must be true or a list of tool names"
+                f"agent {self.name!r}: requires_approval must be true, false or a list of tool names"
             )
         from ..agentic.tools import ToolRegistry
 
@@ -69,18 +71,18 @@ class Agent:
             )
 
     def can_use_tool(self) -> Any:
-        """The ``can_use_tool`` hook asking for approval of the calls ``requires_approval``
-        names (and of tools marked ``requires_approval``), allowing the rest; ``None`` when
-        ``requires_approval`` is empty (the library default applies)."""
-        if not self.requires_approval:
+        """The ``can_use_tool`` hook (``AgentSessionBuilder.with_can_use_tool``) answering
+        ``Ask`` for the calls ``requires_approval`` selects and ``Allow`` for the rest; ``None``
+        for ``requires_approval=None`` (no hook: marked tools ask, the library default)."""
+        rule = self.requires_approval
+        if rule is None:
             return None
         from ..agentic.toolsets.approval import Allow, Ask
 
-        every = self.requires_approval is True
-        names = set() if every else set(self.requires_approval)  # type: ignore[arg-type]
+        names = set(rule) if isinstance(rule, list) else set()
 
         def can_use_tool(call: Any, context: Any) -> Any:
-            if every or call.name in names or context.requires_approval:
+            if rule is True or call.name in names or (rule is not False and context.requires_approval):
                 return Ask(f"run {call.name}?")
             return Allow()
 
@@ -174,7 +176,8 @@ def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
         description = "a small helper"
         tools = ["files"]             # built-in tool sets: "files", "shell"
         root = "./workspace"          # where the files/shell tools work
-        requires_approval = ["write_file"]  # tools whose calls wait for approval (or true: all)
+        requires_approval = ["write_file"]  # calls waiting for approval: these tools and "shell"
+                                            # (true: every tool; false: none, not even "shell")
 
     Raises:
         ConfigurationError: the file is unreadable, not TOML, or an agent entry is invalid.
@@ -200,7 +203,7 @@ def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
                 system_prompt=spec.get("system_prompt"),
                 description=str(spec.get("description", "")),
                 tools=_builtin_tools(spec.get("tools", []), spec.get("root"), f"{path}: agents.{name}"),
-                requires_approval=spec.get("requires_approval", False),
+                requires_approval=spec.get("requires_approval"),
             )
         )
     return out
@@ -215,8 +218,10 @@ def _builtin_tools(names: Any, root: Any, where: str) -> list[Any]:
     for n in names:
         if n == "files":
             tools.extend(files_tools(root))
-        elif n == "shell":
-            tools.extend(shell_tools(root))
+        elif n == "shell":  # commands run on the server: they wait for approval by default
+            from ..agentic.toolsets.approval import mark_requires_approval
+
+            tools.extend(mark_requires_approval(t) for t in shell_tools(root))
         else:
             raise ConfigurationError(f"{where}: unknown tool set {n!r} (known: files, shell)")
     return tools
