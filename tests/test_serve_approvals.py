@@ -269,6 +269,22 @@ def test_a_chat_request_without_stream_returns_at_the_pause(tmp_path: Path) -> N
         assert "The sum is 42." in follow
 
 
+def test_a_responses_request_without_stream_returns_incomplete_at_the_pause(tmp_path: Path) -> None:
+    with (
+        serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
+        httpx.Client(base_url=srv.url, timeout=30) as c,
+    ):
+        h = {"Authorization": f"Bearer {keys.create()[1]}"}
+        r = c.post("/v1/responses", headers=h, json={"model": "bot", "input": "please add"})
+        body = r.json()
+        assert body["status"] == "incomplete"
+        assert body["incomplete_details"] == {"reason": "awaiting_approval"}
+        sid = r.headers["x-session-id"]
+        assert [x["name"] for x in c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"]] == [
+            "add"
+        ]
+
+
 def test_a_waiting_responses_stream_goes_on_after_the_denial(tmp_path: Path) -> None:
     with (
         serving(tmp_path, agents=[gated_agent()]) as (srv, keys),

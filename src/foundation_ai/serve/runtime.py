@@ -65,13 +65,20 @@ class LiveTurn:
         self._tick = asyncio.Event()
 
     async def run(self) -> None:
-        """Run the turn to its end, publishing each event."""
+        """Run the turn to its end, publishing each event. A ``Done`` with outcome
+        ``awaiting_approval`` is published only once the turn has fully ended (the session is
+        free), so a client that sees it can decide at once."""
         stream = self._stream
+        held: TurnEvent | None = None
         try:
             async for ev in stream.events():
+                if isinstance(ev, TurnEvent.Done) and ev.summary.outcome is TurnOutcome.AwaitingApproval:
+                    held = ev
+                    continue
                 self.events.append(ev)
                 self._notify()
         except Exception:  # the loop itself crashed: followers get a Failed event, clients no trace
+            held = None
             log.exception("turn %s of session %s crashed", self.id, self.session_id)
             from ..agentic.events import TurnSummary
             from ..types import AgenticError, TokenSnapshot
@@ -83,9 +90,10 @@ class LiveTurn:
             self.events.append(TurnEvent.Failed(err, summary))
         finally:
             self.turn = stream.turn
+            if held is not None:
+                self.asked[len(self.events)] = self.session.pending_approvals()
+                self.events.append(held)
             self.done = True
-            if self.paused:
-                self.asked[len(self.events) - 1] = self.session.pending_approvals()
             self._notify()
 
     @property

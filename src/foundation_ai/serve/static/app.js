@@ -252,7 +252,8 @@ function onEvent(kind, ev) {
   else if (kind === "retract") retract(ev.message_ids);
   else if (kind === "failed") { status("The turn failed: " + ev.error.message); usageLine(ev.summary); }
   else if (kind === "done") usageLine(ev.summary);
-  else if (kind === "awaiting_approval") for (const call of ev.calls) askApproval(ev.session_id, call);
+  // a replayed turn may have been decided since: ask the server which calls still wait
+  else if (kind === "awaiting_approval") loadApprovals(ev.session_id).catch((e) => status(e.message));
 }
 
 // ---- following a turn -------------------------------------------------------------------
