@@ -25,6 +25,10 @@ def approval_reply(inter: ModelInteraction) -> Any:
     last = inter.messages[-1]
     if isinstance(last, ToolResultMessage) and last.error_detail:
         return say(f"I could not add: {last.error_detail}")
+    first = next((m.text() or "" for m in inter.messages if not isinstance(m, ToolResultMessage)), "")
+    results = sum(isinstance(m, ToolResultMessage) for m in inter.messages)
+    if "add in two steps" in first and results == 1:
+        return [say("Once more."), call("add", {"a": 42, "b": 1})]
     if not isinstance(last, ToolResultMessage) and "add twice" in (last.text() or ""):
         return [say("Two sums."), call("add", {"a": 1, "b": 2}), call("add", {"a": 3, "b": 4})]
     return reply(inter)
@@ -157,6 +161,33 @@ def test_the_turn_continues_only_once_every_pending_call_is_decided(tmp_path: Pa
         assert results[second]["error_detail"] and "denied" in results[second]["error_detail"]
 
 
+def test_a_continued_turn_can_pause_again_and_a_waiting_stream_follows_both_pauses(tmp_path: Path) -> None:
+    with (
+        serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
+        httpx.Client(base_url=srv.url, timeout=30) as c,
+    ):
+        h = {"Authorization": f"Bearer {keys.create()[1]}"}
+        decisions: list[Any] = []
+
+        def approve(sid: str, calls: list[Any]) -> None:
+            with httpx.Client(base_url=srv.url, timeout=30) as other:
+                url = f"/v1/sessions/{sid}/approvals/{calls[0]['id']}"
+                decisions.append(other.post(url, headers=h, json={"decision": "approve"}).json())
+
+        content, extra, sid = _chat_stream(c, h, approve, "please add in two steps")
+        assert [e["type"] for e in extra].count("awaiting_approval") == 2
+        assert [d["continued"] for d in decisions] == [True, True]
+        assert decisions[1]["events_from"] > decisions[0]["events_from"]
+        assert content.endswith("The sum is 43.")
+        evs = events(c, sid, h)
+        assert [k for k, _ in evs].count("awaiting_approval") == 2
+        assert [d["summary"]["outcome"] for k, d in evs if k == "done"] == [
+            "awaiting_approval",
+            "awaiting_approval",
+            "completed",
+        ]
+
+
 def test_another_key_can_neither_see_nor_decide_the_pending_calls(tmp_path: Path) -> None:
     with (
         serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
@@ -203,9 +234,11 @@ def test_a_bad_decision_is_a_400_and_decides_nothing(tmp_path: Path) -> None:
         ]
 
 
-def _chat_stream(c: httpx.Client, h: dict[str, str], approve: Any) -> tuple[str, list[dict[str, Any]], str]:
+def _chat_stream(
+    c: httpx.Client, h: dict[str, str], approve: Any, prompt: str = "please add"
+) -> tuple[str, list[dict[str, Any]], str]:
     content, extra, sid = "", [], ""
-    body = {"model": "bot", "stream": True, "messages": [{"role": "user", "content": "please add"}]}
+    body = {"model": "bot", "stream": True, "messages": [{"role": "user", "content": prompt}]}
     with c.stream("POST", "/v1/chat/completions", headers=h, json=body) as r:
         sid = r.headers["x-session-id"]
         for line in r.iter_lines():
