@@ -205,7 +205,13 @@ def test_another_key_can_neither_see_nor_decide_the_pending_calls(tmp_path: Path
             r = c.request(method, path, headers=other, json=body)
             assert r.status_code == 404, (method, path)
             assert r.json()["error"]["code"] == "session_not_found"
-        assert c.get(f"/v1/sessions/{sid}/approvals", headers={}).status_code == 401
+        for method, path in (
+            ("GET", f"/v1/sessions/{sid}/approvals"),
+            ("POST", f"/v1/sessions/{sid}/approvals/{call_id}"),
+        ):
+            for bad in ({}, {"Authorization": "Bearer fai-wrong"}, {"Authorization": "Basic abc"}):
+                r = c.request(method, path, headers=bad, json={"decision": "approve"})
+                assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
         assert [x["id"] for x in c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"]] == [
             call_id
         ]
