@@ -453,3 +453,33 @@ def test_requires_approval_names_the_agents_tools(tmp_path: Path) -> None:
     f.write_text('[agents.ops]\ntools = ["files"]\nrequires_approval = ["rm"]\n', encoding="utf-8")
     with pytest.raises(ConfigurationError, match=r"unknown tools \['rm'\]"):
         load_agents(f)
+
+
+def test_stopping_the_server_ends_a_stream_waiting_for_approval(tmp_path: Path) -> None:
+    from foundation_ai.serve import KeyStore, ServeConfig, ServerThread, create_app
+
+    keys = KeyStore(tmp_path / "keys.json")
+    h = {"Authorization": f"Bearer {keys.create()[1]}"}
+    app = create_app(ServeConfig(agents=[gated_agent()], keys=keys, data_dir=tmp_path / "data"))
+    srv = ServerThread(app).start()
+    waiting = threading.Event()
+    lines: list[str] = []
+
+    def client() -> None:
+        body = {"model": "bot", "stream": True, "messages": [{"role": "user", "content": "please add"}]}
+        with (
+            httpx.Client(base_url=srv.url, timeout=60) as c,
+            c.stream("POST", "/v1/chat/completions", headers=h, json=body) as r,
+        ):
+            for line in r.iter_lines():
+                lines.append(line)
+                if "awaiting_approval" in line:
+                    waiting.set()
+
+    t = threading.Thread(target=client)
+    t.start()
+    assert waiting.wait(30), "the stream reached the pause"
+    srv.stop()
+    assert not srv.wait(0), "the server thread ended: no stream kept it open"
+    t.join(30)
+    assert not t.is_alive() and [x for x in lines if x][-1] == "data: [DONE]", "ended, not cut"

@@ -160,6 +160,8 @@ class SessionManager:
         self._sessions: dict[str, AgentSession] = {}
         self._turns: dict[str, LiveTurn] = {}
         self._running: dict[str, int] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The server's event loop (set when the app starts)."""
 
     # -- agents and sessions -------------------------------------------------------------------
 
@@ -312,6 +314,20 @@ class SessionManager:
                 self.index.touch(sid)
 
         live.task.add_done_callback(ended)
+
+    def stop_threadsafe(self) -> None:
+        """From any thread, before the server stops accepting: abort running turns and end
+        the streams waiting at a pause for approval, so that open streams finish (the server
+        waits for them before it stops)."""
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._stop_streams)
+
+    def _stop_streams(self) -> None:
+        for t in self._turns.values():
+            t.close()
+            if not t.done:
+                t.abort()
 
     async def shutdown(self) -> None:
         """Abort running turns and wait for them (their records are persisted)."""
