@@ -74,6 +74,8 @@ def test_a_call_needing_approval_pauses_the_turn_and_approving_continues_it(tmp_
         assert [(x["name"], x["arguments"]) for x in asked["calls"]] == [("add", {"a": 2, "b": 40})]
         call_id = asked["calls"][0]["id"]
         assert "tool_result" not in kinds and len(TOOL_RUNS) == runs, "nothing ran before the decision"
+        listed_session = c.get("/v1/sessions", headers=h).json()["data"][0]
+        assert listed_session["awaiting_approval"] is True and listed_session["running"] is False
         listed = c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()
         assert listed == {
             "object": "list",
@@ -96,6 +98,7 @@ def test_a_call_needing_approval_pauses_the_turn_and_approving_continues_it(tmp_
         assert [d["summary"]["outcome"] for k, d in after if k == "done"] == ["completed"]
         assert TOOL_RUNS[runs:] == [(2, 40)]
         assert c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"] == []
+        assert c.get(f"/v1/sessions/{sid}", headers=h).json()["awaiting_approval"] is False
         # the whole turn replays from the start: the pause, then the continuation
         assert [k for k, _ in events(c, sid, h)].count("awaiting_approval") == 1
 
@@ -369,6 +372,7 @@ def test_a_pause_survives_a_server_restart(tmp_path: Path) -> None:
         serving(tmp_path, agents=[gated_agent()]) as (srv, _),
         httpx.Client(base_url=srv.url, timeout=30) as c,
     ):
+        assert c.get("/v1/sessions", headers=h).json()["data"][0]["awaiting_approval"] is True
         assert [x["id"] for x in c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"]] == [
             call_id
         ]
@@ -483,3 +487,35 @@ def test_stopping_the_server_ends_a_stream_waiting_for_approval(tmp_path: Path) 
     assert not srv.wait(0), "the server thread ended: no stream kept it open"
     t.join(30)
     assert not t.is_alive() and [x for x in lines if x][-1] == "data: [DONE]", "ended, not cut"
+
+
+def test_an_index_file_from_before_approvals_gains_the_waiting_column(tmp_path: Path) -> None:
+    import sqlite3
+
+    from foundation_ai.serve.index import SessionIndex
+
+    path = tmp_path / "serve-index.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE sessions(session_id TEXT PRIMARY KEY, owner TEXT NOT NULL, agent TEXT NOT NULL,"
+        " title TEXT NOT NULL DEFAULT '', created REAL NOT NULL, updated REAL NOT NULL);"
+        "INSERT INTO sessions VALUES ('s1', 'k1', 'bot', 'old one', 1.0, 2.0);"
+    )
+    db.commit()
+    db.close()
+    index = SessionIndex(str(path))
+    try:
+        assert index.get("s1") == {
+            "id": "s1",
+            "owner": "k1",
+            "agent": "bot",
+            "title": "old one",
+            "created": 1.0,
+            "updated": 2.0,
+            "waiting": 0,
+        }
+        index.set_waiting("s1", 2)
+        index.add("s2", "k1", "bot", "new one")
+        assert [(m["id"], m["waiting"]) for m in index.list("k1")] == [("s2", 0), ("s1", 2)]
+    finally:
+        index.close()

@@ -46,6 +46,7 @@ def test_approving_a_tool_call_in_the_page_continues_the_turn(page: Any, artifac
     assert "waiting for your approval" in panel.text
     assert panel.find_elements("css selector", "button.deny")
     assert not css(page, "#send")[0].is_enabled(), "no new turn while a call waits"
+    wait_for(lambda: css(page, "#sessions li.active.waiting"), "the session marked as waiting in the list")
     assert len(TOOL_RUNS) == runs, "nothing ran before the click"
     shot(page, artifacts, "approval-pending")
     panel.find_elements("css selector", "button.approve")[0].click()
@@ -59,6 +60,7 @@ def test_approving_a_tool_call_in_the_page_continues_the_turn(page: Any, artifac
     )
     assert "awaiting_approval" in usage[0].text and "tokens:" in usage[1].text
     wait_for(lambda: css(page, "#send")[0].is_enabled(), "the chat to be idle again")
+    wait_for(lambda: not css(page, "#sessions li.waiting"), "the waiting mark gone from the list")
     shot(page, artifacts, "approval-approved")
 
 

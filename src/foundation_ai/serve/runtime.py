@@ -304,7 +304,15 @@ class SessionManager:
     def _launch(self, owner: str, live: LiveTurn) -> None:
         sid = live.session_id
         self._running[owner] = self._running.get(owner, 0) + 1
-        live.task = asyncio.get_running_loop().create_task(live.run(), name=f"turn-{live.id}")
+
+        async def run() -> None:
+            try:
+                await live.run()
+            finally:  # in the same step as the turn's end: before any follower hears of a pause
+                with contextlib.suppress(Exception):
+                    self.index.set_waiting(sid, len(live.session.pending_approvals()) if live.paused else 0)
+
+        live.task = asyncio.get_running_loop().create_task(run(), name=f"turn-{live.id}")
 
         def ended(_: Any) -> None:
             self._running[owner] -= 1

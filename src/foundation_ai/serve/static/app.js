@@ -168,6 +168,7 @@ function askApproval(sid, call) {
   panel.node.append(box);
   setRunning(false);
   status("A tool call is waiting for your approval.");
+  loadSessions();
   scrollDown();
 }
 
@@ -302,9 +303,10 @@ async function loadSessions() {
     const list = $("#sessions");
     list.replaceChildren();
     for (const s of data) {
-      const li = el("li", "session" + (s.id === state.session ? " active" : "") + (s.running ? " running" : ""), s.title || "(new chat)");
+      const li = el("li", "session" + (s.id === state.session ? " active" : "") + (s.running ? " running" : "") +
+        (s.awaiting_approval ? " waiting" : ""), s.title || "(new chat)");
       li.dataset.id = s.id;
-      li.title = s.id;
+      li.title = s.awaiting_approval ? s.id + " (a tool call waits for approval)" : s.id;
       li.addEventListener("click", () => openSession(s.id));
       list.append(li);
     }
