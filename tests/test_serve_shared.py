@@ -344,6 +344,8 @@ def test_keys_and_session_owners_are_the_same_in_every_process_and_keys_stay_apa
                 ("POST", "/steer", {"text": "hi"}),
                 ("POST", "/abort", None),
                 ("POST", "/turns", {"input": "task: x"}),
+                ("GET", "/approvals", None),
+                ("POST", "/approvals/call_1", {"decision": "approve"}),
             ):
                 r = httpx.request(method, f"{base}/v1/sessions/{sid}{path}", json=body, headers=_h(bob))
                 assert r.status_code == 404 and r.json()["error"]["code"] == "session_not_found", (
@@ -451,3 +453,15 @@ def test_a_turn_of_a_process_that_shuts_down_is_resumed_by_another_and_followed_
     ]
     assert len(results) == 1, rec  # the abandoned run stored nothing
     assert results[0]["message"]["content"]["content"] == f"gate {task} opened"
+
+
+def test_serve_with_db_refuses_an_agent_whose_tools_wait_for_approval(tmp_path: Path) -> None:
+    agents = tmp_path / "agents.toml"
+    agents.write_text('[agents.ops]\nmodel = "openai:fake"\ntools = ["shell"]\n')
+    r = subprocess.run(
+        [*CLI, "serve", "--no-auth", "--db", "postgresql://u@127.0.0.1:1/x", "--agents", str(agents)],
+        env=cli_env(tmp_path, OPENAI_BASE_URL="http://127.0.0.1:9"), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (
+        r.returncode == 2 and "agent 'ops': approvals" in r.stderr and "requires_approval = false" in r.stderr
+    )

@@ -212,8 +212,5 @@ def cmd_serve(args: argparse.Namespace) -> int:
             pass
     except KeyboardInterrupt:
         pass
-    manager = app.state.serve.manager
-    if hasattr(manager, "stopping"):  # shared: the turns of the streams cut now go on elsewhere
-        manager.stopping = True
     srv.stop()
     return 0

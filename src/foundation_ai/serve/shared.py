@@ -117,6 +117,9 @@ class RemoteTurn:
         self.manager = manager
         self.events: list[TurnEvent] = []
         self.done = False
+        self.closed = False
+        self.paused = False  # served turns never pause for approval
+        self.asked: dict[int, list[Any]] = {}
         self.turn: Any = None
         self._tick = asyncio.Event()
         if ended:  # a finished turn: its whole log at once
@@ -188,9 +191,14 @@ class RemoteTurn:
             while i < len(self.events):
                 yield self.events[i]
                 i += 1
-            if self.done:
+            if self.done or self.closed:
                 return
             await self._tick.wait()
+
+    def close(self) -> None:
+        """End the followers' iterations now (the process stops; the turn goes on)."""
+        self.closed = True
+        self._notify()
 
     def abort(self) -> None:
         """Abort the turn wherever it runs: a DBOS message (taken before its next model call)
@@ -209,6 +217,11 @@ class SessionRef:
     def __init__(self, manager: SharedSessionManager, session_id: str, agent: Agent) -> None:
         self.manager, self.session_id, self.agent = manager, session_id, agent
         self.params: ModelParams | None = agent.params
+        self.awaiting: list[Any] = []  # no call ever waits for approval here
+
+    def pending_approvals(self) -> list[Any]:
+        """No call ever waits for approval here (agents asking for approvals are refused)."""
+        return []
 
     def steer(self, message: str | Messages) -> None:
         """Steer the running turn (wherever it runs), or keep the message for the next turn.
@@ -226,6 +239,15 @@ class SessionRef:
             self.manager.log.queue_pending(self.session_id, to_json(msg))
 
 
+def _asks_approval(agent: Agent) -> bool:
+    rule = getattr(agent, "requires_approval", None)
+    if rule is False:
+        return False
+    if rule:  # True or a non-empty list of names
+        return True
+    return any(getattr(t, "requires_approval", False) for t in agent.tools)
+
+
 class SharedSessionManager(SessionManager):
     """A :class:`~foundation_ai.serve.runtime.SessionManager` whose sessions, owners and turns
     are shared with the other processes of ``config.shared`` (a :class:`SharedServe`); this
@@ -233,8 +255,9 @@ class SharedSessionManager(SessionManager):
 
     Raises:
         ConfigurationError: the database cannot be reached; a served worker already runs in
-            this process (one shared app per process); an agent has ``requires_approval``
-            (approvals are not available across processes yet).
+            this process (one shared app per process); an agent's tool calls would wait for
+            approval (``requires_approval``, or tools marked so; not available across processes
+            yet).
     """
 
     def __init__(self, config: ServeConfig) -> None:
@@ -244,16 +267,17 @@ class SharedSessionManager(SessionManager):
         from .shared_db import SharedDatabase, SharedIndex, TurnLog, Wakeups
 
         shared: SharedServe = config.shared
-        for a in config.agents:  # served turns never pause for approval: refuse, never run unasked
-            if getattr(a, "requires_approval", False):
+        for a in config.agents:  # served turns cannot pause for approval: refuse, never run unasked
+            if _asks_approval(a):
                 raise ConfigurationError(
-                    f"agent {a.name!r}: requires_approval is not available when serving from several "
-                    "processes (--db) yet"
+                    f"agent {a.name!r}: approvals (requires_approval, or tools marked so, like the "
+                    "shell tools) are not available when serving from several processes (--db) yet; "
+                    "set requires_approval = false to run its tools without asking"
                 )
         self.config = config
         self.shared = shared
         self.stopping = False
-        """Set when the process begins to stop (SIGTERM): cut streams abort nothing."""
+        """Set when the process begins to stop (``stop_threadsafe``): ended streams abort nothing."""
         self.agents = {a.name: a for a in config.agents}
         self._sessions: dict[str, Any] = {}
         self._turns: dict[str, Any] = {}
@@ -290,6 +314,9 @@ class SharedSessionManager(SessionManager):
             b = b.with_tools(*agent.tools)
         if agent.params is not None:
             b = b.with_params(agent.params)
+        gate = agent.can_use_tool() if hasattr(agent, "can_use_tool") else None
+        if gate is not None:  # requires_approval = false: marked tools run without asking
+            b = b.with_can_use_tool(gate)
         return b
 
     async def new_session(self, owner: str, agent: Agent, history: list[Messages], title: str) -> Any:
@@ -379,6 +406,13 @@ class SharedSessionManager(SessionManager):
         live = RemoteTurn(self, turn_id, sid, owner)
         self._turns[sid] = live
         return live
+
+    def _stop_streams(self) -> None:
+        # the process stops: end the streams it serves, abort nothing (their turns go on
+        # in the other processes, or are handed back to them)
+        self.stopping = True
+        for t in list(self.followed):
+            t.close()
 
     async def shutdown(self) -> None:
         """Stop following, hand back this process's running turns, close the connections.

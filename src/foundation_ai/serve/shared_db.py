@@ -193,6 +193,9 @@ class SharedIndex:
             (time.time(), session_id),
         )
 
+    def set_waiting(self, session_id: str, count: int) -> None:
+        """Nothing: served turns never wait for approval."""
+
     def set_title(self, session_id: str, title: str) -> None:
         """Set the session's title."""
         self.db.rows(
