@@ -465,3 +465,25 @@ def test_serve_with_db_refuses_an_agent_whose_tools_wait_for_approval(tmp_path: 
     assert (
         r.returncode == 2 and "agent 'ops': approvals" in r.stderr and "requires_approval = false" in r.stderr
     )
+
+
+def test_the_answer_of_a_followed_turn_is_its_text_after_the_last_tool_result_without_retracted_outputs() -> (
+    None
+):
+    from foundation_ai.agentic import TurnEvent
+    from foundation_ai.serve.shared import answer_of
+    from foundation_ai.types import Messages, TextContent, ToolCall
+
+    call = ToolCall(id="c1", name="wait_gate", arguments={"key": "k"})
+    result = Messages.ToolResult(tool_call_id="c1", name="wait_gate", content=TextContent("ok"))
+    events = [
+        TurnEvent.Text("Let me look.", "m1"),
+        TurnEvent.ToolCall(call, "m2"),
+        TurnEvent.ToolResult(result),
+        TurnEvent.Text("draft", "m3"),
+        TurnEvent.Retract(["m3"], "retried"),
+        TurnEvent.Text("It is ", "m4"),
+        TurnEvent.Text("ok.", "m4"),
+    ]
+    assert answer_of(events) == "It is ok."
+    assert answer_of(events[:2]) == "Let me look."
