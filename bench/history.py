@@ -5,9 +5,8 @@ in-memory store, against one loopback fake server in a subprocess (it reads the 
 body and answers a tiny streamed answer in the format of the path asked: Chat Completions
 chunks, Anthropic Messages events, Responses events). The history is built directly (user text,
 assistant tool call, tool result, assistant text: four messages per past turn) at 4,000 /
-20,000 / 40,000 messages, then one turn is run and timed (``arun_turn``, wall clock, client
-side; the history is cut back after each turn so every repetition sends the same history plus
-one prompt).
+20,000 / 40,000 messages, then turns are run and timed one after another (``arun_turn``, wall
+clock, client side; each turn adds its prompt and answer to the history, as in a session).
 
 The floor, measured interleaved in the same run (backend after backend, repetition after
 repetition): copying the same request bytes and sending them with a plain
@@ -303,7 +302,6 @@ async def run(
                 turn = await agent.arun_turn("What is 2 + 40?")
                 dt = (time.perf_counter() - t0) * 1e3
                 assert turn.text() == "ok", (name, turn)
-                del agent.messages[n:]  # the same history again next time
                 body = sent[name][-1]
                 sent[name].clear()
                 body_dict = msgspec.json.decode(body)  # the same request, as a dict

@@ -24,7 +24,17 @@ import msgspec
 
 from ..errors import ProviderError
 from ..types import ModelInteraction, ModelParams, ModelProviders, Stream, TextContent
-from ._anthropic_request import ANTHROPIC_VERSION, build_request, check_output_format
+from ._anthropic_request import (
+    ANTHROPIC_VERSION,
+    build_request,
+    check_output_format,
+    merge_turns,
+    missing_results,
+    pair_step,
+    strip_prefill,
+    wire_messages,
+    wire_role,
+)
 from ._anthropic_stream import AnthropicStreamParser, parse_message
 from ._common import SnapshotHttpModel, describe, price_key
 from ._http import (
@@ -37,15 +47,99 @@ from ._http import (
     join_url,
     resolve_endpoint,
 )
+from ._sanitize import ANTHROPIC, IdMapping, anthropic_accepts_thinking, sanitize_history
+from ._wire_cache import Prefix, PrefixCache, encode_raw
 from ._wire_text import decode_event
 from .base import ModelDescriptor, ModelStream
 
-__all__ = ["DEFAULT_BASE_URL", "AnthropicModel", "anthropic"]
+__all__ = ["DEFAULT_BASE_URL", "AnthropicModel", "AnthropicWireCache", "anthropic"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 """Anthropic's API host; the backend adds ``/v1/messages``."""
 
 _DECODE = decode_event  # msgspec, tolerating half a surrogate pair per event (see _wire_text)
+
+
+class _Closed(Prefix):
+    """A cached prefix that ends where a wire message ends for good (the next message of the
+    history starts a message of the other role), with the ``tool_use`` ids its last message
+    left for the next one to answer."""
+
+    __slots__ = ("expected",)
+
+    def __init__(self) -> None:
+        super().__init__(ANTHROPIC.id_max)
+        self.expected: list[str] = []
+
+
+def _last_run(history: list[Any], start: int, ids: IdMapping, keep_thinking: bool) -> int | None:
+    """The index of the first message of the history's last run of messages sent under one
+    role (the wire message still open: later messages of that role merge into it), looking
+    from ``start``; ``None`` when no message from ``start`` on sends anything."""
+    probe = ids.child()
+    role: str | None = None
+    found: int | None = None
+    for i in range(start, len(history)):
+        for m in sanitize_history(history[i : i + 1], ANTHROPIC, keep_thinking=keep_thinking, ids=probe):
+            r, blocks = wire_role(m)
+            if blocks and r != role:
+                role, found = r, i
+    return found
+
+
+class AnthropicWireCache:
+    """The Messages ``messages`` array of each session's history, the part that cannot change
+    any more kept encoded (``msgspec.Raw``), so a request maps and encodes only the history's
+    last wire message and what was added since (see ``backends/_wire_cache.py``).
+
+    A wire message is final once the history holds a later message sent under the other role
+    (adjacent same-role messages merge; tool results are paired against the assistant message
+    before them only); the last wire message is remapped on every request (results paired,
+    trailing whitespace of a prefill stripped; ``cache_control`` is then set on a copy by
+    :func:`~foundation_ai.backends._anthropic_request.build_request`). Keyed by the first
+    message's id and ``keep_thinking``; up to ``size`` sessions kept. The output encodes to
+    the bytes of :func:`~foundation_ai.backends._anthropic_request.wire_messages`
+    (``tests/test_history_cache.py``). Thread-safe.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self._cache: PrefixCache[_Closed] = PrefixCache(size)
+
+    def messages(self, history: list[Any], *, keep_thinking: bool = True) -> list[Any]:
+        """:func:`~foundation_ai.backends._anthropic_request.wire_messages` of ``history``,
+        the part sent before as ``msgspec.Raw`` items (the last item is always a dict)."""
+        if not history:
+            return wire_messages(history, keep_thinking=keep_thinking)
+        key = (history[0].id, keep_thinking)
+        entry = self._cache.take(key, history)
+        cut = None if entry is None else _last_run(history, len(entry.messages), entry.ids, keep_thinking)
+        if entry is None or cut is None:
+            entry = _Closed()
+            cut = _last_run(history, 0, entry.ids, keep_thinking)
+            if cut is None:  # nothing to send at all
+                return wire_messages(history, keep_thinking=keep_thinking)
+        start = len(entry.messages)
+        if cut > start:
+            closed = merge_turns(
+                sanitize_history(history[start:cut], ANTHROPIC, keep_thinking=keep_thinking, ids=entry.ids)
+            )
+            for msg in closed:
+                sent, entry.expected = pair_step(msg, entry.expected)
+                entry.wire += encode_raw(sent)
+            entry.messages = history[:cut]
+        tail: list[dict[str, Any]] = []
+        expected = entry.expected
+        open_history = sanitize_history(
+            history[cut:], ANTHROPIC, keep_thinking=keep_thinking, ids=entry.ids.child()
+        )
+        for msg in merge_turns(open_history):
+            sent, expected = pair_step(msg, expected)
+            tail += sent
+        if expected:
+            tail.append({"role": "user", "content": missing_results(expected, {})})
+        out: list[Any] = [*entry.wire, *strip_prefill(tail)]
+        self._cache.keep(key, entry)
+        return out
 
 
 class AnthropicModel(SnapshotHttpModel):
@@ -74,6 +168,7 @@ class AnthropicModel(SnapshotHttpModel):
         self.anthropic_version = anthropic_version
         self.streaming = streaming
         self.url = join_url(options.base_url, "/messages", version_prefix="/v1")
+        self._wire_cache: AnthropicWireCache | None = AnthropicWireCache()
 
     def _parser(self) -> AnthropicStreamParser:
         return AnthropicStreamParser(self.model_id, timer=Timer(), price_key=self.price_key)
@@ -91,6 +186,18 @@ class AnthropicModel(SnapshotHttpModel):
         return build_request(
             interaction, params or ModelParams(), self.descriptor.name, stream=self.streaming
         )
+
+    def wire_body(self, interaction: ModelInteraction, params: ModelParams) -> bytes | dict[str, Any]:
+        """:meth:`request_body` encoded, the history's part sent before taken from the
+        per-session cache (:class:`AnthropicWireCache`): the same bytes."""
+        if self._wire_cache is None:
+            return self.request_body(interaction, params)
+        name = self.descriptor.name
+        messages = self._wire_cache.messages(
+            interaction.messages, keep_thinking=anthropic_accepts_thinking(name)
+        )
+        body = build_request(interaction, params, name, stream=self.streaming, messages=messages)
+        return msgspec.json.encode(body)
 
     def _feed(self, parser: AnthropicStreamParser, ev: SseEvent) -> list[ModelStream]:
         if ev.event == "json":  # one JSON document: no time to first token to measure
