@@ -4,6 +4,7 @@ branches), for OpenAI Chat, Anthropic Messages and OpenAI Responses."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -28,8 +29,11 @@ from foundation_ai.types import (
     ThinkingContent,
     ThinkingLevel,
     ToolCall,
+    ToolDeclarations,
     ToolResultMessage,
 )
+from tests._backend_helpers import Fixtures, reset, serve, tool
+from tests._fixture_server import FixtureServer
 from tests._fuzz import fuzz_settings
 
 ORIGIN = "127.0.0.1:9"
@@ -197,3 +201,157 @@ def test_anthropic_cache_maps_afresh_a_history_that_changed() -> None:
     got = msgspec.json.encode(cache.messages(edited))
     assert got == msgspec.json.encode(wire_messages(edited))
     assert b"B!" in got
+
+
+# ------------------------------------------------------------------------------------------
+# through HTTP: a session built from every recorded answer of our fixtures
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[FixtureServer]:
+    yield from serve()
+
+
+BACKENDS = {
+    "anthropic": lambda url: anthropic("claude-sonnet-4-5", base_url=url, api_key="k", max_retries=0),
+    "openai_responses": lambda url: openai_responses("gpt-5-mini", base_url=url, api_key="k", max_retries=0),
+    "openai_chat": lambda url: openai_chat("m", base_url=url, api_key="k", max_retries=0),
+}
+
+
+def _plain_bytes(model: Any, interaction: ModelInteraction) -> bytes:
+    if hasattr(model, "_body"):
+        return bytes(model._body(interaction, None))
+    return msgspec.json.encode(model.request_body(interaction))
+
+
+@pytest.mark.parametrize("folder", sorted(BACKENDS))
+def test_a_session_of_every_fixture_answer_sends_the_bytes_of_the_whole_history(
+    srv: FixtureServer, folder: str
+) -> None:
+    fixtures = Fixtures(folder)
+    answers = sorted(fixtures.path.glob("*.sse"))
+    assert len(answers) >= 10
+    cached, plain = BACKENDS[folder](srv.base_url), BACKENDS[folder](srv.base_url)
+    plain._wire_cache = None
+    tools = ToolDeclarations(tools=[tool("get_weather", city="string"), tool("search", q="string")])
+    history: list[Any] = [Messages.user("start")]
+    for answer in answers:
+        reset(srv)
+        srv.queue(fixtures.sse(answer.name))
+        interaction = ModelInteraction(messages=list(history), tools_shed=tools, system_prompt="Be brief.")
+        outputs = cached.generate(interaction)
+        assert srv.requests, answer.name
+        assert srv.requests[-1].body == _plain_bytes(plain, interaction), answer.name
+        history += outputs
+        for m in outputs:
+            if isinstance(m, AssistantMessage) and isinstance(m.content, ToolCall):
+                history.append(
+                    ToolResultMessage(
+                        tool_call_id=m.content.id, name=m.content.name, content=TextContent("42")
+                    )
+                )
+        history.append(Messages.user(f"after {answer.stem}"))
+    # the history's older part went out from the cache: the last request reused it
+    mapped = cached._wire_cache
+    if folder == "openai_chat":
+        got = mapped.messages(ModelInteraction(messages=history))
+    elif folder == "anthropic":
+        got = mapped.messages(history)
+    else:
+        got = mapped.items(history, store=None).items
+    raw_items = sum(isinstance(x, msgspec.Raw) for x in got)
+    assert raw_items >= len(answers)
+
+
+# ------------------------------------------------------------------------------------------
+# format specifics
+
+
+def _both(make: Any, interaction: ModelInteraction, params: ModelParams) -> tuple[bytes, bytes]:
+    cached, plain = make(), make()
+    plain._wire_cache = None
+    cached.wire_body(interaction, params)  # warm the cache with this very history
+    return _bytes(cached.wire_body(interaction, params)), _bytes(plain.wire_body(interaction, params))
+
+
+def test_anthropic_tool_loop_keeps_thinking_when_the_cached_turn_began_with_it() -> None:
+    def make() -> Any:
+        return anthropic("claude-sonnet-4-5", api_key="k", base_url=f"http://{ORIGIN}")
+
+    def thinking_loop(provider: str) -> list[Any]:
+        think = AssistantMessage(
+            model="m", content=ThinkingContent("plan", signature="sig"), provider=provider
+        )
+        call = AssistantMessage(
+            model="m", content=ToolCall(id="toolu_1", name="add", arguments={"a": 1}), provider=provider
+        )
+        return [
+            Messages.user("add"),
+            think,
+            call,
+            ToolResultMessage(tool_call_id="toolu_1", name="add", content=TextContent("2")),
+        ]
+
+    params = ModelParams(thinking_level=ThinkingLevel.Low, cache_retention=CacheRetention.Short)
+    ours = ModelInteraction(messages=thinking_loop(ModelProviders.Anthropic))
+    got, want = _both(make, ours, params)
+    assert got == want
+    assert b'"thinking":{"type":"enabled"' in got
+    assert got.count(b"cache_control") == 1  # one breakpoint, on the last block
+    other = ModelInteraction(messages=thinking_loop(ModelProviders.OpenAI))  # a fallback's turn
+    got, want = _both(make, other, params)
+    assert got == want
+    assert b'"thinking":{"type":"enabled"' not in got
+
+
+def test_responses_call_answered_after_a_not_run_output_remaps_the_history() -> None:
+    cache_model = openai_responses("gpt-5-mini", api_key="k", base_url=f"http://{ORIGIN}")
+    plain = openai_responses("gpt-5-mini", api_key="k", base_url=f"http://{ORIGIN}")
+    plain._wire_cache = None
+    call = AssistantMessage(model="m", content=ToolCall(id="c1", name="add", arguments={}))
+    answer = AssistantMessage(model="m", content=TextContent("ok"))
+    history: list[Any] = [Messages.user("a"), call, Messages.user("interrupting"), answer]
+    bodies = []
+    for extra in ([], [ToolResultMessage(tool_call_id="c1", name="add", content=TextContent("late"))]):
+        history += extra
+        interaction = ModelInteraction(messages=list(history))
+        got = _bytes(cache_model.wire_body(interaction, ModelParams()))
+        assert got == _bytes(plain.wire_body(interaction, ModelParams()))
+        bodies.append(got)
+    assert b"not run" in bodies[0]  # the call had no output: it was given one
+    assert b"not run" not in bodies[1] and b"late" in bodies[1]  # the late output answers it
+
+
+def test_responses_reasoning_item_stays_before_its_item_with_ids_and_without_store() -> None:
+    reasoning = AssistantMessage(
+        model="m",
+        content=ThinkingContent("why", signature="enc", item_id="rs_1"),
+        provider=ModelProviders.OpenAIResponses,
+    )
+    text_out = AssistantMessage(
+        model="m", content=TextContent("done"), provider=ModelProviders.OpenAIResponses, signature="msg_1"
+    )
+    history = [Messages.user("q"), reasoning, text_out, Messages.user("more")]
+    for store in (None, False):
+
+        def make(store: bool | None = store) -> Any:
+            return openai_responses("local-model", api_key="k", base_url=f"http://{ORIGIN}", store=store)
+
+        got, want = _both(make, ModelInteraction(messages=history), ModelParams())
+        assert got == want
+        assert b'"type":"reasoning"' in got and b"reasoning.encrypted_content" in got
+        assert (b'"id":"msg_1"' in got) is (store is None)
+
+
+def test_each_cache_keeps_at_most_its_size_in_sessions() -> None:
+    cache = AnthropicWireCache(size=3)
+    for i in range(5):
+        cache.messages(
+            [
+                Messages.user(f"s{i}"),
+                AssistantMessage(model="m", content=TextContent("a")),
+                Messages.user("b"),
+            ]
+        )
+    assert len(cache._cache) == 3
