@@ -23,7 +23,19 @@ import httpx
 import msgspec
 
 from ..errors import ProviderError
-from ..types import ModelInteraction, ModelParams, ModelProviders, Stream, TextContent
+from ..types import (
+    AssistantMessage,
+    ImageContent,
+    ModelInteraction,
+    ModelParams,
+    ModelProviders,
+    StopReason,
+    Stream,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from ._anthropic_request import (
     ANTHROPIC_VERSION,
     build_request,
@@ -33,7 +45,6 @@ from ._anthropic_request import (
     pair_step,
     strip_prefill,
     wire_messages,
-    wire_role,
 )
 from ._anthropic_stream import AnthropicStreamParser, parse_message
 from ._common import SnapshotHttpModel, describe, price_key
@@ -47,7 +58,7 @@ from ._http import (
     join_url,
     resolve_endpoint,
 )
-from ._sanitize import ANTHROPIC, IdMapping, anthropic_accepts_thinking, sanitize_history
+from ._sanitize import ANTHROPIC, anthropic_accepts_thinking, sanitize_history
 from ._wire_cache import Prefix, PrefixCache, encode_raw
 from ._wire_text import decode_event
 from .base import ModelDescriptor, ModelStream
@@ -72,19 +83,36 @@ class _Closed(Prefix):
         self.expected: list[str] = []
 
 
-def _last_run(history: list[Any], start: int, ids: IdMapping, keep_thinking: bool) -> int | None:
-    """The index of the first message of the history's last run of messages sent under one
-    role (the wire message still open: later messages of that role merge into it), looking
-    from ``start``; ``None`` when no message from ``start`` on sends anything."""
-    probe = ids.child()
-    role: str | None = None
-    found: int | None = None
-    for i in range(start, len(history)):
-        for m in sanitize_history(history[i : i + 1], ANTHROPIC, keep_thinking=keep_thinking, ids=probe):
-            r, blocks = wire_role(m)
-            if blocks and r != role:
-                role, found = r, i
-    return found
+def _sure_role(m: Any) -> str | None:
+    """The wire role of a message that sends something whatever its sanitation (a tool result,
+    a call, non-blank text or an image from the user), else ``None``."""
+    if isinstance(m, ToolResultMessage):
+        return "user"
+    if isinstance(m, AssistantMessage):
+        c = m.content
+        if isinstance(m.stop_reason, StopReason.Error):
+            return None
+        if isinstance(c, ToolCall) or (isinstance(c, TextContent) and c.content.strip()):
+            return "assistant"
+        return None
+    if isinstance(m, UserMessage):
+        u = m.content
+        if isinstance(u, ImageContent) or u.content.strip():
+            return "user"
+    return None
+
+
+def _open_start(history: list[Any], start: int) -> int:
+    """Where the history's open wire message surely starts, looking back to ``start``: the last
+    message that sends something under another role than the message before it (the wire
+    messages before it are final); ``start`` when there is none after it."""
+    for i in range(len(history) - 1, start, -1):
+        role = _sure_role(history[i])
+        if role is not None:
+            before = _sure_role(history[i - 1])
+            if before is not None and before != role:
+                return i
+    return start
 
 
 class AnthropicWireCache:
@@ -92,9 +120,9 @@ class AnthropicWireCache:
     any more kept encoded (``msgspec.Raw``), so a request maps and encodes only the history's
     last wire message and what was added since (see ``backends/_wire_cache.py``).
 
-    A wire message is final once the history holds a later message sent under the other role
-    (adjacent same-role messages merge; tool results are paired against the assistant message
-    before them only); the last wire message is remapped on every request (results paired,
+    A wire message is final once the history holds a later message surely sent under the other
+    role (adjacent same-role messages merge; tool results are paired against the assistant
+    message before them only); the last wire message is remapped on every request (results paired,
     trailing whitespace of a prefill stripped; ``cache_control`` is then set on a copy by
     :func:`~foundation_ai.backends._anthropic_request.build_request`). Keyed by the first
     message's id and ``keep_thinking``; up to ``size`` sessions kept. The output encodes to
@@ -107,17 +135,12 @@ class AnthropicWireCache:
 
     def messages(self, history: list[Any], *, keep_thinking: bool = True) -> list[Any]:
         """:func:`~foundation_ai.backends._anthropic_request.wire_messages` of ``history``,
-        the part sent before as ``msgspec.Raw`` items (the last item is always a dict)."""
+        the part sent before as ``msgspec.Raw`` items (the last item, if any, is a dict)."""
         if not history:
             return wire_messages(history, keep_thinking=keep_thinking)
         key = (history[0].id, keep_thinking)
-        entry = self._cache.take(key, history)
-        cut = None if entry is None else _last_run(history, len(entry.messages), entry.ids, keep_thinking)
-        if entry is None or cut is None:
-            entry = _Closed()
-            cut = _last_run(history, 0, entry.ids, keep_thinking)
-            if cut is None:  # nothing to send at all
-                return wire_messages(history, keep_thinking=keep_thinking)
+        entry = self._cache.take(key, history) or _Closed()
+        cut = _open_start(history, len(entry.messages))
         start = len(entry.messages)
         if cut > start:
             closed = merge_turns(

@@ -71,17 +71,24 @@ class _Paired(Prefix):
 
 def _items_by_message(
     history: list[Any], start: int, ids: IdMapping, store: bool | None, keep: bool
-) -> tuple[list[dict[str, Any]], list[int]]:
-    """The unpaired input items of ``history[start:]`` (sanitized after ``ids``, which is left
-    unchanged) and, for each message boundary from ``start`` on, the number of items before it."""
+) -> tuple[list[dict[str, Any]], list[int], IdMapping]:
+    """The unpaired input items of ``history[start:]``, sanitized through a child of ``ids``
+    (returned; ``ids`` is left unchanged), and for each message boundary from ``start`` on the
+    number of items before it."""
     probe = ids.child()
+    sources: list[int] = []
+    sanitized = sanitize_history(
+        history[start:], OPENAI_RESPONSES, keep_thinking=keep, ids=probe, sources=sources
+    )
     items: list[dict[str, Any]] = []
     ends = [0]
-    for i in range(start, len(history)):
-        for m in sanitize_history(history[i : i + 1], OPENAI_RESPONSES, keep_thinking=keep, ids=probe):
-            items += message_items(m, store, keep)
+    k = 0
+    for j in range(len(history) - start):
+        if k < len(sources) and sources[k] == j:  # a message sanitation dropped maps to nothing
+            items += message_items(sanitized[k], store, keep)
+            k += 1
         ends.append(len(items))
-    return items, ends
+    return items, ends, probe
 
 
 class ResponsesWireCache:
@@ -111,20 +118,23 @@ class ResponsesWireCache:
             return MappedInput(items, False)
         key = (history[0].id, store, keep_reasoning)
         entry = self._cache.take(key, history) or _Paired()
-        fresh, ends = _items_by_message(history, len(entry.messages), entry.ids, store, keep_reasoning)
-        out, marks, conflict = pair_outputs(fresh, entry.pairing)
+        fresh, ends, probe = _items_by_message(history, len(entry.messages), entry.ids, store, keep_reasoning)
+        out, marks, conflict = pair_outputs(fresh, entry.pairing, into=entry.pairing)
         if conflict:  # a call of the prefix given a "not run" output is answered now
             entry = _Paired()
-            fresh, ends = _items_by_message(history, 0, entry.ids, store, keep_reasoning)
-            out, marks, _ = pair_outputs(fresh, entry.pairing)
+            fresh, ends, probe = _items_by_message(history, 0, entry.ids, store, keep_reasoning)
+            out, marks, _ = pair_outputs(fresh, entry.pairing, into=entry.pairing)
         start = len(entry.messages)
         last = max(j for j, end in enumerate(ends) if marks[end] >= 0)  # ends[0] == 0 is final
         cut, done = start + last, marks[ends[last]]
         if cut > start:
-            sanitize_history(
-                history[start:cut], OPENAI_RESPONSES, keep_thinking=keep_reasoning, ids=entry.ids
-            )
-            pair_outputs(fresh[: ends[last]], entry.pairing, into=entry.pairing)
+            if cut == len(history):  # all of it is final: ids and calls are already in
+                probe.commit()
+            else:
+                sanitize_history(
+                    history[start:cut], OPENAI_RESPONSES, keep_thinking=keep_reasoning, ids=entry.ids
+                )
+                pair_outputs(fresh[: ends[last]], entry.pairing, into=entry.pairing)
             entry.wire += encode_raw(out[:done])
             entry.reasoning = entry.reasoning or any(it["type"] == "reasoning" for it in out[:done])
             entry.messages = history[:cut]

@@ -256,7 +256,7 @@ def pair_outputs(
 
     ``prior``: the calls of the items before ``items`` (a prefix whose pairing is final: none
     waits for an output). ``into``: a :class:`Pairing` that receives the calls of ``items``
-    (meaningful when ``items`` ends where their pairing is final).
+    when their pairing is final at their end (it may be ``prior``).
 
     Returns the paired items; for each ``i`` in ``0..len(items)``, the number of paired items
     of ``items[:i]`` when the pairing is final there (no call waiting for an output), else -1;
@@ -318,7 +318,7 @@ def pair_outputs(
             out.append(it)
         marks.append(-1 if open_calls or waiting else len(out))
     out += _missing_outputs(open_calls)
-    if into is not None:
+    if into is not None and marks[-1] >= 0:
         into.calls |= calls
         into.done |= done
         into.missing |= calls - answered
