@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from foundation_ai.backends import anthropic, openai_chat, openai_responses
 from foundation_ai.backends._anthropic import AnthropicWireCache
 from foundation_ai.backends._anthropic_request import wire_messages
+from foundation_ai.backends._sanitize import ANTHROPIC, IdMapping, sanitize_history
 from foundation_ai.types import (
     AssistantMessage,
     CacheRetention,
@@ -355,3 +356,39 @@ def test_each_cache_keeps_at_most_its_size_in_sessions() -> None:
             ]
         )
     assert len(cache._cache) == 3
+
+
+def test_committing_a_child_id_mapping_equals_sanitizing_through_the_parent() -> None:
+    first = [call_msg(LONG), result_msg(LONG), call_msg(""), call_msg("")]
+    later = [result_msg(""), call_msg(LONG), result_msg(LONG), result_msg("")]
+    direct = IdMapping(ANTHROPIC.id_max)
+    sanitize_history(first, ANTHROPIC, ids=direct)
+    committed = IdMapping(ANTHROPIC.id_max)
+    child = committed.child()
+    sanitize_history(first, ANTHROPIC, ids=child)
+    child.commit()
+    assert sanitize_history(later, ANTHROPIC, ids=direct) == sanitize_history(later, ANTHROPIC, ids=committed)
+    with pytest.raises(ValueError):
+        IdMapping(ANTHROPIC.id_max).commit()
+
+
+def test_sanitize_history_names_the_source_of_each_message_it_keeps() -> None:
+    history = [
+        Messages.user("a"),
+        Messages.user("   "),  # blank: left out for Anthropic
+        AssistantMessage(model="m", content=ThinkingContent("t")),  # left out without thinking
+        call_msg("c1"),
+        result_msg("c1"),
+    ]
+    sources: list[int] = []
+    kept = sanitize_history(history, ANTHROPIC, keep_thinking=False, sources=sources)
+    assert sources == [0, 3, 4]
+    assert len(kept) == len(sources)
+
+
+def call_msg(cid: str) -> AssistantMessage:
+    return AssistantMessage(model="m", content=ToolCall(id=cid, name="add", arguments={}))
+
+
+def result_msg(cid: str) -> ToolResultMessage:
+    return ToolResultMessage(tool_call_id=cid, name="add", content=TextContent("1"))

@@ -585,8 +585,9 @@ class WireCache:
         start = len(entry.messages)
         cut = _boundary(history, start)
         if cut > start:
+            ids = entry.ids.child()
             fresh = wire_messages(
-                sanitize_history(history[start:cut], OPENAI_CHAT, ids=entry.ids.child()),
+                sanitize_history(history[start:cut], OPENAI_CHAT, ids=ids),
                 tool_call_content=tool_call_content,
                 origin=origin,
             )
@@ -599,7 +600,7 @@ class WireCache:
                     ]
                 )
                 return out
-            sanitize_history(history[start:cut], OPENAI_CHAT, ids=entry.ids)  # commit the ids
+            ids.commit()
             entry.messages = history[:cut]
             entry.wire += encode_raw(pair_tool_messages(fresh))
         tail = wire_messages(
