@@ -214,6 +214,8 @@ def pair_tool_results(wire: list[dict[str, Any]], expected: list[str] | None = N
 
 
 def missing_results(expected: list[str], found: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``tool_result`` blocks answering ``expected`` (``tool_use`` ids) in order: the one in
+    ``found`` (by id), else an ``is_error`` result saying the call was not run."""
     return [
         found.get(cid)
         or {
