@@ -392,3 +392,14 @@ def call_msg(cid: str) -> AssistantMessage:
 
 def result_msg(cid: str) -> ToolResultMessage:
     return ToolResultMessage(tool_call_id=cid, name="add", content=TextContent("1"))
+
+
+def test_anthropic_history_rewound_to_the_cached_prefix_is_mapped_afresh() -> None:
+    cache = AnthropicWireCache()
+    prompt, answer = Messages.user("q"), AssistantMessage(model="m", content=TextContent("ok \n"))
+    cache.messages([prompt, answer, Messages.user("q2")])  # caches [prompt, answer]
+    for rest in ([], [AssistantMessage(model="m", content=TextContent("more"))], [Messages.user(" ")]):
+        history = [prompt, answer, *rest]  # cut back, then nothing or the same role again
+        got = cache.messages(history)
+        assert msgspec.json.encode(got) == msgspec.json.encode(wire_messages(history))
+        assert isinstance(got[-1], dict) and got[-1]["role"] == "assistant"

@@ -73,14 +73,25 @@ _DECODE = decode_event  # msgspec, tolerating half a surrogate pair per event (s
 
 class _Closed(Prefix):
     """A cached prefix that ends where a wire message ends for good (the next message of the
-    history starts a message of the other role), with the ``tool_use`` ids its last message
-    left for the next one to answer."""
+    history surely starts a message of the other role), with the role of its last wire
+    message and the ``tool_use`` ids that message left for the next one to answer."""
 
-    __slots__ = ("expected",)
+    __slots__ = ("expected", "role")
 
     def __init__(self) -> None:
         super().__init__(ANTHROPIC.id_max)
         self.expected: list[str] = []
+        self.role: str | None = None
+
+    def continues(self, history: list[Any]) -> bool:
+        """Whether ``history`` (which starts with this prefix's messages) goes on with a message
+        that surely starts a wire message of the other role, so the prefix's messages are final
+        (a history cut back to the prefix, or going on with the same role, is not)."""
+        k = len(self.messages)
+        if k == 0:
+            return True
+        role = _sure_role(history[k]) if len(history) > k else None
+        return role is not None and role != self.role
 
 
 def _sure_role(m: Any) -> str | None:
@@ -139,7 +150,9 @@ class AnthropicWireCache:
         if not history:
             return wire_messages(history, keep_thinking=keep_thinking)
         key = (history[0].id, keep_thinking)
-        entry = self._cache.take(key, history) or _Closed()
+        entry = self._cache.take(key, history)
+        if entry is None or not entry.continues(history):
+            entry = _Closed()
         cut = _open_start(history, len(entry.messages))
         start = len(entry.messages)
         if cut > start:
@@ -149,6 +162,7 @@ class AnthropicWireCache:
             for msg in closed:
                 sent, entry.expected = pair_step(msg, entry.expected)
                 entry.wire += encode_raw(sent)
+                entry.role = sent[-1]["role"]
             entry.messages = history[:cut]
         tail: list[dict[str, Any]] = []
         expected = entry.expected
