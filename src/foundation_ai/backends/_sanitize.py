@@ -198,7 +198,11 @@ class IdMapping:
         if parent is None:
             raise ValueError("only a child mapping can be committed into its parent")
         parent.used.own |= self.used.own
-        parent.pending.update(self.pending)
+        for raw, queue in self.pending.items():
+            if queue or parent.parent is not None:
+                parent.pending[raw] = queue
+            else:  # in a mapping without parent, an emptied queue is no queue
+                parent.pending.pop(raw, None)
         parent.latest.update(self.latest)
         parent.empties = self.empties
 
@@ -234,7 +238,10 @@ class IdMapping:
     def result(self, raw: str) -> str:
         queue = self._queue(raw)
         if queue:
-            return queue.popleft()
+            found = queue.popleft()
+            if not queue and self.parent is None:
+                del self.pending[raw]  # the same as an empty queue, without its memory
+            return found
         latest = self._latest(raw)
         if latest is not None:
             return latest
