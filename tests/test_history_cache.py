@@ -4,6 +4,7 @@ branches), for OpenAI Chat, Anthropic Messages and OpenAI Responses."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -403,3 +404,30 @@ def test_anthropic_history_rewound_to_the_cached_prefix_is_mapped_afresh() -> No
         got = cache.messages(history)
         assert msgspec.json.encode(got) == msgspec.json.encode(wire_messages(history))
         assert isinstance(got[-1], dict) and got[-1]["role"] == "assistant"
+
+
+def test_threads_sharing_one_backend_and_one_session_get_the_fresh_bytes() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    cached = anthropic("claude-sonnet-4-5", api_key="k", base_url=f"http://{ORIGIN}")
+    plain = anthropic("claude-sonnet-4-5", api_key="k", base_url=f"http://{ORIGIN}")
+    plain._wire_cache = None
+    history: list[Any] = []
+    for i in range(200):
+        history += [Messages.user(f"q{i}"), call_msg(f"c{i}"), result_msg(f"c{i}"), text_msg(f"a{i}")]
+    # the threads send the session growing message by message, several requests at a time:
+    # an entry is lent to one request, never shared (a shared one would be extended twice)
+    lengths = list(range(len(history) - 300, len(history) + 1))
+    interactions = [ModelInteraction(messages=history[:n]) for n in lengths]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads interleave inside the mapping
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            got = list(pool.map(lambda it: _bytes(cached.wire_body(it, ModelParams())), interactions))
+    finally:
+        sys.setswitchinterval(switch)
+    assert got == [_bytes(plain.wire_body(it, ModelParams())) for it in interactions]
+
+
+def text_msg(text: str) -> AssistantMessage:
+    return AssistantMessage(model="m", content=TextContent(text))
