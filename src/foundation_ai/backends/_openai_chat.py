@@ -314,11 +314,11 @@ class OpenAIChatModel(HttpBackend):
         p.timer.start()
         try:
             for ev in stream_events(self.options, self.url, body, self._headers()):
+                if p.done:
+                    continue  # read to the end (as the OpenAI SDK does): the connection is reused
                 out = p.feed(ev)
                 if out:
                     yield from out
-                if p.done:
-                    break
             yield from p.finish()
         except (HttpStreamError, WireError) as exc:
             yield from p.fail(self.options.redact(exc.detail))
@@ -334,12 +334,12 @@ class OpenAIChatModel(HttpBackend):
         p.timer.start()
         try:
             async for ev in astream_events(self.options, self.url, body, self._headers()):
+                if p.done:
+                    continue  # read to the end: a response closed early loses its connection
                 out = p.feed(ev)
                 if out:
                     for item in out:
                         yield item
-                if p.done:
-                    break
             for item in p.finish():
                 yield item
         except (HttpStreamError, WireError) as exc:
