@@ -12,6 +12,7 @@ from .config import Agent, Limits, ServeConfig, load_agents
 from .errors import ApiError
 from .keys import KeyStore, default_keys_path
 from .runner import ServerThread, is_loopback
+from .shared import SharedServe
 
 __all__ = [
     "Agent",
@@ -20,6 +21,7 @@ __all__ = [
     "Limits",
     "ServeConfig",
     "ServerThread",
+    "SharedServe",
     "create_app",
     "default_keys_path",
     "is_loopback",
