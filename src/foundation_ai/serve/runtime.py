@@ -89,6 +89,20 @@ class LiveTurn:
                 return
             await self._tick.wait()
 
+    async def batches(self, start: int = 0) -> AsyncIterator[list[TurnEvent]]:
+        """Like :meth:`follow`, but each step is the list of every event that arrived since the
+        previous one (never empty), so a follower that fell behind writes them at once."""
+        i = start
+        while True:
+            if i < len(self.events):
+                batch = self.events[i:]
+                i += len(batch)
+                yield batch
+                continue
+            if self.done:
+                return
+            await self._tick.wait()
+
     def abort(self) -> None:
         """Ask the turn to stop at its next safe point (its output so far is kept)."""
         self.session.abort()
@@ -157,7 +171,10 @@ class SessionManager:
                 session.messages = list(history)
             return session
 
-        session = await asyncio.to_thread(make)
+        # building does no I/O once the model is resolved (a model string may load weights);
+        # writing a history does: those two run off the event loop
+        blocking = bool(history) or (isinstance(agent.model, str) and agent._resolved is None)
+        session = await asyncio.to_thread(make) if blocking else make()
         self.index.add(session.session_id, owner, agent.name, title)
         self._sessions[session.session_id] = session
         return session
