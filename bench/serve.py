@@ -143,7 +143,14 @@ def serve_main(args: argparse.Namespace) -> None:
         )
     )
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=args.port, log_level="warning", backlog=4096, timeout_keep_alive=30
+        app,
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        backlog=4096,
+        timeout_keep_alive=30,
+        loop=args.loop,
+        http=args.http,
     )
     server = uvicorn.Server(config)
     if not args.profile:
@@ -226,6 +233,17 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def runq_wait_s(pid: int) -> float:
+    """Seconds the process's threads spent runnable but waiting for a CPU (``/proc/.../schedstat``)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+        except (FileNotFoundError, IndexError, ValueError):
+            continue
+    return total / 1e9
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -266,6 +284,7 @@ class Round:
         cmd = [sys.executable, __file__, "--role", "clients", "--port", str(self.port), "--model", self.model]
         cmd += ["--clients", str(self.n), "--tokens", str(self.tokens), "--out", str(out)]
         before = {name: cpu_s(pid) for name, pid in self.watch.items()}
+        waited = runq_wait_s(server_pid)
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, env=self.env)
         client_cpu = 0.0
@@ -281,6 +300,7 @@ class Round:
             raise RuntimeError(f"the load generator failed ({proc.returncode})")
         self.cpu = {name: (cpu_s(pid) - before[name]) / wall for name, pid in self.watch.items()}
         self.cpu["clients"] = client_cpu / wall
+        self.cpu["serve_runq"] = (runq_wait_s(server_pid) - waited) / wall
         result: dict[str, Any] = json.loads(out.read_text())
         return result
 
@@ -350,6 +370,17 @@ def main() -> int:
         "--store", choices=["sqlite", "memory"], default="sqlite", help="the server's session store"
     )
     p.add_argument("--profile", help="write a cProfile of the server process to this file")
+    p.add_argument(
+        "--src",
+        default=str(ROOT / "src"),
+        help="the foundation_ai source tree the server runs (before/after runs)",
+    )
+    p.add_argument(
+        "--loop", default="auto", help="uvicorn --loop of the server (auto: uvloop when installed)"
+    )
+    p.add_argument(
+        "--http", default="auto", help="uvicorn --http of the server (auto: httptools when installed)"
+    )
     p.add_argument("--role", choices=["fake", "serve", "clients"], help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
@@ -385,16 +416,19 @@ def main() -> int:
             procs.append(fake)
             serve_cmd = [sys.executable, __file__, "--role", "serve", "--port", str(sport), *common]
             serve_cmd += ["--model-url", f"http://127.0.0.1:{fport}/v1", "--data-dir", str(tmp)]
+            serve_cmd += ["--loop", args.loop, "--http", args.http]
             if args.profile:
                 serve_cmd += ["--profile", str(Path(args.profile).resolve())]
-            serve = subprocess.Popen(serve_cmd, env=env)
+            serve_env = {**env, "PYTHONPATH": args.src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+            serve = subprocess.Popen(serve_cmd, env=serve_env)
             procs.append(serve)
             wait_port(fport)
             wait_port(sport)
             pids = {"serve": serve.pid, "fake": fake.pid}
             print(
                 f"serve bench: levels {levels}, {args.rounds} direct/served round pairs each, "
-                f"{args.tokens} tokens x {args.delay * 1000:.0f} ms, {args.store} store; "
+                f"{args.tokens} tokens x {args.delay * 1000:.0f} ms, {args.store} store; server: {args.src},"
+                f" loop {args.loop}, http {args.http}; "
                 f"{os.cpu_count()} cores, loadavg {os.getloadavg()[0]:.2f}"
             )
             warm = Round(env, sport, "bench", 20, args.tokens, pids)  # imports, first connections
@@ -464,7 +498,8 @@ def report(res: dict[str, Any], args: argparse.Namespace) -> None:
     )
     print(
         f"  CPU during served rounds (share of one core): server {cpu.get('serve', 0) * 100:.0f} %,"
-        f" fake model {cpu.get('fake', 0) * 100:.0f} %, load generator {cpu.get('clients', 0) * 100:.0f} %"
+        f" fake model {cpu.get('fake', 0) * 100:.0f} %, load generator {cpu.get('clients', 0) * 100:.0f} %;"
+        f" server threads runnable but waiting for a CPU {cpu.get('serve_runq', 0) * 100:.0f} % of the time"
     )
     print(
         f"  server RSS {res['rss_before'] / 1024:.1f} MiB before, peak {res['peak'] / 1024:.1f} MiB"
