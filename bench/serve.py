@@ -19,7 +19,10 @@ At each concurrency level (``--levels``, default 100 and 1,000) the load generat
 stream slot ``k``: its arrival time through ``serve`` minus the arrival time of chunk ``i`` of
 slot ``k`` in the paired direct round (both measured from that stream's request start, so the
 first chunk includes connecting and starting the turn). Reported at p50 and p99 over all
-chunks, and for the first chunk alone. **Memory per open stream** = (peak server RSS during the
+chunks and for the first chunk alone. **Relay per chunk** = the chunk's transit time (from the
+fake model writing it, a timestamp in its text, to its arrival at the client) through ``serve``
+minus its transit in the paired direct round: what ``serve`` adds per chunk once the turn runs,
+without the queueing of N turns that all start at the same instant. **Memory per open stream** = (peak server RSS during the
 served rounds - server RSS just before them) / N.
 
 The server under test gets one process; the box may have as few as 2 cores shared with the
@@ -82,10 +85,19 @@ async def fake_main(port: int, tokens: int, delay: float) -> None:
             "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
         }
     )
-    pieces = [
-        _chunked({**base, "choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]})
-        for i in range(tokens)
-    ]
+    # chunk i's text is "t<i>@<send time> " (time.perf_counter: CLOCK_MONOTONIC, shared by the
+    # processes of the box), so the load generator also sees each chunk's transit time
+    marker = "\x00"
+    around = json.dumps(
+        {**base, "choices": [{"index": 0, "delta": {"content": marker}, "finish_reason": None}]},
+        separators=(",", ":"),
+    ).encode()
+    before, after = around.split(b"\\u0000")
+
+    def piece(i: int) -> bytes:
+        data = b"data: " + before + b"t%d@%.6f " % (i, time.perf_counter()) + after + b"\n\n"
+        return b"%x\r\n%s\r\n" % (len(data), data)
+
     usage = {"prompt_tokens": 5, "completion_tokens": tokens, "total_tokens": 5 + tokens}
     last = (
         _chunked({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage})
@@ -99,10 +111,10 @@ async def fake_main(port: int, tokens: int, delay: float) -> None:
                 req = await reader.readuntil(b"\r\n\r\n")
                 m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", req)
                 await reader.readexactly(int(m.group(1)) if m else 0)
-                writer.write(head + first + pieces[0])
-                for piece in pieces[1:]:
+                writer.write(head + first + piece(0))
+                for i in range(1, tokens):
                     await asyncio.sleep(delay)
-                    writer.write(piece)
+                    writer.write(piece(i))
                 writer.write(last)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -171,12 +183,14 @@ def serve_main(args: argparse.Namespace) -> None:
 
 # -- the load generator (its own process) --------------------------------------------------------
 
-_PIECE = re.compile(rb'"content":"t(\d+) "')
+_PIECE = re.compile(rb'"content":"t(\d+)@(\d+\.\d+) "')
 
 
-async def one_stream(port: int, request: bytes, tokens: int) -> list[float]:
-    """Arrival times (s since the request started) of content chunks 0..tokens-1 (NaN: missing)."""
+async def one_stream(port: int, request: bytes, tokens: int) -> tuple[list[float], list[float]]:
+    """For content chunks 0..tokens-1: arrival times (s since the request started) and transit
+    times (s from the fake model writing the chunk to its arrival here); NaN: missing."""
     times = [float("nan")] * tokens
+    transit = [float("nan")] * tokens
     start = time.perf_counter()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
@@ -184,20 +198,21 @@ async def one_stream(port: int, request: bytes, tokens: int) -> list[float]:
         tail = b""
         while True:
             data = await reader.read(65536)
-            now = time.perf_counter() - start
+            now = time.perf_counter()
             if not data:
                 break
             buf = tail + data
             for m in _PIECE.finditer(buf):
                 i = int(m.group(1))
                 if i < tokens and times[i] != times[i]:  # NaN: not seen yet
-                    times[i] = now
+                    times[i] = now - start
+                    transit[i] = now - float(m.group(2))
             if b"[DONE]" in buf:
                 break
-            tail = buf[-40:]
+            tail = buf[-64:]
     finally:
         writer.close()
-    return times
+    return times, transit
 
 
 async def clients_main(port: int, model: str, n: int, tokens: int) -> dict[str, Any]:
@@ -214,8 +229,10 @@ async def clients_main(port: int, model: str, n: int, tokens: int) -> dict[str, 
     )
     wall = time.perf_counter() - t0
     errors = [repr(r) for r in results if isinstance(r, BaseException)]
-    times = [r if isinstance(r, list) else [float("nan")] * tokens for r in results]
-    return {"times": times, "errors": errors[:3], "failed": len(errors), "wall": wall}
+    nan = [float("nan")] * tokens
+    times = [r[0] if isinstance(r, tuple) else nan for r in results]
+    transit = [r[1] if isinstance(r, tuple) else nan for r in results]
+    return {"times": times, "transit": transit, "errors": errors[:3], "failed": len(errors), "wall": wall}
 
 
 # -- the orchestrator ------------------------------------------------------------------------------
@@ -279,6 +296,7 @@ class Round:
         self.env, self.port, self.model, self.n, self.tokens, self.watch = env, port, model, n, tokens, watch
         self.peak_rss = 0
         self.cpu: dict[str, float] = {}
+        self.cpu_s: dict[str, float] = {}
 
     def run(self, out: Path, server_pid: int) -> dict[str, Any]:
         cmd = [sys.executable, __file__, "--role", "clients", "--port", str(self.port), "--model", self.model]
@@ -298,7 +316,8 @@ class Round:
         wall = time.perf_counter() - t0
         if proc.returncode:
             raise RuntimeError(f"the load generator failed ({proc.returncode})")
-        self.cpu = {name: (cpu_s(pid) - before[name]) / wall for name, pid in self.watch.items()}
+        self.cpu_s = {name: cpu_s(pid) - before[name] for name, pid in self.watch.items()}
+        self.cpu = {name: used / wall for name, used in self.cpu_s.items()}
         self.cpu["clients"] = client_cpu / wall
         self.cpu["serve_runq"] = (runq_wait_s(server_pid) - waited) / wall
         result: dict[str, Any] = json.loads(out.read_text())
@@ -317,9 +336,11 @@ def level(
 ) -> dict[str, Any]:
     added: list[float] = []
     first: list[float] = []
+    relay: list[float] = []
     complete = {"direct": 0, "served": 0}
     failed = {"direct": 0, "served": 0}
     cpu_served: dict[str, list[float]] = {}
+    server_cpu_s = 0.0
     walls: dict[str, list[float]] = {"direct": [], "served": []}
     rss_before = rss_kib(pids["serve"])
     peak = rss_before
@@ -332,6 +353,7 @@ def level(
             got[kind] = rd.run(tmp / f"round-{n}-{r}-{kind}.json", pids["serve"])
             if kind == "served":
                 peak = max(peak, rd.peak_rss)
+                server_cpu_s += rd.cpu_s["serve"]
                 for name, v in rd.cpu.items():
                     cpu_served.setdefault(name, []).append(v)
             walls[kind].append(got[kind]["wall"])
@@ -345,6 +367,8 @@ def level(
                     added.append(s - d)
                     if i == 0:
                         first.append(s - d)
+        for d_tr, s_tr in zip(got["direct"]["transit"], got["served"]["transit"], strict=True):
+            relay += [s - d for d, s in zip(d_tr, s_tr, strict=True) if d == d and s == s]
     return {
         "n": n,
         "rounds": rounds,
@@ -352,10 +376,12 @@ def level(
         "failed": failed,
         "added": added,
         "first": first,
+        "relay": relay,
         "per_stream_kib": (peak - rss_before) / n,
         "rss_before": rss_before,
         "peak": peak,
         "cpu_served": {k: sum(v) / len(v) for k, v in cpu_served.items()},
+        "server_us_per_chunk": server_cpu_s / (n * rounds * tokens) * 1e6,
         "walls": walls,
     }
 
@@ -496,10 +522,20 @@ def report(res: dict[str, Any], args: argparse.Namespace) -> None:
         f" p99 {pct(a, 0.99) * 1000:.1f} ms; first chunk: p50 {pct(f, 0.5) * 1000:.1f} ms,"
         f" p99 {pct(f, 0.99) * 1000:.1f} ms"
     )
+    rl = res["relay"]
+    print(
+        f"  relay per chunk (transit from the fake model's write to the client, served minus direct):"
+        f" p50 {pct(rl, 0.5) * 1000:.1f} ms, p99 {pct(rl, 0.99) * 1000:.1f} ms"
+    )
     print(
         f"  CPU during served rounds (share of one core): server {cpu.get('serve', 0) * 100:.0f} %,"
         f" fake model {cpu.get('fake', 0) * 100:.0f} %, load generator {cpu.get('clients', 0) * 100:.0f} %;"
         f" server threads runnable but waiting for a CPU {cpu.get('serve_runq', 0) * 100:.0f} % of the time"
+    )
+    us = res["server_us_per_chunk"]
+    print(
+        f"  server CPU per served chunk (turn start included): {us:.0f} us -> one core carries ~{1e6 / us:.0f}"
+        f" chunks/s, ~{1e6 / us * args.delay:.0f} streams at this token rate"
     )
     print(
         f"  server RSS {res['rss_before'] / 1024:.1f} MiB before, peak {res['peak'] / 1024:.1f} MiB"
