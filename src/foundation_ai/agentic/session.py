@@ -1211,14 +1211,17 @@ class AgentSession:
         self._decisions[call_id] = decision
         return not self.pending_approvals()
 
-    async def _acontinue(self) -> Turn:
-        state = TurnState([], None, emit=False)
+    def _continuation(self, emit: bool) -> tuple[Any, TurnState]:
+        state = TurnState([], None, emit=emit)
         state.resuming = True
         state.calls = list(self.paused_calls)
         state.results = [None] * len(state.calls)
         state.decisions = dict(self._decisions)
         self.awaiting, self.paused_calls, self._decisions = [], [], {}
-        agen: Any = run_turn(self, state, on_exit=self._enter)
+        return run_turn(self, state, on_exit=self._enter), state
+
+    async def _acontinue(self) -> Turn:
+        agen, state = self._continuation(False)
         try:
             async for _ in agen:
                 pass
@@ -1248,6 +1251,32 @@ class AgentSession:
         if not self._decide(call_id, Deny(reason)):
             return None
         return await self._acontinue()
+
+    def approve_stream(self, call_id: str) -> TurnStream | None:
+        """Approve a pending tool call like :meth:`aapprove`, but once every pending call is
+        decided return the continued turn as a :class:`TurnStream` (``None`` while others
+        wait). Iterate the stream (``events()`` for ``TurnEvent``s) to run the continuation;
+        the decisions are taken by this call, so a stream that is never iterated drops them.
+
+        Raises:
+            ApprovalPendingError: no pending call has this id.
+        """
+        from .turn import Allow
+
+        return self._continue_stream() if self._decide(call_id, Allow()) else None
+
+    def deny_stream(self, call_id: str, reason: str = "the user denied it") -> TurnStream | None:
+        """Deny a pending tool call (its error result says ``reason``); see
+        :meth:`approve_stream`."""
+        from .turn import Deny
+
+        return self._continue_stream() if self._decide(call_id, Deny(reason)) else None
+
+    def _continue_stream(self) -> TurnStream:
+        agen, state = self._continuation(True)
+        return TurnStream(
+            agen, self._drive, lambda: self._finish_stream(lambda: Turn(state, self.ledger.turn))
+        )
 
     def approve(self, call_id: str) -> Turn | None:
         """Blocking :meth:`aapprove`."""
