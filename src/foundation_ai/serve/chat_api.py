@@ -31,7 +31,7 @@ from .approvals import call_json
 from .convert import chat_messages, sampling
 from .errors import ApiError, error_body
 from .http import json_bytes, owner_of, read_json, sse_data_bytes, state_of
-from .runtime import LiveTurn, begin_turn
+from .runtime import LiveTurn, begin_turn, event_batches
 
 __all__ = ["chat_completions", "usage_chat"]
 
@@ -138,7 +138,7 @@ async def _stream(
     try:
         yield chunk(b'{"role":"assistant","content":""}')
         # a follower that fell behind writes its backlog at once
-        async for first, batch in live.batches(through_pauses=True):
+        async for first, batch in event_batches(live, through_pauses=True):
             out: list[bytes] = []
             for i, ev in enumerate(batch, first):
                 asked = live.asked.get(i)

@@ -32,7 +32,7 @@ from .approvals import call_json
 from .convert import responses_input, sampling
 from .errors import ApiError
 from .http import json_bytes, owner_of, read_json, sse_event_bytes, state_of
-from .runtime import LiveTurn, begin_turn
+from .runtime import LiveTurn, begin_turn, event_batches
 
 __all__ = ["responses"]
 
@@ -249,7 +249,7 @@ async def _stream(live: LiveTurn, b: _Builder) -> AsyncIterator[bytes]:
         yield b.ev("response.created", response=b.response("in_progress"))
         yield b.ev("response.in_progress", response=b.response("in_progress"))
         # a follower that fell behind writes its backlog at once
-        async for first, batch in live.batches(through_pauses=True):
+        async for first, batch in event_batches(live, through_pauses=True):
             out: list[bytes] = []
             for i, ev in enumerate(batch, first):
                 asked = live.asked.get(i)

@@ -26,7 +26,7 @@ from .config import Agent, ServeConfig
 from .errors import ApiError
 from .index import SessionIndex
 
-__all__ = ["LiveTurn", "SessionManager"]
+__all__ = ["LiveTurn", "SessionManager", "event_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +156,23 @@ class LiveTurn:
     def abort(self) -> None:
         """Ask the turn to stop at its next safe point (its output so far is kept)."""
         self.session.abort()
+
+
+async def event_batches(
+    live: Any, *, through_pauses: bool = False
+) -> AsyncIterator[tuple[int, list[TurnEvent]]]:
+    """``live.batches(...)`` for a :class:`LiveTurn`; for another followed turn (one with only
+    ``follow``, e.g. a turn running in another process) its events one at a time, as
+    ``(index, [event])``."""
+    batches = getattr(live, "batches", None)
+    if batches is not None:
+        async for item in batches(through_pauses=through_pauses):
+            yield item
+        return
+    i = 0
+    async for ev in live.follow(through_pauses=through_pauses):
+        yield i, [ev]
+        i += 1
 
 
 class SessionManager:
