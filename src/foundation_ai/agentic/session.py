@@ -379,6 +379,23 @@ def _meta_of(store: Any, session_id: str) -> SessionMeta | None:
     return meta
 
 
+def _recorded_model(spec: str, base_url: str) -> Any:
+    """The recorded model string loaded against the recorded base URL (``foundation_ai.model``;
+    an environment key goes there only when the environment pairs it with that host).
+
+    Raises:
+        ConfigurationError: the model string or base URL cannot be loaded here.
+    """
+    from .._model_string import model
+
+    loaded = model(spec, base_url=base_url)
+    try:
+        loaded.model_string = spec  # recorded again exactly as given
+    except AttributeError:
+        pass
+    return loaded
+
+
 def _stored(store: Any, session_id: str) -> bool:
     """True when the store holds a session with this id."""
     if getattr(store, "session_meta", None) is not None:
@@ -733,7 +750,8 @@ class AgentSessionBuilder:
         """Rebuild a stored session: its conversation exactly as persisted (retracted outputs
         left out; tool calls left without a result by a crash get an "interrupted" result), and
         what it recorded about itself where this builder was not told: the model (a model
-        string, loaded with ``foundation_ai.model``; ``docs/models.md``), the system prompt, and
+        string, loaded with ``foundation_ai.model`` against the recorded base URL when there is
+        one; ``docs/models.md``), the system prompt, and
         the tools of :meth:`with_tool_catalog` whose names it recorded. ``session.meta`` is the
         stored :class:`~foundation_ai.agentic.stores.SessionMeta` (``None`` for a store without
         metadata).
@@ -756,6 +774,8 @@ class AgentSessionBuilder:
                     f"session {session_id!r} recorded no model: pass one to AgentSession.builder(...)"
                 )
             model = meta.model
+            if meta.base_url:  # the server it was talking to (not the provider's own host)
+                model = _recorded_model(meta.model, meta.base_url)
         system = self._system if self._system is not None else (meta.system_prompt if meta else None)
         own = _MEMORY_TOOLS if self._memory is not None else frozenset()
         tools = self._tools or _tools_named(self._catalog, meta.tools if meta else (), own)
@@ -763,7 +783,10 @@ class AgentSessionBuilder:
         session.meta = meta
         if meta is not None:
             session.stored_header = SessionHeader(
-                model=meta.model, system_prompt=meta.system_prompt, tools=tuple(meta.tools)
+                model=meta.model,
+                system_prompt=meta.system_prompt,
+                tools=tuple(meta.tools),
+                base_url=meta.base_url,
             )
         session.messages = conversation_of(records)
         restore = getattr(session.registry, "restore", None)
