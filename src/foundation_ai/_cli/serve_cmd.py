@@ -5,6 +5,7 @@
     foundation-ai serve                               127.0.0.1:8000, keys required
     foundation-ai serve --no-auth                     loopback only: no keys
     foundation-ai serve --agents agents.toml --host 0.0.0.0 --port 8080
+    foundation-ai serve --db postgresql://...       one of several processes sharing sessions
 """
 
 from __future__ import annotations
@@ -66,6 +67,26 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument(
         "--max-turns-per-key", type=int, default=4, help="turns running at once per key (default 4)"
     )
+    p.add_argument(
+        "--db",
+        metavar="URL",
+        help="postgresql://...: share sessions, keys and running turns with every serve process "
+        "using this database (turns run as durable turns; docs/serve.md)",
+    )
+    p.add_argument("--queue", metavar="NAME", help="with --db: the DBOS queue (default foundation_ai_serve)")
+    p.add_argument(
+        "--executor-id", metavar="ID", help="with --db: this process's unique worker id (default HOST-PID)"
+    )
+    p.add_argument(
+        "--concurrency", type=int, default=8, metavar="N", help="with --db: turns this process runs at once"
+    )
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="with --db: seconds running turns get to finish on shutdown before being handed back",
+    )
     ks = p.add_subparsers(dest="serve_command", metavar="keys")
     keys = ks.add_parser("keys", help="manage API keys", description="Manage API keys.")
     kact = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
@@ -76,9 +97,25 @@ def add_serve_parser(sub: Any) -> None:
     revoke.add_argument("key_id", metavar="ID")
     for q in (create, kact.choices["list"], revoke):
         q.add_argument("--keys", metavar="FILE", default=argparse.SUPPRESS, help="the API key file")
+        q.add_argument(
+            "--db",
+            metavar="URL",
+            default=argparse.SUPPRESS,
+            help="postgresql://...: the shared keys of serve --db",
+        )
 
 
 def _keys(args: argparse.Namespace) -> Any:
+    if getattr(args, "db", None):
+        if args.keys:
+            raise ConfigurationError(
+                "--keys and --db exclude each other: with --db the keys are in the database"
+            )
+        from ..serve.shared_db import SharedDatabase, SharedKeyStore
+
+        if not args.db.startswith(("postgresql://", "postgres://")):
+            raise ConfigurationError(f"--db needs a postgresql:// URL, not {args.db!r}")
+        return SharedKeyStore(SharedDatabase(args.db, max_size=2))
     from ..serve.keys import KeyStore, default_keys_path
 
     return KeyStore(args.keys or default_keys_path())
@@ -131,7 +168,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     for a in agents:  # a bad model string or a missing API key: say so now, not on every request
         a.resolved_model()
+    shared = None
+    if args.db:
+        from ..serve.shared import SERVE_QUEUE, SharedServe
+
+        shared = SharedServe(
+            args.db,
+            queue=args.queue or SERVE_QUEUE,
+            executor_id=args.executor_id,
+            concurrency=args.concurrency,
+            grace=args.grace,
+        )
     config = ServeConfig(
+        shared=shared,
         agents=agents,
         keys=keys,
         no_auth=args.no_auth,
@@ -143,7 +192,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ),
     )
     try:
-        srv = ServerThread(create_app(config), args.host, args.port)
+        # on SIGTERM, streams still open after a few seconds are closed, so that the shutdown
+        # (aborting or handing back running turns) always runs
+        graceful = max(1, min(5, round(args.grace)))
+        app = create_app(config)
+        srv = ServerThread(app, args.host, args.port, timeout_graceful_shutdown=graceful)
     except OSError as exc:
         raise ConfigurationError(f"cannot bind {args.host}:{args.port}: {exc.strerror or exc}") from None
     srv.start()

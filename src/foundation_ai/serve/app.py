@@ -138,7 +138,12 @@ def create_app(config: ServeConfig) -> Starlette:
     Raises:
         ConfigurationError: see :class:`ServeConfig`.
     """
-    manager = SessionManager(config)
+    if config.shared is not None:  # several processes sharing one database (serve/shared.py)
+        from .shared import SharedSessionManager
+
+        manager: SessionManager = SharedSessionManager(config)
+    else:
+        manager = SessionManager(config)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -134,6 +134,9 @@ class ServeConfig:
         no_auth: accept requests without a key (every request acts as key ``"local"``); the CLI
             allows it on loopback binds only.
         limits: :class:`Limits`.
+        shared: a :class:`~foundation_ai.serve.shared.SharedServe`: serve from several
+            processes sharing one PostgreSQL (sessions, keys, running turns; turns run as
+            durable turns). ``store`` and ``data_dir`` are then unused. See ``docs/serve.md``.
 
     Raises:
         ConfigurationError: no agents, duplicate names, or neither keys nor ``no_auth``.
@@ -145,6 +148,7 @@ class ServeConfig:
     keys: Any = None
     no_auth: bool = False
     limits: Limits = field(default_factory=Limits)
+    shared: Any = None
 
     def __post_init__(self) -> None:
         if not self.agents:
@@ -174,7 +178,7 @@ def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
         model = "local"               # a model string (docs/models.md)
         system_prompt = "Be brief."
         description = "a small helper"
-        tools = ["files"]             # built-in tool sets: "files", "shell"
+        tools = ["files"]             # built-in tool sets: "files", "shell", or "module:name"
         root = "./workspace"          # where the files/shell tools work
         requires_approval = ["write_file"]  # calls waiting for approval: these tools and "shell"
                                             # (true: every tool; false: none, not even "shell")
@@ -222,6 +226,20 @@ def _builtin_tools(names: Any, root: Any, where: str) -> list[Any]:
             from ..agentic.toolsets.approval import mark_requires_approval
 
             tools.extend(mark_requires_approval(t) for t in shell_tools(root))
+        elif isinstance(n, str) and ":" in n:
+            tools.extend(_imported_tools(n, where))
         else:
-            raise ConfigurationError(f"{where}: unknown tool set {n!r} (known: files, shell)")
+            raise ConfigurationError(f"{where}: unknown tool set {n!r} (known: files, shell, module:name)")
     return tools
+
+
+def _imported_tools(spec: str, where: str) -> list[Any]:
+    """``"package.module:name"``: a tool (``@tool``) or a list of tools of an importable module."""
+    import importlib
+
+    mod_name, _, attr = spec.partition(":")
+    try:
+        value = getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigurationError(f"{where}: cannot import the tools {spec!r}: {exc}") from None
+    return list(value) if isinstance(value, list | tuple) else [value]

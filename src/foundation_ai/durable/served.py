@@ -1,0 +1,281 @@
+"""Durable turns of served agents: the DBOS workflow :func:`served_turn` and
+:func:`start_served_worker`, which makes a ``foundation-ai serve`` process one of the workers of
+a shared turn queue (``docs/serve.md``, "Several processes").
+
+Unlike :func:`~foundation_ai.durable.worker.durable_turn` (one agent factory per worker), a
+served turn names its agent, and each process builds it from its own configuration: every
+process sharing the queue must serve the same agents. While the turn runs, its
+``TurnEvent``s (text and thinking pieces as the model streams them, tool calls, tool results,
+the final ``Done``/``Failed``) go to an :class:`EventSink`, from which any process can follow
+the turn. Steering and abort arrive as DBOS messages before each model call, as for every
+durable turn (:class:`~foundation_ai.durable.steps.DurableSteps`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from dbos import DBOS
+
+from ..agentic.events import EventMapper, TurnEvent, TurnOutcome, TurnSummary
+from ..agentic.session import AgentSessionBuilder
+from ..agentic.stores import SessionStore
+from ..errors import ConfigurationError
+from ..types import AgenticError, Messages, ModelParams, TokenSnapshot, from_json, to_json
+from .config import DurableConfig
+from .steps import DurableSteps
+from .worker import _SHUTTING_DOWN, _GuardedStore, _ShutdownGuard, open_session, split_replay
+
+if TYPE_CHECKING:
+    from ..agentic.turn.generate import Generation
+
+__all__ = ["SERVED_WORKFLOW", "EventSink", "ServedWorker", "interrupt", "served_turn", "start_served_worker"]
+
+log = logging.getLogger(__name__)
+
+SERVED_WORKFLOW = "foundation_ai.served_turn"
+"""The DBOS workflow name of a served turn."""
+
+
+class EventSink(Protocol):
+    """Where a served turn's events go (a table every serving process reads)."""
+
+    def publish(self, turn_id: str, events: list[bytes]) -> None:
+        """Append ``events`` (``TurnEvent`` JSON, in order) to the turn's log."""
+
+    def finish(self, turn_id: str, events: list[bytes]) -> None:
+        """Append the turn's last ``events`` (its ``Done``/``Failed``) and mark it ended, at
+        once: whoever sees the end also sees the session free for its next turn."""
+
+
+@dataclass(slots=True)
+class _Served:
+    builder: Callable[[str], AgentSessionBuilder]
+    store: SessionStore
+    sink: EventSink
+    flush_every: float
+
+
+_SERVED: _Served | None = None
+_LIVE: dict[str, Any] = {}  # turn id -> the AgentSession running it in this process
+
+
+def interrupt(turn_id: str) -> bool:
+    """Abort turn ``turn_id`` now if this process runs it (any thread): a model call in
+    progress stops at once, as ``AgentSession.abort()`` does in-process. The abort sent as a
+    DBOS message (``DurableClient.abort``) is what a replay sees; this only makes it sooner.
+    Returns whether this process runs the turn."""
+    session = _LIVE.get(turn_id)
+    if session is None:
+        return False
+    session.abort()
+    return True
+
+
+class _Outbox:
+    """Events of one turn, written to the sink in batches (at most every ``every`` seconds,
+    and at the end) on a worker thread: a token-by-token model costs one write per batch.
+    A write in flight is never cancelled (it would be written again)."""
+
+    def __init__(self, sink: EventSink, turn_id: str, every: float) -> None:
+        self.sink, self.turn_id, self.every = sink, turn_id, every
+        self.pending: list[bytes] = []
+        self.wake = asyncio.Event()
+        self.closing = False
+        self.task: asyncio.Task[None] | None = None
+
+    def put(self, ev: TurnEvent) -> None:
+        self.pending.append(to_json(ev))
+        self.wake.set()
+
+    async def run(self) -> None:
+        failures = 0
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            batch, self.pending = self.pending, []
+            if batch:
+                try:
+                    await asyncio.to_thread(self.sink.publish, self.turn_id, batch)
+                    failures = 0
+                except Exception:  # one transaction: nothing was stored; retry a bit later
+                    failures += 1
+                    log.warning("could not publish the events of turn %s", self.turn_id, exc_info=True)
+                    if self.closing and failures >= 5:
+                        return
+                    self.pending[:0] = batch
+                    self.wake.set()
+                    await asyncio.sleep(1.0)
+                    continue
+            if self.closing and not self.pending:
+                return
+            await asyncio.sleep(self.every)
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self.run())
+
+    async def close(self) -> None:
+        """Write what is left and stop."""
+        self.closing = True
+        self.wake.set()
+        if self.task is not None:
+            await asyncio.shield(self.task)
+
+
+class _StreamingSteps(DurableSteps):
+    """:class:`DurableSteps` that also publish what a generation streams (text, thinking, tool
+    calls) while it runs. A replayed generation publishes nothing: its events were published
+    by the run that checkpointed it."""
+
+    def __init__(self, out: Callable[[TurnEvent], None], *, steering: bool = True) -> None:
+        super().__init__(steering=steering)
+        self.out = out
+
+    async def generation(self, step: Generation) -> AsyncGenerator[Any, None]:
+        """One checkpointed model call whose stream items are published as ``TurnEvent``s."""
+        from ..agentic.turn.generate import GenerationRecord
+
+        if self.steering:
+            await self._take_steering(step)
+        mapper = EventMapper()
+
+        async def call_model() -> str:
+            async for item in step.stream():
+                for ev in mapper.map(item):
+                    if not isinstance(ev, TurnEvent.Progress):
+                        self.out(ev)
+            return to_json(step.snapshot()).decode()
+
+        record = await DBOS.run_step_async({"name": step.key}, call_model)
+        step.restore(from_json(record, GenerationRecord))
+        return
+        yield  # an async generator that yields nothing
+
+
+def _crashed() -> TurnEvent:
+    err = AgenticError(kind="internal", message="the turn failed inside the server")
+    return TurnEvent.Failed(
+        err, TurnSummary(outcome=TurnOutcome.Failed, message_count=0, usage=TokenSnapshot())
+    )
+
+
+@DBOS.workflow(name=SERVED_WORKFLOW)
+async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> str:
+    """The DBOS workflow of one served turn: ``agent`` names the served agent, ``prompt`` is
+    the JSON list of the prompt's messages (ids fixed when enqueued), ``params`` the turn's
+    ``ModelParams`` as JSON (``"null"``: the agent's own). Publishes every ``TurnEvent`` to the
+    process's :class:`EventSink`; returns the terminal event's JSON."""
+    rt = _SERVED
+    if rt is None:
+        raise ConfigurationError("served_turn runs in a serving process (start_served_worker) only")
+    turn_id = str(DBOS.workflow_id)
+    box = _Outbox(rt.sink, turn_id, rt.flush_every)
+    box.start()
+    last: TurnEvent = _crashed()
+    abandoned = False
+    try:
+        msgs: list[Messages] = from_json(prompt, list[Messages])
+        records = await asyncio.to_thread(rt.store.load, session_id)
+        history, replay = split_replay(records, msgs[0].id)
+        steps = _StreamingSteps(box.put)
+        store = _GuardedStore(rt.store)
+        builder = rt.builder(agent).with_store(store).with_step_runner(steps)
+        session = open_session(builder.with_phase_hooks(_ShutdownGuard(store)), session_id)
+        steps.lookup = session.registry.get
+        _LIVE[turn_id] = session
+        session.messages = history
+        session.replay = replay  # type: ignore[attr-defined]
+        overrides: ModelParams | None = from_json(params, ModelParams | None)
+        if overrides is not None:
+            session.params = overrides
+        async for ev in session.arun_turn_stream(msgs).events():
+            if isinstance(ev, TurnEvent.Done | TurnEvent.Failed):
+                last = ev  # published with the end (sink.finish)
+            elif not isinstance(ev, TurnEvent.Progress):
+                box.put(ev)
+    except (GeneratorExit, asyncio.CancelledError):
+        abandoned = _SHUTTING_DOWN.is_set()  # handed back to the queue: another process goes on
+        raise
+    except Exception:
+        log.exception("served turn %s of session %s crashed", turn_id, session_id)
+        last = _crashed()
+    finally:
+        _LIVE.pop(turn_id, None)
+        await box.close()
+        if not abandoned:
+            await asyncio.to_thread(rt.sink.finish, turn_id, [to_json(last)])
+    return to_json(last).decode()
+
+
+class ServedWorker:
+    """The DBOS worker of a serving process (:func:`start_served_worker`); :meth:`stop` once."""
+
+    def __init__(self, config: DurableConfig, executor_id: str) -> None:
+        self.config, self.executor_id = config, executor_id
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop taking turns, let running ones finish for ``grace`` seconds, hand back the rest
+        to the queue (another process resumes them from their last step)."""
+        global _SERVED
+        _SHUTTING_DOWN.set()
+        try:
+            DBOS.destroy(workflow_completion_timeout_sec=max(0, round(grace)))
+        finally:
+            _SERVED = None
+            _SHUTTING_DOWN.clear()
+        from .client import DurableClient
+
+        with DurableClient(self.config) as client:
+            client.recover([self.executor_id])
+
+
+def start_served_worker(
+    config: DurableConfig,
+    builder: Callable[[str], AgentSessionBuilder],
+    store: SessionStore,
+    sink: EventSink,
+    *,
+    executor_id: str | None = None,
+    flush_every: float = 0.05,
+) -> ServedWorker:
+    """Launch DBOS in this process and consume ``config.queue`` with :func:`served_turn`.
+
+    Args:
+        config: the databases and the queue's limits (``worker_concurrency`` per process).
+        builder: agent name -> a fresh ``AgentSessionBuilder`` (model, tools, system prompt);
+            it raises ``KeyError`` for an unknown name.
+        store: the shared session store.
+        sink: where turns publish their events.
+        executor_id: this process's DBOS executor id, unique among live processes (default
+            ``<hostname>-<pid>``; a process restarted with the same id resumes its turns).
+        flush_every: seconds between two batches of events written to ``sink``.
+
+    Raises:
+        ConfigurationError: a worker already runs in this process (DBOS is one per process).
+    """
+    global _SERVED
+    if _SERVED is not None:
+        raise ConfigurationError("a served worker already runs in this process")
+    me = executor_id or f"{socket.gethostname()}-{os.getpid()}"
+    _SERVED = _Served(builder=builder, store=store, sink=sink, flush_every=flush_every)
+    DBOS(config=config.dbos_config(executor_id=me))  # type: ignore[arg-type]
+    try:
+        DBOS.launch()
+        DBOS.register_queue(
+            config.queue,
+            worker_concurrency=config.worker_concurrency,
+            global_concurrency=config.global_concurrency,
+            partition_concurrency=1,
+            polling_interval_sec=config.polling_interval,
+        )
+    except BaseException:
+        _SERVED = None
+        DBOS.destroy()
+        raise
+    return ServedWorker(config, me)

@@ -1,0 +1,427 @@
+"""Several ``foundation-ai serve`` processes behind one address (``docs/serve.md``, "Several
+processes"): ``SharedServe`` (the shared database and queue) and ``SharedSessionManager``.
+
+With ``ServeConfig(shared=SharedServe("postgresql://..."))`` a server keeps nothing a request
+needs in its own memory: session records live in the Postgres session store, keys, owners and
+running turns in :mod:`foundation_ai.serve.shared_db`, and turns run as durable turns (DBOS
+workflows, :mod:`foundation_ai.durable.served`) on a queue that every serving process consumes.
+A turn started through one process is listed, followed (its events come from the shared event
+log), steered and aborted (DBOS messages, taken before the turn's next model call) through any
+other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..agentic import AgentSession, TurnEvent
+from ..agentic.events import TurnOutcome, TurnSummary
+from ..agentic.session import AgentSessionBuilder
+from ..errors import ConfigurationError
+from ..ids import new_scru128
+from ..types import AgenticError, Messages, ModelParams, TokenSnapshot, from_json, to_json
+from .config import Agent, ServeConfig
+from .errors import ApiError
+from .runtime import SessionManager
+
+__all__ = ["RemoteTurn", "SessionRef", "SharedServe", "SharedSessionManager"]
+
+log = logging.getLogger(__name__)
+
+SERVE_QUEUE = "foundation_ai_serve"
+"""The DBOS queue served turns are enqueued on (not the ``foundation-ai worker`` queue)."""
+
+
+@dataclass(frozen=True)
+class SharedServe:
+    """The shared state of several serving processes.
+
+    Attributes:
+        db: ``postgresql://...``: the session store, DBOS's system database (schema ``dbos``)
+            and the serving tables, all in that database.
+        queue: the DBOS queue of served turns.
+        executor_id: this process's DBOS executor id, unique among live processes (default
+            ``<hostname>-<pid>``; restart with the same id to resume its turns).
+        concurrency: turns this process runs at once.
+        poll: seconds between two polls of the queue, and of a followed turn's event log.
+        grace: seconds running turns get to finish on shutdown before being handed back.
+
+    Raises:
+        ConfigurationError: ``db`` is not a ``postgresql://`` URL, or a limit is below 1.
+    """
+
+    db: str
+    queue: str = SERVE_QUEUE
+    executor_id: str | None = None
+    concurrency: int = 8
+    poll: float = 0.05
+    grace: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not self.db.startswith(("postgresql://", "postgres://")):
+            raise ConfigurationError(
+                f"serving from several processes needs a postgresql:// URL, not {self.db!r}"
+            )
+        if self.concurrency < 1 or self.poll <= 0:
+            raise ConfigurationError("concurrency must be at least 1 and poll above 0 seconds")
+
+
+def _failed(message: str) -> TurnEvent:
+    err = AgenticError(kind="internal", message=message)
+    return TurnEvent.Failed(
+        err, TurnSummary(outcome=TurnOutcome.Failed, message_count=0, usage=TokenSnapshot())
+    )
+
+
+class _Answer:
+    """What ``LiveTurn.turn`` offers the endpoints: ``text()``, the answer."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def text(self) -> str:
+        return self._text
+
+
+def answer_of(events: list[TurnEvent]) -> str:
+    """The answer of a turn from its events: the text after its last tool result (retracted
+    outputs dropped), as ``Turn.text()`` gives it."""
+    pieces: list[tuple[str, str]] = []
+    for ev in events:
+        if isinstance(ev, TurnEvent.ToolResult):
+            pieces = []
+        elif isinstance(ev, TurnEvent.Text):
+            pieces.append((ev.message_id, ev.text))
+        elif isinstance(ev, TurnEvent.Retract):
+            gone = set(ev.message_ids)
+            pieces = [p for p in pieces if p[0] not in gone]
+    return "".join(t for _, t in pieces)
+
+
+class RemoteTurn:
+    """A turn running on any serving process, seen from this one: the same attributes as
+    :class:`~foundation_ai.serve.runtime.LiveTurn` (``id``, ``session_id``, ``owner``,
+    ``events``, ``done``, ``turn``, ``task``, :meth:`follow`, :meth:`abort`), filled from the
+    shared event log by a background task."""
+
+    def __init__(
+        self, manager: SharedSessionManager, turn_id: str, session_id: str, owner: str, *, ended: bool = False
+    ) -> None:
+        self.id, self.session_id, self.owner = turn_id, session_id, owner
+        self.manager = manager
+        self.events: list[TurnEvent] = []
+        self.done = False
+        self.closed = False
+        self.paused = False  # served turns never pause for approval
+        self.asked: dict[int, list[Any]] = {}
+        self.turn: Any = None
+        self._tick = asyncio.Event()
+        if ended:  # a finished turn: its whole log at once
+            bodies, _ = manager.log.read(turn_id, 0)
+            self.events = [from_json(b, TurnEvent) for b in bodies]
+            if not self.events or not isinstance(self.events[-1], TurnEvent.Done | TurnEvent.Failed):
+                self.events.append(_failed("the turn ended without a result"))
+            self.turn, self.done = _Answer(answer_of(self.events)), True
+        loop = asyncio.get_running_loop()
+        work = asyncio.sleep(0) if ended else self._pump()
+        self.task: asyncio.Task[None] = loop.create_task(work, name=f"follow-{turn_id}")
+        if not ended:
+            manager.followed.add(self)
+            self.task.add_done_callback(lambda _: manager.followed.discard(self))
+
+    def _notify(self) -> None:
+        self._tick.set()
+        self._tick = asyncio.Event()
+
+    async def _pump(self) -> None:
+        log_, wakeups = self.manager.log, self.manager.wakeups
+        poll = self.manager.shared.poll
+        wake = asyncio.Event()
+        wakeups.register(self.id, asyncio.get_running_loop(), wake)
+        checked = time.monotonic()
+        try:
+            while True:
+                wake.clear()  # before the read: a notification after it is not lost
+                over = False  # the workflow ended without saying so (checked now and then)
+                if time.monotonic() - checked > 5.0:
+                    checked = time.monotonic()
+                    over = await asyncio.to_thread(self._workflow_ended)
+                bodies, ended = await asyncio.to_thread(log_.read, self.id, len(self.events))
+                for b in bodies:
+                    ev: TurnEvent = from_json(b, TurnEvent)
+                    self.events.append(ev)
+                    if isinstance(ev, TurnEvent.Done | TurnEvent.Failed):
+                        return
+                if bodies:
+                    self._notify()
+                if ended or over:  # ended without a terminal event: the turn's process crashed
+                    self.events.append(_failed("the turn ended without a result"))
+                    return
+                # woken by the turn's NOTIFY; a slow poll in case one is missed (or LISTEN failed)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), 1.0 if wakeups.alive else poll)
+        except Exception:
+            log.exception("following turn %s failed", self.id)
+            self.events.append(_failed("the turn's events could not be read"))
+        finally:
+            wakeups.unregister(self.id)
+            self.turn = _Answer(answer_of(self.events))
+            self.done = True
+            self._notify()
+
+    def _workflow_ended(self) -> bool:
+        from ..durable.client import TERMINAL
+
+        try:
+            status = self.manager.client.dbos.retrieve_workflow(self.id).get_status().status
+        except Exception:
+            return False
+        return str(status) in TERMINAL
+
+    async def follow(self, start: int = 0, **_: Any) -> AsyncIterator[TurnEvent]:
+        """The events from index ``start`` on, waiting for new ones until the turn ends."""
+        i = start
+        while True:
+            while i < len(self.events):
+                yield self.events[i]
+                i += 1
+            if self.done or self.closed:
+                return
+            await self._tick.wait()
+
+    def close(self) -> None:
+        """End the followers' iterations now (the process stops; the turn goes on)."""
+        self.closed = True
+        self._notify()
+
+    def abort(self) -> None:
+        """Abort the turn wherever it runs: a DBOS message (taken before its next model call)
+        and a ``NOTIFY`` that stops a model call in progress at once. Not while this process
+        stops: its streams are cut, and the turns they follow go on elsewhere."""
+        if self.manager.stopping:
+            return
+        self.manager.client.abort(self.id)
+        self.manager.log.request_abort(self.id)
+
+
+class SessionRef:
+    """A session of a shared server as the endpoints handle it: ``session_id``, ``agent``,
+    ``params`` (this turn's sampling parameters) and :meth:`steer`."""
+
+    def __init__(self, manager: SharedSessionManager, session_id: str, agent: Agent) -> None:
+        self.manager, self.session_id, self.agent = manager, session_id, agent
+        self.params: ModelParams | None = agent.params
+        self.awaiting: list[Any] = []  # no call ever waits for approval here
+
+    def pending_approvals(self) -> list[Any]:
+        """No call ever waits for approval here (agents asking for approvals are refused)."""
+        return []
+
+    def steer(self, message: str | Messages) -> None:
+        """Steer the running turn (wherever it runs), or keep the message for the next turn.
+
+        Raises:
+            TypeError / ValueError: not a non-empty ``str`` / ``Messages``.
+        """
+        msg = message if isinstance(message, Messages) else Messages.agent(message)
+        if isinstance(message, str) and not message.strip():
+            raise ValueError("the steering message is empty")
+        latest = self.manager.log.latest(self.session_id)
+        if latest is not None and not latest[2]:
+            self.manager.client.steer(latest[0], msg)
+        else:
+            self.manager.log.queue_pending(self.session_id, to_json(msg))
+
+
+def _asks_approval(agent: Agent) -> bool:
+    rule = getattr(agent, "requires_approval", None)
+    if rule is False:
+        return False
+    if rule:  # True or a non-empty list of names
+        return True
+    return any(getattr(t, "requires_approval", False) for t in agent.tools)
+
+
+class SharedSessionManager(SessionManager):
+    """A :class:`~foundation_ai.serve.runtime.SessionManager` whose sessions, owners and turns
+    are shared with the other processes of ``config.shared`` (a :class:`SharedServe`); this
+    process is also one of the workers running the turns.
+
+    Raises:
+        ConfigurationError: the database cannot be reached; a served worker already runs in
+            this process (one shared app per process); an agent's tool calls would wait for
+            approval (``requires_approval``, or tools marked so; not available across processes
+            yet).
+    """
+
+    def __init__(self, config: ServeConfig) -> None:
+        from ..agentic.stores.postgres import PostgresSessionStore
+        from ..durable import DurableClient, DurableConfig
+        from ..durable.served import start_served_worker
+        from .shared_db import SharedDatabase, SharedIndex, TurnLog, Wakeups
+
+        shared: SharedServe = config.shared
+        for a in config.agents:  # served turns cannot pause for approval: refuse, never run unasked
+            if _asks_approval(a):
+                raise ConfigurationError(
+                    f"agent {a.name!r}: approvals (requires_approval, or tools marked so, like the "
+                    "shell tools) are not available when serving from several processes (--db) yet; "
+                    "set requires_approval = false to run its tools without asking"
+                )
+        self.config = config
+        self.shared = shared
+        self.stopping = False
+        """Set when the process begins to stop (``stop_threadsafe``): ended streams abort nothing."""
+        self.agents = {a.name: a for a in config.agents}
+        self._sessions: dict[str, Any] = {}
+        self._turns: dict[str, Any] = {}
+        self.followed: set[RemoteTurn] = set()
+        """Turns whose events this process is reading (cancelled at shutdown)."""
+        self._running: dict[str, int] = {}
+        self.db = SharedDatabase(shared.db)
+        self.index: SharedIndex = SharedIndex(self.db)  # type: ignore[assignment]
+        self.log = TurnLog(self.db)
+        from ..durable.served import interrupt
+
+        self.wakeups = Wakeups(shared.db, on_abort=interrupt)
+        self._own_store = config.store is None
+        self.store = config.store if config.store is not None else PostgresSessionStore(shared.db)
+        self.durable = DurableConfig(
+            shared.db, queue=shared.queue, worker_concurrency=shared.concurrency, polling_interval=shared.poll
+        )
+        self.client = DurableClient(self.durable, store=self.store)
+        self.worker = start_served_worker(
+            self.durable, self.builder_of, self.store, self.log, executor_id=shared.executor_id
+        )
+
+    def builder_of(self, name: str) -> AgentSessionBuilder:
+        """A fresh builder of the agent ``name`` (model, system prompt, tools, params).
+
+        Raises:
+            KeyError: no such agent in this process's configuration.
+        """
+        agent = self.agents[name]
+        b = AgentSession.builder(agent.resolved_model())
+        if agent.system_prompt:
+            b = b.with_system_prompt(agent.system_prompt)
+        if agent.tools:
+            b = b.with_tools(*agent.tools)
+        if agent.params is not None:
+            b = b.with_params(agent.params)
+        gate = agent.can_use_tool() if hasattr(agent, "can_use_tool") else None
+        if gate is not None:  # requires_approval = false: marked tools run without asking
+            b = b.with_can_use_tool(gate)
+        return b
+
+    async def new_session(self, owner: str, agent: Agent, history: list[Messages], title: str) -> Any:
+        """A new session of ``agent`` owned by ``owner``, starting from ``history`` (persisted)."""
+        from ..types import SessionRecord
+
+        sid = new_scru128()
+        if history:
+            recs = [SessionRecord.Conversation(message=m) for m in history]
+            await asyncio.to_thread(self.store.append, sid, recs)
+        await asyncio.to_thread(self.index.add, sid, owner, agent.name, title)
+        return SessionRef(self, sid, agent)
+
+    async def open_session(self, owner: str, session_id: Any) -> Any:
+        """A session the key owns.
+
+        Raises:
+            ApiError: (404) no such session for this key.
+        """
+        meta = self.meta(owner, session_id)
+        return SessionRef(self, meta["id"], self.agent(meta["agent"]))
+
+    def turn_of(self, session_id: str) -> Any:
+        """The session's latest turn (on any process), followed from the shared event log."""
+        latest = self.log.latest(session_id)
+        if latest is None:
+            return None
+        turn_id, owner, ended = latest
+        live = self._turns.get(session_id)
+        if live is None or live.id != turn_id:
+            live = RemoteTurn(self, turn_id, session_id, owner, ended=ended)
+            self._turns[session_id] = live
+        return live
+
+    def running(self, session_id: str) -> bool:
+        """True while a turn of the session runs (on any process)."""
+        listed = self.index.listed_running.pop(session_id, None)  # a listing just read it (once)
+        if listed is not None and time.monotonic() - listed[1] < 0.5:
+            return listed[0]
+        latest = self.log.latest(session_id)
+        return latest is not None and not latest[2]
+
+    def start_turn(self, owner: str, session: Any, prompts: list[Messages]) -> Any:
+        """Enqueue a durable turn of ``session`` and follow it.
+
+        Raises:
+            TypeError / ValueError: a bad prompt.
+            ApiError: (409) the session already runs a turn; (429) the key runs
+                ``limits.max_turns_per_key`` turns already.
+        """
+        from dbos import EnqueueOptions
+
+        from ..agentic.session import _prompt_messages
+        from ..durable.config import APP_VERSION
+        from ..durable.served import SERVED_WORKFLOW
+
+        msgs = _prompt_messages(prompts)
+        sid = session.session_id
+        if self.log.running_count(owner) >= self.config.limits.max_turns_per_key:
+            raise ApiError(
+                429,
+                f"at most {self.config.limits.max_turns_per_key} turns may run at once per key",
+                type="rate_limit_error",
+                code="too_many_turns",
+            )
+        turn_id = f"turn-{new_scru128()}"
+        if not self.log.begin(turn_id, sid, owner):
+            raise ApiError(
+                409, "this session is already running a turn (abort it or wait)", code="session_busy"
+            )
+        try:
+            msgs += [from_json(b, Messages) for b in self.log.take_pending(sid)]
+            opts: EnqueueOptions = {
+                "workflow_name": SERVED_WORKFLOW,
+                "queue_name": self.durable.queue,
+                "workflow_id": turn_id,
+                "queue_partition_key": sid,
+                "app_version": APP_VERSION,
+            }
+            params = to_json(session.params).decode()
+            self.client.dbos.enqueue(opts, session.agent.name, sid, to_json(msgs).decode(), params)
+        except BaseException:
+            self.log.finish(turn_id)
+            raise
+        with contextlib.suppress(Exception):
+            self.index.touch(sid)
+        live = RemoteTurn(self, turn_id, sid, owner)
+        self._turns[sid] = live
+        return live
+
+    def _stop_streams(self) -> None:
+        # the process stops: end the streams it serves, abort nothing (their turns go on
+        # in the other processes, or are handed back to them)
+        self.stopping = True
+        for t in list(self.followed):
+            t.close()
+
+    async def shutdown(self) -> None:
+        """Stop following, hand back this process's running turns, close the connections.
+        Turns keep running on the other processes."""
+        for t in list(self.followed):
+            t.task.cancel()
+        await asyncio.to_thread(self.worker.stop, self.shared.grace)
+        self.client.close()
+        self.wakeups.close()
+        if self._own_store:
+            self.store.close()
+        self.db.close()
