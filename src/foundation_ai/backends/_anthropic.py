@@ -23,8 +23,29 @@ import httpx
 import msgspec
 
 from ..errors import ProviderError
-from ..types import ModelInteraction, ModelParams, ModelProviders, Stream, TextContent
-from ._anthropic_request import ANTHROPIC_VERSION, build_request, check_output_format
+from ..types import (
+    AssistantMessage,
+    ImageContent,
+    ModelInteraction,
+    ModelParams,
+    ModelProviders,
+    StopReason,
+    Stream,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from ._anthropic_request import (
+    ANTHROPIC_VERSION,
+    build_request,
+    check_output_format,
+    merge_turns,
+    missing_results,
+    pair_step,
+    strip_prefill,
+    wire_messages,
+)
 from ._anthropic_stream import AnthropicStreamParser, parse_message
 from ._common import SnapshotHttpModel, describe, price_key
 from ._http import (
@@ -37,15 +58,125 @@ from ._http import (
     join_url,
     resolve_endpoint,
 )
+from ._sanitize import ANTHROPIC, anthropic_accepts_thinking, sanitize_history
+from ._wire_cache import Prefix, PrefixCache, encode_raw
 from ._wire_text import decode_event
 from .base import ModelDescriptor, ModelStream
 
-__all__ = ["DEFAULT_BASE_URL", "AnthropicModel", "anthropic"]
+__all__ = ["DEFAULT_BASE_URL", "AnthropicModel", "AnthropicWireCache", "anthropic"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 """Anthropic's API host; the backend adds ``/v1/messages``."""
 
 _DECODE = decode_event  # msgspec, tolerating half a surrogate pair per event (see _wire_text)
+
+
+class _Closed(Prefix):
+    """A cached prefix that ends where a wire message ends for good (the next message of the
+    history surely starts a message of the other role), with the role of its last wire
+    message and the ``tool_use`` ids that message left for the next one to answer."""
+
+    __slots__ = ("expected", "role")
+
+    def __init__(self) -> None:
+        super().__init__(ANTHROPIC.id_max)
+        self.expected: list[str] = []
+        self.role: str | None = None
+
+    def continues(self, history: list[Any]) -> bool:
+        """Whether ``history`` (which starts with this prefix's messages) goes on with a message
+        that surely starts a wire message of the other role, so the prefix's messages are final
+        (a history cut back to the prefix, or going on with the same role, is not)."""
+        k = len(self.messages)
+        if k == 0:
+            return True
+        role = _sure_role(history[k]) if len(history) > k else None
+        return role is not None and role != self.role
+
+
+def _sure_role(m: Any) -> str | None:
+    """The wire role of a message that sends something whatever its sanitation (a tool result,
+    a call, non-blank text or an image from the user), else ``None``."""
+    if isinstance(m, ToolResultMessage):
+        return "user"
+    if isinstance(m, AssistantMessage):
+        c = m.content
+        if isinstance(m.stop_reason, StopReason.Error):
+            return None
+        if isinstance(c, ToolCall) or (isinstance(c, TextContent) and c.content.strip()):
+            return "assistant"
+        return None
+    if isinstance(m, UserMessage):
+        u = m.content
+        if isinstance(u, ImageContent) or u.content.strip():
+            return "user"
+    return None
+
+
+def _open_start(history: list[Any], start: int) -> int:
+    """Where the history's open wire message surely starts, looking back to ``start``: the last
+    message that sends something under another role than the message before it (the wire
+    messages before it are final); ``start`` when there is none after it."""
+    for i in range(len(history) - 1, start, -1):
+        role = _sure_role(history[i])
+        if role is not None:
+            before = _sure_role(history[i - 1])
+            if before is not None and before != role:
+                return i
+    return start
+
+
+class AnthropicWireCache:
+    """The Messages ``messages`` array of each session's history, the part that cannot change
+    any more kept encoded (``msgspec.Raw``), so a request maps and encodes only the history's
+    last wire message and what was added since (see ``backends/_wire_cache.py``).
+
+    A wire message is final once the history holds a later message surely sent under the other
+    role (adjacent same-role messages merge; tool results are paired against the assistant
+    message before them only); the last wire message is remapped on every request (results paired,
+    trailing whitespace of a prefill stripped; ``cache_control`` is then set on a copy by
+    :func:`~foundation_ai.backends._anthropic_request.build_request`). Keyed by the first
+    message's id and ``keep_thinking``; up to ``size`` sessions kept. The output encodes to
+    the bytes of :func:`~foundation_ai.backends._anthropic_request.wire_messages`
+    (``tests/test_history_cache.py``). Thread-safe.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self._cache: PrefixCache[_Closed] = PrefixCache(size)
+
+    def messages(self, history: list[Any], *, keep_thinking: bool = True) -> list[Any]:
+        """:func:`~foundation_ai.backends._anthropic_request.wire_messages` of ``history``,
+        the part sent before as ``msgspec.Raw`` items (the last item, if any, is a dict)."""
+        if not history:
+            return wire_messages(history, keep_thinking=keep_thinking)
+        key = (history[0].id, keep_thinking)
+        entry = self._cache.take(key, history)
+        if entry is None or not entry.continues(history):
+            entry = _Closed()
+        cut = _open_start(history, len(entry.messages))
+        start = len(entry.messages)
+        if cut > start:
+            closed = merge_turns(
+                sanitize_history(history[start:cut], ANTHROPIC, keep_thinking=keep_thinking, ids=entry.ids)
+            )
+            for msg in closed:
+                sent, entry.expected = pair_step(msg, entry.expected)
+                entry.wire += encode_raw(sent)
+                entry.role = sent[-1]["role"]
+            entry.messages = history[:cut]
+        tail: list[dict[str, Any]] = []
+        expected = entry.expected
+        open_history = sanitize_history(
+            history[cut:], ANTHROPIC, keep_thinking=keep_thinking, ids=entry.ids.child()
+        )
+        for msg in merge_turns(open_history):
+            sent, expected = pair_step(msg, expected)
+            tail += sent
+        if expected:
+            tail.append({"role": "user", "content": missing_results(expected, {})})
+        out: list[Any] = [*entry.wire, *strip_prefill(tail)]
+        self._cache.keep(key, entry)
+        return out
 
 
 class AnthropicModel(SnapshotHttpModel):
@@ -74,6 +205,7 @@ class AnthropicModel(SnapshotHttpModel):
         self.anthropic_version = anthropic_version
         self.streaming = streaming
         self.url = join_url(options.base_url, "/messages", version_prefix="/v1")
+        self._wire_cache: AnthropicWireCache | None = AnthropicWireCache()
 
     def _parser(self) -> AnthropicStreamParser:
         return AnthropicStreamParser(self.model_id, timer=Timer(), price_key=self.price_key)
@@ -91,6 +223,18 @@ class AnthropicModel(SnapshotHttpModel):
         return build_request(
             interaction, params or ModelParams(), self.descriptor.name, stream=self.streaming
         )
+
+    def wire_body(self, interaction: ModelInteraction, params: ModelParams) -> bytes | dict[str, Any]:
+        """:meth:`request_body` encoded, the history's part sent before taken from the
+        per-session cache (:class:`AnthropicWireCache`): the same bytes."""
+        if self._wire_cache is None:
+            return self.request_body(interaction, params)
+        name = self.descriptor.name
+        messages = self._wire_cache.messages(
+            interaction.messages, keep_thinking=anthropic_accepts_thinking(name)
+        )
+        body = build_request(interaction, params, name, stream=self.streaming, messages=messages)
+        return msgspec.json.encode(body)
 
     def _feed(self, parser: AnthropicStreamParser, ev: SseEvent) -> list[ModelStream]:
         if ev.event == "json":  # one JSON document: no time to first token to measure

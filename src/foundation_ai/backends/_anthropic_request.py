@@ -63,9 +63,15 @@ __all__ = [
     "build_request",
     "check_output_format",
     "json_instruction",
+    "merge_turns",
+    "missing_results",
     "native_output_format",
+    "pair_step",
+    "pair_tool_results",
     "role_text",
+    "strip_prefill",
     "wire_messages",
+    "wire_role",
 ]
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -173,39 +179,43 @@ def _orphan_text(block: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _pair_tool_results(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Make every tool_use be followed by exactly its tool_result; see the module doc."""
+def pair_step(msg: dict[str, Any], expected: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """One merged wire message with its tool results paired (see the module doc), given the
+    ``tool_use`` ids ``expected`` from the message before it: the message(s) to send and the
+    ids the next message must answer."""
+    if msg["role"] == "assistant":
+        out = [msg]
+        if expected:  # an assistant turn right after unanswered calls
+            out.insert(0, {"role": "user", "content": missing_results(expected, {})})
+        return out, [b["id"] for b in msg["content"] if b["type"] == "tool_use"]
+    results: dict[str, dict[str, Any]] = {}
+    rest: list[dict[str, Any]] = []
+    for b in msg["content"]:
+        if b["type"] == "tool_result" and b["tool_use_id"] in expected and b["tool_use_id"] not in results:
+            results[b["tool_use_id"]] = b
+        elif b["type"] == "tool_result":
+            rest.extend(_orphan_text(b))
+        else:
+            rest.append(b)
+    return [{"role": "user", "content": missing_results(expected, results) + rest}], []
+
+
+def pair_tool_results(wire: list[dict[str, Any]], expected: list[str] | None = None) -> list[dict[str, Any]]:
+    """Make every tool_use be followed by exactly its tool_result; see the module doc.
+    ``expected``: the ``tool_use`` ids of the message before ``wire`` (none by default)."""
     out: list[dict[str, Any]] = []
-    expected: list[str] = []
+    expected = expected or []
     for msg in wire:
-        if msg["role"] == "assistant":
-            if expected:  # an assistant turn right after unanswered calls
-                out.append({"role": "user", "content": _missing_results(expected, {})})
-            out.append(msg)
-            expected = [b["id"] for b in msg["content"] if b["type"] == "tool_use"]
-            continue
-        results: dict[str, dict[str, Any]] = {}
-        rest: list[dict[str, Any]] = []
-        for b in msg["content"]:
-            if (
-                b["type"] == "tool_result"
-                and b["tool_use_id"] in expected
-                and b["tool_use_id"] not in results
-            ):
-                results[b["tool_use_id"]] = b
-            elif b["type"] == "tool_result":
-                rest.extend(_orphan_text(b))
-            else:
-                rest.append(b)
-        blocks = _missing_results(expected, results) + rest
-        out.append({"role": "user", "content": blocks})
-        expected = []
+        sent, expected = pair_step(msg, expected)
+        out += sent
     if expected:
-        out.append({"role": "user", "content": _missing_results(expected, {})})
+        out.append({"role": "user", "content": missing_results(expected, {})})
     return out
 
 
-def _missing_results(expected: list[str], found: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def missing_results(expected: list[str], found: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``tool_result`` blocks answering ``expected`` (``tool_use`` ids) in order: the one in
+    ``found`` (by id), else an ``is_error`` result saying the call was not run."""
     return [
         found.get(cid)
         or {
@@ -230,26 +240,38 @@ def wire_messages(
     [block, ...]}`` with adjacent same-role messages merged and tool results paired with their
     calls (see the module doc).
     """
+    history = sanitize_history(messages, ANTHROPIC, keep_thinking=keep_thinking)
+    return strip_prefill(pair_tool_results(merge_turns(history)))
+
+
+def wire_role(m: Any) -> tuple[str, list[dict[str, Any]]]:
+    """The wire role (``"user"`` / ``"assistant"``) and content blocks of one sanitized
+    message (no blocks: nothing to send)."""
+    if isinstance(m, AssistantMessage):
+        return "assistant", _assistant_blocks(m)
+    if isinstance(m, ToolResultMessage):
+        return "user", [_result_block(m)]
+    if isinstance(m, UserMessage):
+        return "user", _user_blocks(m)
+    return "user", []
+
+
+def merge_turns(history: list[Messages]) -> list[dict[str, Any]]:
+    """The wire messages of sanitized messages, adjacent messages of one role merged into one
+    (before tool results are paired)."""
     wire: list[dict[str, Any]] = []
-    for m in sanitize_history(messages, ANTHROPIC, keep_thinking=keep_thinking):
-        if isinstance(m, AssistantMessage):
-            role, blocks = "assistant", _assistant_blocks(m)
-        elif isinstance(m, ToolResultMessage):
-            role, blocks = "user", [_result_block(m)]
-        elif isinstance(m, UserMessage):
-            role, blocks = "user", _user_blocks(m)
-        else:
-            continue
+    for m in history:
+        role, blocks = wire_role(m)
         if not blocks:
             continue
         if wire and wire[-1]["role"] == role:
             wire[-1]["content"].extend(blocks)
         else:
             wire.append({"role": role, "content": blocks})
-    return _strip_prefill(_pair_tool_results(wire))
+    return wire
 
 
-def _strip_prefill(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def strip_prefill(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A request ending in assistant text (a prefill) without its trailing whitespace: the API
     rejects "final assistant content cannot end with trailing whitespace"."""
     if wire and wire[-1]["role"] == "assistant":
@@ -266,7 +288,10 @@ def _thinking_leads_open_turn(messages: list[dict[str, Any]]) -> bool:
         return True
     if not any(b["type"] == "tool_result" for b in messages[-1]["content"]):
         return True
-    turn = messages[-2]["content"]
+    before = messages[-2]
+    if isinstance(before, msgspec.Raw):  # sent before, kept encoded (the backend's cache)
+        before = msgspec.json.decode(before)
+    turn = before["content"]
     return bool(turn) and turn[0]["type"] in ("thinking", "redacted_thinking")
 
 
@@ -350,7 +375,12 @@ def _tool_choice(choice: Any) -> dict[str, Any] | None:
 
 
 def build_request(
-    interaction: ModelInteraction, params: ModelParams, model: str, *, stream: bool
+    interaction: ModelInteraction,
+    params: ModelParams,
+    model: str,
+    *,
+    stream: bool,
+    messages: list[Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/messages``.
 
@@ -365,6 +395,11 @@ def build_request(
     and on the last block of the last message, ``output_format`` -> ``output_config.format``
     on models with structured outputs (:func:`native_output_format`), else a system instruction.
     ``seed``, penalties, ``logit_bias`` and ``repeat_penalty`` are not supported and ignored.
+
+    ``messages``: the ``messages`` array already mapped (:func:`wire_messages` of the history
+    with ``keep_thinking=anthropic_accepts_thinking(model)``), where the part sent before may be
+    ``msgspec.Raw`` items (the backend's per-session cache); the last item must be a dict.
+    Default: mapped here.
     """
     body: dict[str, Any] = {"model": model}
     max_tokens = params.max_tokens
@@ -392,7 +427,8 @@ def build_request(
         else:
             body["system"] = system_text
 
-    messages = wire_messages(interaction.messages, keep_thinking=anthropic_accepts_thinking(model))
+    if messages is None:
+        messages = wire_messages(interaction.messages, keep_thinking=anthropic_accepts_thinking(model))
     if budget is not None and not _thinking_leads_open_turn(messages):
         # A tool loop in progress must continue from a turn that began with thinking
         # (https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking): a turn from

@@ -178,6 +178,11 @@ class SnapshotHttpModel(HttpBackend):
     ) -> dict[str, Any]:
         raise NotImplementedError
 
+    def wire_body(self, interaction: ModelInteraction, params: ModelParams) -> bytes | dict[str, Any]:
+        """The body actually sent: :meth:`request_body` by default; a subclass may return the
+        same JSON already encoded (bytes), e.g. from a per-session cache of the history."""
+        return self.request_body(interaction, params)
+
     def _headers(self) -> dict[str, str]:
         raise NotImplementedError
 
@@ -201,7 +206,7 @@ class SnapshotHttpModel(HttpBackend):
         """The stream in batches: ``[Init]``, the items of each SSE event, then the tail (the
         end of the stream, or held-back outputs and the error tail on a ``ProviderError``)."""
         p = params or ModelParams()
-        body = self.request_body(interaction, p)
+        body = self.wire_body(interaction, p)
         parser = self._parser()
         yield [Stream.Init()]
         try:
@@ -217,7 +222,7 @@ class SnapshotHttpModel(HttpBackend):
     ) -> AsyncGenerator[list[ModelStream], None]:
         """Async :meth:`_batches`."""
         p = params or ModelParams()
-        body = self.request_body(interaction, p)
+        body = self.wire_body(interaction, p)
         parser = self._parser()
         yield [Stream.Init()]
         try:

@@ -44,8 +44,6 @@ of only ``data: [DONE]`` is an error.
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -94,7 +92,8 @@ from ._http import (
     stream_events,
 )
 from ._reasoning_tokens import billed_output
-from ._sanitize import OPENAI_CHAT, IdMapping, sanitize_history
+from ._sanitize import OPENAI_CHAT, sanitize_history
+from ._wire_cache import Prefix, PrefixCache, encode_raw
 from ._wire_text import as_name, decode_event, final, has_surrogate_escape, join, join_all, visible
 from .base import ModelStream
 
@@ -315,11 +314,11 @@ class OpenAIChatModel(HttpBackend):
         p.timer.start()
         try:
             for ev in stream_events(self.options, self.url, body, self._headers()):
+                if p.done:
+                    continue  # read to the end (as the OpenAI SDK does): the connection is reused
                 out = p.feed(ev)
                 if out:
                     yield from out
-                if p.done:
-                    break
             yield from p.finish()
         except (HttpStreamError, WireError) as exc:
             yield from p.fail(self.options.redact(exc.detail))
@@ -335,12 +334,12 @@ class OpenAIChatModel(HttpBackend):
         p.timer.start()
         try:
             async for ev in astream_events(self.options, self.url, body, self._headers()):
+                if p.done:
+                    continue  # read to the end: a response closed early loses its connection
                 out = p.feed(ev)
                 if out:
                     for item in out:
                         yield item
-                if p.done:
-                    break
             for item in p.finish():
                 yield item
         except (HttpStreamError, WireError) as exc:
@@ -545,20 +544,10 @@ def _boundary(messages: Sequence[Any], start: int) -> int:
     return start
 
 
-class _Prefix:
-    """A cached history prefix: its messages, their encoded wire messages, the id mapping."""
-
-    __slots__ = ("ids", "messages", "wire")
-
-    def __init__(self, messages: list[Any], wire: list[msgspec.Raw], ids: IdMapping) -> None:
-        self.messages = messages
-        self.wire = wire
-        self.ids = ids
-
-
 class WireCache:
     """The encoded wire messages of each session's history, so a request encodes only the
-    messages it has not sent before (the history is append-only and messages are immutable).
+    messages it has not sent before (the history is append-only and messages are immutable;
+    the shared machinery is :class:`~foundation_ai.backends._wire_cache.PrefixCache`).
 
     Keyed by the first message's id, the ``origin`` and ``tool_call_content`` (the only inputs
     of the mapping besides the messages); a prefix is reused when the new history starts with
@@ -568,9 +557,12 @@ class WireCache:
     """
 
     def __init__(self, size: int = 64) -> None:
-        self.size = size
-        self._entries: OrderedDict[tuple[str, str | None, str | None], _Prefix] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache: PrefixCache[Prefix] = PrefixCache(size)
+
+    @property
+    def size(self) -> int:
+        """The most sessions kept."""
+        return self._cache.size
 
     def messages(
         self,
@@ -589,45 +581,36 @@ class WireCache:
         if not history:
             return out
         key = (history[0].id, origin, tool_call_content)
-        with self._lock:
-            entry = self._entries.pop(key, None)
-            if entry is not None:
-                k = len(entry.messages)
-                if len(history) < k or history[:k] != entry.messages:
-                    entry = None
-            if entry is None:
-                entry = _Prefix([], [], IdMapping(OPENAI_CHAT.id_max))
-            start = len(entry.messages)
-            cut = _boundary(history, start)
-            if cut > start:
-                fresh = wire_messages(
-                    sanitize_history(history[start:cut], OPENAI_CHAT, ids=entry.ids),
-                    tool_call_content=tool_call_content,
-                    origin=origin,
-                )
-                last = next((w for w in reversed(fresh) if w["role"] == "assistant"), None)
-                if last is not None and "tool_calls" in last:  # calls still being paired
-                    out.extend(
-                        build_messages(interaction, tool_call_content=tool_call_content, origin=origin)[
-                            len(out) :
-                        ]
-                    )
-                    return out
-                entry = _Prefix(
-                    history[:cut],
-                    entry.wire + [msgspec.Raw(msgspec.json.encode(w)) for w in pair_tool_messages(fresh)],
-                    entry.ids,
-                )
-            tail = wire_messages(
-                sanitize_history(history[cut:], OPENAI_CHAT, ids=entry.ids.child()),
+        entry = self._cache.take(key, history) or Prefix(OPENAI_CHAT.id_max)
+        start = len(entry.messages)
+        cut = _boundary(history, start)
+        if cut > start:
+            ids = entry.ids.child()
+            fresh = wire_messages(
+                sanitize_history(history[start:cut], OPENAI_CHAT, ids=ids),
                 tool_call_content=tool_call_content,
                 origin=origin,
             )
-            self._entries[key] = entry
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+            last = next((w for w in reversed(fresh) if w["role"] == "assistant"), None)
+            if last is not None and "tool_calls" in last:  # calls still being paired
+                self._cache.keep(key, entry)
+                out.extend(
+                    build_messages(interaction, tool_call_content=tool_call_content, origin=origin)[
+                        len(out) :
+                    ]
+                )
+                return out
+            ids.commit()
+            entry.messages = history[:cut]
+            entry.wire += encode_raw(pair_tool_messages(fresh))
+        tail = wire_messages(
+            sanitize_history(history[cut:], OPENAI_CHAT, ids=entry.ids.child()),
+            tool_call_content=tool_call_content,
+            origin=origin,
+        )
         out.extend(entry.wire)
         out.extend(pair_tool_messages(tail))
+        self._cache.keep(key, entry)
         return out
 
 

@@ -22,7 +22,7 @@ import httpx
 import msgspec
 
 from ..errors import ProviderError
-from ..types import ModelInteraction, ModelParams, ModelProviders, Stream
+from ..types import ModelInteraction, ModelParams, ModelProviders, Stream, ThinkingLevel
 from ._common import SnapshotHttpModel, describe, price_key
 from ._http import (
     DEFAULT_DEADLINE,
@@ -33,17 +33,116 @@ from ._http import (
     join_url,
     resolve_endpoint,
 )
-from ._responses_request import build_request
+from ._responses_request import (
+    MappedInput,
+    Pairing,
+    accepts_reasoning,
+    build_request,
+    input_items,
+    message_items,
+    pair_outputs,
+)
 from ._responses_stream import ResponsesStreamParser, parse_response
+from ._sanitize import OPENAI_RESPONSES, IdMapping, sanitize_history
+from ._wire_cache import Prefix, PrefixCache, encode_raw
 from ._wire_text import decode_event
 from .base import ModelDescriptor, ModelStream
 
-__all__ = ["DEFAULT_BASE_URL", "OpenAIResponsesModel", "openai_responses"]
+__all__ = ["DEFAULT_BASE_URL", "OpenAIResponsesModel", "ResponsesWireCache", "openai_responses"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """OpenAI's API base; the backend adds ``/responses``."""
 
 _DECODE = decode_event  # msgspec, tolerating half a surrogate pair per event (see _wire_text)
+
+
+class _Paired(Prefix):
+    """A cached prefix whose calls all have their output (or a "not run" one): its
+    :class:`~foundation_ai.backends._responses_request.Pairing` and whether it holds a
+    reasoning item."""
+
+    __slots__ = ("pairing", "reasoning")
+
+    def __init__(self) -> None:
+        super().__init__(OPENAI_RESPONSES.id_max)
+        self.pairing = Pairing()
+        self.reasoning = False
+
+
+def _items_by_message(
+    history: list[Any], start: int, ids: IdMapping, store: bool | None, keep: bool
+) -> tuple[list[dict[str, Any]], list[int], IdMapping]:
+    """The unpaired input items of ``history[start:]``, sanitized through a child of ``ids``
+    (returned; ``ids`` is left unchanged), and for each message boundary from ``start`` on the
+    number of items before it."""
+    probe = ids.child()
+    sources: list[int] = []
+    sanitized = sanitize_history(
+        history[start:], OPENAI_RESPONSES, keep_thinking=keep, ids=probe, sources=sources
+    )
+    items: list[dict[str, Any]] = []
+    ends = [0]
+    k = 0
+    for j in range(len(history) - start):
+        if k < len(sources) and sources[k] == j:  # a message sanitation dropped maps to nothing
+            items += message_items(sanitized[k], store, keep)
+            k += 1
+        ends.append(len(items))
+    return items, ends, probe
+
+
+class ResponsesWireCache:
+    """The Responses ``input`` array of each session's history, the part that cannot change any
+    more kept encoded (``msgspec.Raw``), so a request maps and encodes only what follows it
+    (see ``backends/_wire_cache.py``).
+
+    A prefix is final where no function call in it waits for its output: every call is
+    answered in it, or was given a "not run" output because a later item came first. Should a
+    later message answer such a call after all, the whole history is mapped afresh. Keyed by the
+    first message's id, ``store`` and whether reasoning is kept; up to ``size`` sessions kept.
+    The output encodes to the bytes of
+    :func:`~foundation_ai.backends._responses_request.input_items`
+    (``tests/test_history_cache.py``). Thread-safe.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self._cache: PrefixCache[_Paired] = PrefixCache(size)
+
+    def items(
+        self, history: list[Any], *, store: bool | None = None, keep_reasoning: bool = True
+    ) -> MappedInput:
+        """:func:`~foundation_ai.backends._responses_request.input_items` of ``history``, the
+        part sent before as ``msgspec.Raw`` items, with whether any item is reasoning."""
+        if not history:
+            items = input_items(history, store=store, keep_reasoning=keep_reasoning)
+            return MappedInput(items, False)
+        key = (history[0].id, store, keep_reasoning)
+        entry = self._cache.take(key, history) or _Paired()
+        fresh, ends, probe = _items_by_message(history, len(entry.messages), entry.ids, store, keep_reasoning)
+        out, marks, conflict = pair_outputs(fresh, entry.pairing, into=entry.pairing)
+        if conflict:  # a call of the prefix given a "not run" output is answered now
+            entry = _Paired()
+            fresh, ends, probe = _items_by_message(history, 0, entry.ids, store, keep_reasoning)
+            out, marks, _ = pair_outputs(fresh, entry.pairing, into=entry.pairing)
+        start = len(entry.messages)
+        last = max(j for j, end in enumerate(ends) if marks[end] >= 0)  # ends[0] == 0 is final
+        cut, done = start + last, marks[ends[last]]
+        if cut > start:
+            if cut == len(history):  # all of it is final: ids and calls are already in
+                probe.commit()
+            else:
+                sanitize_history(
+                    history[start:cut], OPENAI_RESPONSES, keep_thinking=keep_reasoning, ids=entry.ids
+                )
+                pair_outputs(fresh[: ends[last]], entry.pairing, into=entry.pairing)
+            entry.wire += encode_raw(out[:done])
+            entry.reasoning = entry.reasoning or any(it["type"] == "reasoning" for it in out[:done])
+            entry.messages = history[:cut]
+        tail = out[done:]
+        reasoning = entry.reasoning or any(it["type"] == "reasoning" for it in tail)
+        mapped = MappedInput([*entry.wire, *tail], reasoning)
+        self._cache.keep(key, entry)
+        return mapped
 
 
 class OpenAIResponsesModel(SnapshotHttpModel):
@@ -72,6 +171,7 @@ class OpenAIResponsesModel(SnapshotHttpModel):
         self.streaming = streaming
         self.store = store
         self.url = join_url(options.base_url, "/responses", version_prefix="/v1")
+        self._wire_cache: ResponsesWireCache | None = ResponsesWireCache()
 
     def _parser(self) -> ResponsesStreamParser:
         return ResponsesStreamParser(self.model_id, timer=Timer(), price_key=self.price_key)
@@ -90,6 +190,20 @@ class OpenAIResponsesModel(SnapshotHttpModel):
             stream=self.streaming,
             store=self.store,
         )
+
+    def wire_body(self, interaction: ModelInteraction, params: ModelParams) -> bytes | dict[str, Any]:
+        """:meth:`request_body` encoded, the history's part sent before taken from the
+        per-session cache (:class:`ResponsesWireCache`): the same bytes."""
+        if self._wire_cache is None:
+            return self.request_body(interaction, params)
+        name = self.descriptor.name
+        level = params.thinking_level
+        keep = (level is not None and level is not ThinkingLevel.Off) or accepts_reasoning(name)
+        mapped = self._wire_cache.items(interaction.messages, store=self.store, keep_reasoning=keep)
+        body = build_request(
+            interaction, params, name, stream=self.streaming, store=self.store, mapped=mapped
+        )
+        return msgspec.json.encode(body)
 
     def _feed(self, parser: ResponsesStreamParser, ev: SseEvent) -> list[ModelStream]:
         data = ev.data

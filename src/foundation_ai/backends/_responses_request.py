@@ -32,7 +32,7 @@ https://platform.openai.com/docs/api-reference/responses.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -58,7 +58,16 @@ from ..types import (
 from ._anthropic_request import role_text
 from ._sanitize import OPENAI_RESPONSES, sanitize_history
 
-__all__ = ["accepts_reasoning", "build_request", "input_items", "is_reasoning_model"]
+__all__ = [
+    "MappedInput",
+    "Pairing",
+    "accepts_reasoning",
+    "build_request",
+    "input_items",
+    "is_reasoning_model",
+    "message_items",
+    "pair_outputs",
+]
 
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5", "codex")
 _ENCODE = msgspec.json.encode
@@ -192,6 +201,19 @@ def _result_items(msg: ToolResultMessage) -> list[dict[str, Any]]:
     return items
 
 
+def message_items(m: Any, store: bool | None, keep_reasoning: bool) -> list[dict[str, Any]]:
+    """The input items of one sanitized message, before calls and outputs are paired."""
+    if isinstance(m, AssistantMessage):
+        item = _assistant_item(m, store, keep_reasoning)
+        return [] if item is None else [item]
+    if isinstance(m, ToolResultMessage):
+        return _result_items(m)
+    if isinstance(m, UserMessage):
+        user = _user_item(m)
+        return [] if user is None else [user]
+    return []
+
+
 def input_items(
     messages: list[Messages] | list[Any], *, store: bool | None = None, keep_reasoning: bool = True
 ) -> list[dict[str, Any]]:
@@ -205,39 +227,69 @@ def input_items(
     """
     items: list[dict[str, Any]] = []
     for m in sanitize_history(messages, OPENAI_RESPONSES, keep_thinking=keep_reasoning):
-        if isinstance(m, AssistantMessage):
-            item = _assistant_item(m, store, keep_reasoning)
-            if item is not None:
-                items.append(item)
-        elif isinstance(m, ToolResultMessage):
-            items.extend(_result_items(m))
-        elif isinstance(m, UserMessage):
-            item = _user_item(m)
-            if item is not None:
-                items.append(item)
-    return _pair_outputs(items)
+        items += message_items(m, store, keep_reasoning)
+    return pair_outputs(items)[0]
 
 
-def _pair_outputs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+_NONE: frozenset[str] = frozenset()
+
+
+class Pairing:
+    """The function calls of an input prefix whose pairing is final: their ``call_id`` s
+    (``calls``), those answered in the prefix (``done``) and those given a "not run" output
+    (``missing``)."""
+
+    __slots__ = ("calls", "done", "missing")
+
+    def __init__(self) -> None:
+        self.calls: set[str] = set()
+        self.done: set[str] = set()
+        self.missing: set[str] = set()
+
+
+def pair_outputs(
+    items: list[dict[str, Any]], prior: Pairing | None = None, *, into: Pairing | None = None
+) -> tuple[list[dict[str, Any]], list[int], bool]:
     """Every ``function_call`` answered by one ``function_call_output`` after it (a missing one
     says the call was not run); an output before or without its call, or a second output of
-    one call, becomes user text naming the call."""
+    one call, becomes user text naming the call.
+
+    ``prior``: the calls of the items before ``items`` (a prefix whose pairing is final: none
+    waits for an output). ``into``: a :class:`Pairing` that receives the calls of ``items``
+    when their pairing is final at their end (it may be ``prior``).
+
+    Returns the paired items; for each ``i`` in ``0..len(items)``, the number of paired items
+    of ``items[:i]`` when the pairing is final there (no call waiting for an output), else -1;
+    and whether an output in ``items`` answers a call of ``prior`` that was given a "not run"
+    output (then the prefix is no longer final)."""
+    before_calls = prior.calls if prior is not None else _NONE
+    before_done = prior.done if prior is not None else _NONE
+    before_missing = prior.missing if prior is not None else _NONE
     calls: set[str] = set()
     answered: set[str] = set()
+    conflict = False
     for it in items:
         if it["type"] == "function_call":
             calls.add(it["call_id"])
-        elif it["type"] == "function_call_output" and it["call_id"] in calls:
-            answered.add(it["call_id"])
+        elif it["type"] == "function_call_output":
+            answer: str = it["call_id"]
+            if answer in calls or answer in before_calls:
+                answered.add(answer)
+            conflict = conflict or answer in before_missing
     calls = set()
     out: list[dict[str, Any]] = []
     open_calls: list[str] = []
+    waiting: set[str] = set()  # calls answered later, not yet
     done: set[str] = set()
+    marks = [0]
     for it in items:
         kind = it["type"]
+        cid: str = it.get("call_id", "")
         if kind == "function_call":
-            calls.add(it["call_id"])
-        if kind == "function_call_output" and (it["call_id"] not in calls or it["call_id"] in done):
+            calls.add(cid)
+        if kind == "function_call_output" and (
+            (cid not in calls and cid not in before_calls) or cid in done or cid in before_done
+        ):
             # an output of no call, or a second output of one call: user text naming the call
             out.append(
                 {
@@ -246,22 +298,31 @@ def _pair_outputs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "content": [
                         {
                             "type": "input_text",
-                            "text": f"[result of tool call {it['call_id']}]\n{it['output']}",
+                            "text": f"[result of tool call {cid}]\n{it['output']}",
                         }
                     ],
                 }
             )
-            continue
-        if kind not in ("function_call", "reasoning", "function_call_output") and open_calls:
-            out += _missing_outputs(open_calls)
-            open_calls = []
-        if kind == "function_call" and it["call_id"] not in answered:
-            open_calls.append(it["call_id"])
-        if kind == "function_call_output":
-            done.add(it["call_id"])
-        out.append(it)
+        else:
+            if kind not in ("function_call", "reasoning", "function_call_output") and open_calls:
+                out += _missing_outputs(open_calls)
+                open_calls = []
+            if kind == "function_call":
+                if cid in answered:
+                    waiting.add(cid)
+                else:
+                    open_calls.append(cid)
+            if kind == "function_call_output":
+                done.add(cid)
+                waiting.discard(cid)
+            out.append(it)
+        marks.append(-1 if open_calls or waiting else len(out))
     out += _missing_outputs(open_calls)
-    return out
+    if into is not None and marks[-1] >= 0:
+        into.calls |= calls
+        into.done |= done
+        into.missing |= calls - answered
+    return out, marks, conflict
 
 
 def _missing_outputs(call_ids: list[str]) -> list[dict[str, Any]]:
@@ -295,6 +356,14 @@ def _text_format(fmt: Any) -> dict[str, Any] | None:
     return None
 
 
+class MappedInput(NamedTuple):
+    """An ``input`` array already mapped (the backend's per-session cache): its items, the
+    part sent before as ``msgspec.Raw``, and whether any of them is a reasoning item."""
+
+    items: list[Any]
+    has_reasoning: bool
+
+
 def build_request(
     interaction: ModelInteraction,
     params: ModelParams,
@@ -302,6 +371,7 @@ def build_request(
     *,
     stream: bool,
     store: bool | None = None,
+    mapped: MappedInput | None = None,
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/responses``.
 
@@ -314,7 +384,9 @@ def build_request(
     ``include: ["reasoning.encrypted_content"]`` is sent when reasoning is in play (a reasoning
     level, a reasoning model, ``store=False`` or reasoning items in the input). Tools are flat
     function tools with ``strict: false`` (the Responses API defaults to strict schemas).
-    ``store`` is sent only when given.
+    ``store`` is sent only when given. ``mapped``: the ``input`` array already mapped
+    (:func:`input_items` of the history with ``store`` and ``keep_reasoning`` as here);
+    default: mapped here.
     """
     body: dict[str, Any] = {"model": model}
     system = interaction.full_system_prompt()
@@ -323,7 +395,11 @@ def build_request(
     level = params.thinking_level
     reasoning_on = level is not None and level is not ThinkingLevel.Off
     keep = reasoning_on or accepts_reasoning(model)
-    items = input_items(interaction.messages, store=store, keep_reasoning=keep)
+    if mapped is None:
+        items: list[Any] = input_items(interaction.messages, store=store, keep_reasoning=keep)
+        has_reasoning = any(it["type"] == "reasoning" for it in items)
+    else:
+        items, has_reasoning = mapped
     body["input"] = items
     body["max_output_tokens"] = params.max_tokens
     if not reasoning_on and not is_reasoning_model(model):
@@ -353,7 +429,6 @@ def build_request(
         body["text"] = {"format": fmt}
     if params.cache_retention is CacheRetention.Long:
         body["prompt_cache_retention"] = "24h"
-    has_reasoning = any(it["type"] == "reasoning" for it in items)
     if reasoning_on or is_reasoning_model(model) or store is False or has_reasoning:
         body["include"] = ["reasoning.encrypted_content"]
     if store is not None:

@@ -187,6 +187,25 @@ class IdMapping:
         """A mapping that reads this one and writes only to itself."""
         return IdMapping(self.id_max, self)
 
+    def commit(self) -> None:
+        """Write this mapping's changes into its parent (made by :meth:`child`), as if the
+        messages sanitized through this mapping had been sanitized through the parent.
+
+        Raises:
+            ValueError: this mapping has no parent.
+        """
+        parent = self.parent
+        if parent is None:
+            raise ValueError("only a child mapping can be committed into its parent")
+        parent.used.own |= self.used.own
+        for raw, queue in self.pending.items():
+            if queue or parent.parent is not None:
+                parent.pending[raw] = queue
+            else:  # in a mapping without parent, an emptied queue is no queue
+                parent.pending.pop(raw, None)
+        parent.latest.update(self.latest)
+        parent.empties = self.empties
+
     def _queue(self, raw: str) -> deque[str] | None:
         queue = self.pending.get(raw)
         if queue is None and self.parent is not None:
@@ -219,7 +238,10 @@ class IdMapping:
     def result(self, raw: str) -> str:
         queue = self._queue(raw)
         if queue:
-            return queue.popleft()
+            found = queue.popleft()
+            if not queue and self.parent is None:
+                del self.pending[raw]  # the same as an empty queue, without its memory
+            return found
         latest = self._latest(raw)
         if latest is not None:
             return latest
@@ -232,6 +254,7 @@ def sanitize_history(
     *,
     keep_thinking: bool = True,
     ids: IdMapping | None = None,
+    sources: list[int] | None = None,
 ) -> list[Messages]:
     """The messages of a history made acceptable to ``rules.provider`` (see the module
     docstring): new objects where something changed, the given ones otherwise. Never raises
@@ -244,12 +267,13 @@ def sanitize_history(
             and signature); false when the target model takes no reasoning.
         ids: the id mapping of the messages before ``messages`` in the same request (it is
             updated); default: a fresh one (``messages`` is the whole history).
+        sources: when given, receives for each message returned its index in ``messages``.
     """
     out: list[Messages] = []
     if ids is None:
         ids = IdMapping(rules.id_max)
     blank_rule = rules.blank_text_rejected
-    for m in messages:
+    for i, m in enumerate(messages):
         if isinstance(m, AssistantMessage):
             c = m.content
             if isinstance(c, ToolCall):
@@ -267,6 +291,8 @@ def sanitize_history(
             elif isinstance(c, TextContent) and blank_rule and _blank(c.content):
                 continue
             out.append(m)
+            if sources is not None:
+                sources.append(i)
         elif isinstance(m, ToolResultMessage):
             new_id = ids.result(m.tool_call_id)
             rc = m.content
@@ -275,9 +301,13 @@ def sanitize_history(
             if new_id != m.tool_call_id or rc is not m.content:
                 m = msgspec.structs.replace(m, tool_call_id=new_id, content=rc)
             out.append(m)
+            if sources is not None:
+                sources.append(i)
         elif isinstance(m, UserMessage):
             uc = m.content
             if blank_rule and isinstance(uc, TextContent) and _blank(uc.content):
                 continue
             out.append(m)
+            if sources is not None:
+                sources.append(i)
     return out
