@@ -16,7 +16,6 @@ without ``stream`` returns at the pause (``foundation_ai.outcome`` ``awaiting_ap
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -31,8 +30,8 @@ from ..types import to_json
 from .approvals import call_json
 from .convert import chat_messages, sampling
 from .errors import ApiError, error_body
-from .http import owner_of, read_json, sse_data, state_of
-from .runtime import LiveTurn, begin_turn
+from .http import json_bytes, owner_of, read_json, sse_data_bytes, state_of
+from .runtime import LiveTurn, begin_turn, event_batches
 
 __all__ = ["chat_completions", "usage_chat"]
 
@@ -56,10 +55,6 @@ def usage_chat(summary: TurnSummary | None) -> dict[str, Any]:
 def finish_reason(outcome: TurnOutcome) -> str:
     """``stop`` for a completed or aborted turn, ``length`` for a budget or iteration limit."""
     return "length" if outcome in (TurnOutcome.BudgetExhausted, TurnOutcome.IterationLimit) else "stop"
-
-
-def _event_json(ev: TurnEvent) -> Any:
-    return json.loads(to_json(ev))
 
 
 async def chat_completions(request: Request) -> Response:
@@ -124,46 +119,50 @@ async def chat_completions(request: Request) -> Response:
 
 async def _stream(
     live: LiveTurn, model: str, cid: str, created: int, include_usage: bool
-) -> AsyncIterator[str]:
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        return sse_data(
-            {
-                "id": cid,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "system_fingerprint": None,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-            }
-        )
+) -> AsyncIterator[bytes]:
+    # every chunk shares its envelope: built once, only the delta is encoded per chunk
+    head = (
+        b'data: {"id":'
+        + json_bytes(cid)
+        + b',"object":"chat.completion.chunk","created":'
+        + json_bytes(created)
+        + b',"model":'
+        + json_bytes(model)
+        + b',"system_fingerprint":null,"choices":[{"index":0,"delta":'
+    )
+    tail = b',"logprobs":null,"finish_reason":null}]}\n\n'
+
+    def chunk(delta: bytes) -> bytes:
+        return head + delta + tail
 
     try:
-        yield chunk({"role": "assistant", "content": ""})
-        i = -1
-        async for ev in live.follow(through_pauses=True):
-            i += 1
-            asked = live.asked.get(i)
-            if asked is not None:  # paused for approval: the stream waits for the decisions
-                event = {"type": "awaiting_approval", "session_id": live.session_id}
-                yield chunk({"foundation_ai_event": event | {"calls": [call_json(c) for c in asked]}})
-            elif isinstance(ev, TurnEvent.Text):
-                yield chunk({"content": ev.text})
-            elif isinstance(ev, TurnEvent.Thinking):
-                yield chunk({"reasoning_content": ev.text})
-            elif isinstance(ev, TurnEvent.ToolCall | TurnEvent.ToolResult | TurnEvent.Retract):
-                yield chunk({"foundation_ai_event": _event_json(ev)})
-            elif isinstance(ev, TurnEvent.Failed):
-                yield sse_data(
-                    error_body(
-                        f"the turn failed: {ev.error.message}", "server_error", ev.error.kind or "turn_failed"
-                    )
-                )
-                return
-            elif isinstance(ev, TurnEvent.Done):
-                yield chunk({}, finish_reason(ev.summary.outcome))
-                if include_usage:
-                    yield sse_data(
-                        {
+        yield chunk(b'{"role":"assistant","content":""}')
+        # a follower that fell behind writes its backlog at once
+        async for first, batch in event_batches(live, through_pauses=True):
+            out: list[bytes] = []
+            for i, ev in enumerate(batch, first):
+                asked = live.asked.get(i)
+                if asked is not None:  # paused for approval: the stream waits for the decisions
+                    event = {"type": "awaiting_approval", "session_id": live.session_id}
+                    calls = {"calls": [call_json(c) for c in asked]}
+                    out.append(chunk(b'{"foundation_ai_event":' + json_bytes(event | calls) + b"}"))
+                elif isinstance(ev, TurnEvent.Text):
+                    out.append(chunk(b'{"content":' + json_bytes(ev.text) + b"}"))
+                elif isinstance(ev, TurnEvent.Thinking):
+                    out.append(chunk(b'{"reasoning_content":' + json_bytes(ev.text) + b"}"))
+                elif isinstance(ev, TurnEvent.ToolCall | TurnEvent.ToolResult | TurnEvent.Retract):
+                    out.append(chunk(b'{"foundation_ai_event":' + to_json(ev) + b"}"))
+                elif isinstance(ev, TurnEvent.Failed):
+                    msg = f"the turn failed: {ev.error.message}"
+                    body = error_body(msg, "server_error", ev.error.kind or "turn_failed")
+                    out.append(sse_data_bytes(json_bytes(body)))
+                    yield b"".join(out)
+                    return
+                elif isinstance(ev, TurnEvent.Done):
+                    finish = json_bytes(finish_reason(ev.summary.outcome))
+                    out.append(head + b'{},"logprobs":null,"finish_reason":' + finish + b"}]}\n\n")
+                    if include_usage:
+                        usage = {
                             "id": cid,
                             "object": "chat.completion.chunk",
                             "created": created,
@@ -171,8 +170,10 @@ async def _stream(
                             "choices": [],
                             "usage": usage_chat(ev.summary),
                         }
-                    )
-        yield "data: [DONE]\n\n"
+                        out.append(sse_data_bytes(json_bytes(usage)))
+            if out:
+                yield b"".join(out)
+        yield b"data: [DONE]\n\n"
     finally:
         if not live.done:  # the client went away: stop generating, keep what was produced
             live.abort()

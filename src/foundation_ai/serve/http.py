@@ -1,15 +1,27 @@
-"""HTTP plumbing shared by the endpoints: authentication, bounded JSON bodies, SSE framing."""
+"""HTTP plumbing shared by the endpoints: authentication, bounded JSON bodies, SSE framing
+(https://html.spec.whatwg.org/multipage/server-sent-events.html)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import msgspec
 from starlette.requests import Request
 
 from .errors import ApiError
 
-__all__ = ["LOCAL_OWNER", "owner_of", "read_json", "sse", "sse_data", "state_of"]
+__all__ = [
+    "LOCAL_OWNER",
+    "json_bytes",
+    "owner_of",
+    "read_json",
+    "sse",
+    "sse_data",
+    "sse_data_bytes",
+    "sse_event_bytes",
+    "state_of",
+]
 
 LOCAL_OWNER = "local"
 """The key id every request acts as when the server runs with ``no_auth``."""
@@ -80,3 +92,27 @@ def sse(event: str, payload: Any) -> str:
     """One SSE message with ``event`` and ``data`` lines (Responses and sessions framing)."""
     data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
     return f"event: {event}\ndata: {data}\n\n"
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def json_bytes(value: Any) -> bytes:
+    """Compact JSON (UTF-8 bytes) of a plain value (``dict``, ``list``, ``str``, numbers,
+    ``None``), keys in insertion order, non-ASCII text as UTF-8 rather than ``\\u`` escapes
+    (https://jcristharif.com/msgspec/api.html#msgspec.json.Encoder).
+
+    Raises:
+        TypeError: a value JSON cannot hold.
+    """
+    return _encode(value)
+
+
+def sse_data_bytes(data: bytes) -> bytes:
+    """One SSE message with only a ``data`` line, from JSON bytes (a single line)."""
+    return b"data: " + data + b"\n\n"
+
+
+def sse_event_bytes(event: bytes, data: bytes) -> bytes:
+    """One SSE message with ``event`` and ``data`` lines, from an event name and JSON bytes."""
+    return b"event: " + event + b"\ndata: " + data + b"\n\n"

@@ -16,11 +16,11 @@ was aborted or hit a limit ends ``incomplete``, a failed one ``response.failed``
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -31,8 +31,8 @@ from ..types import to_json
 from .approvals import call_json
 from .convert import responses_input, sampling
 from .errors import ApiError
-from .http import owner_of, read_json, sse, state_of
-from .runtime import LiveTurn, begin_turn
+from .http import json_bytes, owner_of, read_json, sse_event_bytes, state_of
+from .runtime import LiveTurn, begin_turn, event_batches
 
 __all__ = ["responses"]
 
@@ -61,10 +61,10 @@ class _Builder:
         self.open_mid: str | None = None
         self.seq = 0
 
-    def ev(self, kind: str, **fields: Any) -> str:
+    def ev(self, kind: str, **fields: Any) -> bytes:
         payload = {"type": kind, "sequence_number": self.seq, **fields}
         self.seq += 1
-        return sse(kind, payload)
+        return sse_event_bytes(kind.encode(), json_bytes(payload))
 
     def response(self, status: str, summary: TurnSummary | None = None, **extra: Any) -> dict[str, Any]:
         return {
@@ -95,13 +95,13 @@ class _Builder:
             **extra,
         }
 
-    def close(self) -> list[str]:
+    def close(self) -> list[bytes]:
         it = self.open
         if it is None:
             return []
         self.open = self.open_mid = None
         idx = len(self.output)
-        out: list[str] = []
+        out: list[bytes] = []
         if it["type"] == "message":
             part = it["content"][0]
             out.append(
@@ -139,8 +139,8 @@ class _Builder:
         self.output.append(it)
         return out
 
-    def piece(self, kind: str, mid: str, text: str) -> list[str]:
-        out: list[str] = []
+    def piece(self, kind: str, mid: str, text: str) -> list[bytes]:
+        out: list[bytes] = []
         want = "message" if kind == "text" else "reasoning"
         if self.open is None or self.open_mid != mid or self.open["type"] != want:
             out += self.close()
@@ -244,39 +244,39 @@ async def responses(request: Request) -> Response:
     return JSONResponse(resp, headers=headers)
 
 
-async def _stream(live: LiveTurn, b: _Builder) -> AsyncIterator[str]:
+async def _stream(live: LiveTurn, b: _Builder) -> AsyncIterator[bytes]:
     try:
         yield b.ev("response.created", response=b.response("in_progress"))
         yield b.ev("response.in_progress", response=b.response("in_progress"))
-        i = -1
-        async for ev in live.follow(through_pauses=True):
-            i += 1
-            asked = live.asked.get(i)
-            if asked is not None:  # paused for approval: the stream waits for the decisions
-                for s in b.close():
-                    yield s
-                calls = [call_json(c) for c in asked]
-                yield b.ev("foundation_ai.awaiting_approval", session_id=live.session_id, calls=calls)
-            elif isinstance(ev, TurnEvent.Text):
-                for s in b.piece("text", ev.message_id, ev.text):
-                    yield s
-            elif isinstance(ev, TurnEvent.Thinking):
-                for s in b.piece("thinking", ev.message_id, ev.text):
-                    yield s
-            elif isinstance(ev, TurnEvent.ToolCall | TurnEvent.ToolResult):
-                for s in b.close():
-                    yield s
-                kind = (
-                    "foundation_ai.tool_call"
-                    if isinstance(ev, TurnEvent.ToolCall)
-                    else "foundation_ai.tool_result"
-                )
-                yield b.ev(kind, event=json.loads(to_json(ev)))
-            elif isinstance(ev, TurnEvent.Failed | TurnEvent.Done):
-                for s in b.close():
-                    yield s
-                kind, resp = b.end(ev)
-                yield b.ev(kind, response=resp)
+        # a follower that fell behind writes its backlog at once
+        async for first, batch in event_batches(live, through_pauses=True):
+            out: list[bytes] = []
+            for i, ev in enumerate(batch, first):
+                asked = live.asked.get(i)
+                if asked is not None:  # paused for approval: the stream waits for the decisions
+                    out += b.close()
+                    calls = [call_json(c) for c in asked]
+                    out.append(
+                        b.ev("foundation_ai.awaiting_approval", session_id=live.session_id, calls=calls)
+                    )
+                elif isinstance(ev, TurnEvent.Text):
+                    out += b.piece("text", ev.message_id, ev.text)
+                elif isinstance(ev, TurnEvent.Thinking):
+                    out += b.piece("thinking", ev.message_id, ev.text)
+                elif isinstance(ev, TurnEvent.ToolCall | TurnEvent.ToolResult):
+                    out += b.close()
+                    kind = (
+                        "foundation_ai.tool_call"
+                        if isinstance(ev, TurnEvent.ToolCall)
+                        else "foundation_ai.tool_result"
+                    )
+                    out.append(b.ev(kind, event=msgspec.Raw(to_json(ev))))
+                elif isinstance(ev, TurnEvent.Failed | TurnEvent.Done):
+                    out += b.close()
+                    kind, resp = b.end(ev)
+                    out.append(b.ev(kind, response=resp))
+            if out:
+                yield b"".join(out)
     finally:
         if not live.done:
             live.abort()

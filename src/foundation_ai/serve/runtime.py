@@ -26,7 +26,7 @@ from .config import Agent, ServeConfig
 from .errors import ApiError
 from .index import SessionIndex
 
-__all__ = ["LiveTurn", "SessionManager"]
+__all__ = ["LiveTurn", "SessionManager", "event_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -136,9 +136,43 @@ class LiveTurn:
                 return
             await self._tick.wait()
 
+    async def batches(
+        self, start: int = 0, *, through_pauses: bool = False
+    ) -> AsyncIterator[tuple[int, list[TurnEvent]]]:
+        """Like :meth:`follow`, but each step is ``(index of its first event, the events)``: every
+        event that arrived since the previous step (never empty), so a follower that fell behind
+        writes them at once."""
+        i = start
+        while True:
+            if i < len(self.events):
+                batch = self.events[i:]
+                yield i, batch
+                i += len(batch)
+                continue
+            if self.done and (self.closed or not (through_pauses and self.paused)):
+                return
+            await self._tick.wait()
+
     def abort(self) -> None:
         """Ask the turn to stop at its next safe point (its output so far is kept)."""
         self.session.abort()
+
+
+async def event_batches(
+    live: Any, *, through_pauses: bool = False
+) -> AsyncIterator[tuple[int, list[TurnEvent]]]:
+    """``live.batches(...)`` for a :class:`LiveTurn`; for another followed turn (one with only
+    ``follow``, e.g. a turn running in another process) its events one at a time, as
+    ``(index, [event])``."""
+    batches = getattr(live, "batches", None)
+    if batches is not None:
+        async for item in batches(through_pauses=through_pauses):
+            yield item
+        return
+    i = 0
+    async for ev in live.follow(through_pauses=through_pauses):
+        yield i, [ev]
+        i += 1
 
 
 class SessionManager:
@@ -209,7 +243,10 @@ class SessionManager:
                 session.messages = list(history)
             return session
 
-        session = await asyncio.to_thread(make)
+        # building does no I/O once the model is resolved (a model string may load weights);
+        # writing a history does: those two run off the event loop
+        blocking = bool(history) or (isinstance(agent.model, str) and agent._resolved is None)
+        session = await asyncio.to_thread(make) if blocking else make()
         self.index.add(session.session_id, owner, agent.name, title)
         self._sessions[session.session_id] = session
         return session
