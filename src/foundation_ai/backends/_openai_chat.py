@@ -334,7 +334,7 @@ class OpenAIChatModel(HttpBackend):
         yield Stream.Init()
         p.timer.start()
         try:
-            async for ev in astream_events(self.options, self.url, body, self._headers()):
+            async for ev in astream_events(self.options, self.url, body, self._headers(), final="[DONE]"):
                 out = p.feed(ev)
                 if out:
                     for item in out:
