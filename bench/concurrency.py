@@ -248,13 +248,15 @@ def check_turn(turn: Any, k: int) -> None:
         raise AssertionError(f"session {k}: wrong text ...{text[-40:]!r}")
 
 
-async def run_sessions(sessions: list[Any]) -> float:
-    t0 = time.perf_counter()
+async def run_sessions(sessions: list[Any]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) for one turn of every session at once;
+    every turn checked."""
+    t0, c0 = time.perf_counter(), time.process_time()
     turns = await asyncio.gather(*(s.arun_turn(f"session {k}") for k, s in enumerate(sessions)))
-    wall = time.perf_counter() - t0
+    times = time.perf_counter() - t0, time.process_time() - c0
     for k, turn in enumerate(turns):
         check_turn(turn, k)
-    return wall
+    return times
 
 
 async def _floor_sse(pool: Any, url: str, body: dict[str, Any], on_data: Any) -> None:
@@ -334,20 +336,21 @@ async def floor_one(pool: Any, url: str, k: int) -> str:
     return "".join(text)
 
 
-async def run_floor(n: int, base: str) -> float:
-    """Wall seconds of ``n`` raw conversations at once, through a pool laid out as a
-    backend's own (same connection limit, same shards)."""
+async def run_floor(n: int, base: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of ``n`` raw conversations at once, through a pool laid out
+    as a backend's own (same connection limit, same shards); every answer checked."""
     from foundation_ai.backends._http import MAX_CONNECTIONS, _AsyncPool
 
     pool = _AsyncPool(600.0, MAX_CONNECTIONS)
     url = base + "/chat/completions"
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     texts = await asyncio.gather(*(floor_one(pool, url, k) for k in range(n)))
-    wall = time.perf_counter() - t0
+    times = time.perf_counter() - t0, time.process_time() - c0
+    await pool.aclose()
     for k, t in enumerate(texts):
         if t != expected_text(k):
             raise AssertionError(f"floor session {k}: wrong text ...{t[-40:]!r}")
-    return wall
+    return times
 
 
 def rss_kb() -> int:
@@ -355,21 +358,32 @@ def rss_kb() -> int:
         return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
 
 
-def idle_memory(n: int, base: str, *, shared: bool) -> tuple[float, float]:
-    """(traced KB, RSS KB) per idle session after one turn each, ``n`` sessions kept."""
+def idle_memory(n: int, base: str, *, shared: bool) -> tuple[float, float, float]:
+    """Per idle session after one turn each, ``n`` sessions kept: (traced KB with the backends'
+    kept-alive connections, traced KB once the backends closed their pools (``aclose``), RSS
+    KB growth of the process)."""
     gc.collect()
     rss0 = rss_kb()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     sessions, store = build_sessions(n, base, shared=shared)
-    asyncio.run(run_sessions(sessions))
+    with_pool = [0]
+
+    async def turns_then_close(sessions: list[Any]) -> None:
+        await run_sessions(sessions)
+        gc.collect()
+        with_pool[0] = tracemalloc.get_traced_memory()[0]
+        for b in {id(s.model): s.model for s in sessions}.values():
+            await b.aclose()
+
+    asyncio.run(turns_then_close(sessions))
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     rss1 = rss_kb()
     del sessions, store
     gc.collect()
-    return (after - before) / 1024 / n, (rss1 - rss0) / n
+    return (with_pool[0] - before) / 1024 / n, (after - before) / 1024 / n, (rss1 - rss0) / n
 
 
 def load() -> str:
@@ -404,34 +418,40 @@ def main() -> None:
         asyncio.run(run_sessions(warm))
         del warm
         for n in [int(x) for x in args.sessions.split(",")]:
-            ours: list[float] = []
-            floor: list[float] = []
+            ours: list[tuple[float, float]] = []
+            floor: list[tuple[float, float]] = []
+            events = n * EVENTS_PER_SESSION
             for _ in range(args.repeat):
-                floor.append(n * EVENTS_PER_SESSION / asyncio.run(run_floor(n, base)))
+                gc.collect()
+                floor.append(asyncio.run(run_floor(n, base)))
                 sessions, _store = build_sessions(n, base, shared=True)
                 gc.collect()
-                ours.append(n * EVENTS_PER_SESSION / asyncio.run(run_sessions(sessions)))
+                ours.append(asyncio.run(run_sessions(sessions)))
                 del sessions, _store
-                gc.collect()
-            ratio = statistics.median(ours) / statistics.median(floor)
-            ok = ratio >= 0.8
-            verdicts.append(ok)
-            print(
-                f"N={n:6d}  foundation_ai chunks/s median {statistics.median(ours):9.0f} "
-                f"min {min(ours):9.0f} | floor (httpx+httpx-sse) median {statistics.median(floor):9.0f} "
-                f"min {min(floor):9.0f} | ratio {ratio:.2f} (goal >= 0.80: {'met' if ok else 'NOT met'}) "
-                f"all {n} answers correct  [{load()}]"
-            )
+            for kind, col in (("wall", 0), ("CPU", 1)):
+                o = [events / t[col] for t in ours]
+                f = [events / t[col] for t in floor]
+                ratio = statistics.median(o) / statistics.median(f)
+                ok = ratio >= 0.8
+                verdicts.append(ok)
+                unit = "chunks/s" if kind == "wall" else "chunks/CPU-s"
+                print(
+                    f"N={n:6d}  {unit:12s} foundation_ai median {statistics.median(o):8.0f} min {min(o):8.0f} | "
+                    f"floor (httpx+httpx-sse) median {statistics.median(f):8.0f} min {min(f):8.0f} | "
+                    f"ratio {ratio:.2f} (goal >= 0.80: {'met' if ok else 'NOT met'})  [{load()}]"
+                )
+            print(f"N={n:6d}  all {n} x {args.repeat} turns and floor answers correct")
             if not args.no_memory:
                 for shared in (True, False):
-                    traced, rss = idle_memory(n, base, shared=shared)
-                    ok = traced <= 20.0
+                    with_pool, alone, rss = idle_memory(n, base, shared=shared)
+                    ok = alone <= 20.0
                     if shared:
                         verdicts.append(ok)
-                    how = "one shared backend " if shared else "a backend per session"
+                    how = "one shared backend   " if shared else "a backend per session"
                     print(
-                        f"N={n:6d}  idle session memory ({how}): traced {traced:6.1f} KB, RSS {rss:6.1f} KB "
-                        f"per session (goal <= 20 KB traced: {'met' if ok else 'NOT met'})  [{load()}]"
+                        f"N={n:6d}  idle session memory ({how}): traced {alone:5.1f} KB per session "
+                        f"(goal <= 20 KB: {'met' if ok else 'NOT met'}); {with_pool:5.1f} KB before the pool's "
+                        f"kept-alive connections were closed; RSS growth {rss:6.1f} KB  [{load()}]"
                     )
     finally:
         proc.terminate()

@@ -602,11 +602,22 @@ class HttpOptions:
         return self.async_pool().client(0)
 
     def close(self) -> None:
-        """Close the clients these options created (never the user's)."""
+        """Close the sync client these options created and forget their async clients (an
+        async client can only be closed on its event loop: :meth:`aclose`). A user's client
+        is never closed."""
         if self._own_sync is not None:
             self._own_sync.close()
             self._own_sync = None
         self._own_async.clear()
+
+    async def aclose(self) -> None:
+        """Close every client these options created for the running event loop (their
+        kept-alive connections with them), then as :meth:`close`. A user's client is never
+        closed; the next request opens new clients."""
+        found = self._own_async.pop(id(asyncio.get_running_loop()), None)
+        if found is not None:
+            await found[1].aclose()
+        self.close()
 
 
 _SSL_LOCK = threading.Lock()
@@ -671,6 +682,12 @@ class _AsyncPool:
         self._busy[i] -= 1
         if self._gate is not None:
             self._gate.release()
+
+    async def aclose(self) -> None:
+        """Close every client (requests still in flight fail)."""
+        clients, self._clients, self._busy = self._clients, [], []
+        for c in clients:
+            await c.aclose()
 
 
 def join_url(base_url: str, path: str, *, version_prefix: str | None = None) -> str:
