@@ -39,9 +39,17 @@ class Server:
     request waits until ``hold_until`` requests are open at once (then all go on), so the
     most requests ever open together (``peak``) shows the client's concurrency."""
 
-    def __init__(self, hold_until: int = 1, events: list[bytes] | None = None, stall: bool = False) -> None:
+    def __init__(
+        self,
+        hold_until: int = 1,
+        events: list[bytes] | None = None,
+        stall: bool = False,
+        cookie: bool = False,
+    ) -> None:
         self.hold_until = hold_until
         self.stall = stall
+        self.cookie = cookie
+        self.cookies_seen: list[bytes] = []
         self.events = events if events is not None else [_chunk("hi"), FINISH, b"data: [DONE]\n\n"]
         self.open = 0
         self.peak = 0
@@ -75,6 +83,8 @@ class Server:
                     name, _, value = line.partition(b":")
                     if name.strip().lower() == b"content-length":
                         length = int(value)
+                    elif name.strip().lower() == b"cookie":
+                        self.cookies_seen.append(value.strip())
                 await reader.readexactly(length)
                 self.requests += 1
                 self.open += 1
@@ -89,9 +99,11 @@ class Server:
                     await asyncio.Event().wait()
                 await self.release.wait()
                 body = b"".join(self.events)
+                cookie = b"set-cookie: affinity=tenant-a; Path=/\r\n" if self.cookie else b""
                 writer.write(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-                    + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+                    + cookie
+                    + b"\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
                 )
                 await writer.drain()
                 self.open -= 1
@@ -207,6 +219,35 @@ async def test_a_user_client_keeps_its_own_limits_and_is_not_closed() -> None:
         await client.aclose()
     assert srv.peak == 4  # max_connections applies to the options' own clients only
     assert all(g[-1] == "[DONE]" for g in got)
+
+
+async def test_backends_with_the_same_settings_share_their_connections() -> None:
+    async with Server() as srv:
+        a = openai_chat("m", base_url=srv.url, api_key="sk-tenant-a-0000")
+        b = openai_chat("m", base_url=srv.url, api_key="sk-tenant-b-0000")
+        ask = ModelInteraction(messages=[Messages.user("hi")])
+        await a.agenerate(ask)
+        await b.agenerate(ask)
+        await a.aclose()  # b still uses the pool: it stays open
+        again = await b.agenerate(ask)
+        await b.aclose()
+    assert _content(again) == TextContent("hi")
+    assert srv.requests == 3
+    assert srv.connections == 1  # one kept-alive connection served both backends
+
+
+async def test_a_cookie_set_by_a_response_is_never_sent_with_a_later_request() -> None:
+    async with Server(cookie=True) as srv:
+        a = openai_chat("m", base_url=srv.url, api_key="sk-tenant-a-0000")
+        b = openai_chat("m", base_url=srv.url, api_key="sk-tenant-b-0000")
+        ask = ModelInteraction(messages=[Messages.user("hi")])
+        await a.agenerate(ask)
+        await a.agenerate(ask)
+        await b.agenerate(ask)
+        await a.aclose()
+        await b.aclose()
+    assert srv.requests == 3
+    assert srv.cookies_seen == []  # pools are shared between backends: no state rides along
 
 
 def test_every_own_client_uses_the_one_shared_tls_context() -> None:

@@ -85,6 +85,7 @@ import ssl
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
+from http.cookiejar import CookieJar
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, urlsplit
 
@@ -125,6 +126,7 @@ __all__ = [
     "resolve_endpoint",
     "retry_delay",
     "secret_forms",
+    "shared_pool",
     "shared_ssl_context",
     "stream_events",
 ]
@@ -438,10 +440,13 @@ class HttpOptions:
         async_client / sync_client: user-supplied clients (used as given, never closed here).
         retry_base_delay: seconds of the first backoff step (doubles each retry, with jitter).
         max_retry_delay: the cap on any wait, including ``Retry-After``, in seconds.
-        max_connections: requests in flight at once through the clients these options own
-            (default :data:`MAX_CONNECTIONS`, 1,000; ``None``: no limit). More wait, first come
-            first served, for a free slot (the wait counts toward ``first_byte_timeout``). A
-            user-supplied client keeps its own limits.
+        max_connections: requests in flight at once through the pool of own async clients
+            (default :data:`MAX_CONNECTIONS`, 1,000; ``None``: no limit). That pool is shared,
+            per event loop, by every backend with the same ``timeout`` and ``max_connections``
+            (:func:`shared_pool`), so the limit holds for all of them together. More requests
+            wait, first come first served, for a free slot (the wait counts toward
+            ``first_byte_timeout``). The pool's clients keep no cookies. A user-supplied client
+            keeps its own limits.
     """
 
     __slots__ = (
@@ -580,8 +585,11 @@ class HttpOptions:
         return self._own_sync
 
     def async_pool(self) -> _AsyncPool:
-        """The pool of ``httpx.AsyncClient`` objects owned by these options for the running
-        event loop (an async client's connections are bound to the loop that opened them)."""
+        """The pool of ``httpx.AsyncClient`` objects these options send through on the running
+        event loop (an async client's connections are bound to the loop that opened them). The
+        pool is shared by every :class:`HttpOptions` with the same ``timeout`` and
+        ``max_connections`` on that loop (:func:`shared_pool`), so a thousand backend objects
+        (one per session) share one set of connections instead of keeping one each."""
         loop = asyncio.get_running_loop()
         found = self._own_async.get(id(loop))
         if found is not None and found[0] is loop:
@@ -589,7 +597,8 @@ class HttpOptions:
         for k, (lp, _c) in list(self._own_async.items()):
             if lp.is_closed():
                 del self._own_async[k]
-        pool = _AsyncPool(self.timeout, self.max_connections)
+        pool = shared_pool(loop, self.timeout, self.max_connections)
+        pool.users += 1
         self._own_async[id(loop)] = (loop, pool)
         return pool
 
@@ -611,12 +620,12 @@ class HttpOptions:
         self._own_async.clear()
 
     async def aclose(self) -> None:
-        """Close every client these options created for the running event loop (their
-        kept-alive connections with them), then as :meth:`close`. A user's client is never
-        closed; the next request opens new clients."""
+        """Let go of the pool of the running event loop; when no other options use it any
+        more, close its clients and their kept-alive connections. Then as :meth:`close`. A
+        user's client is never closed; the next request opens new clients."""
         found = self._own_async.pop(id(asyncio.get_running_loop()), None)
         if found is not None:
-            await found[1].aclose()
+            await found[1].leave()
         self.close()
 
 
@@ -637,20 +646,25 @@ def shared_ssl_context() -> ssl.SSLContext:
 
 
 class _AsyncPool:
-    """The async clients of one :class:`HttpOptions` on one event loop: up to
+    """The own async clients of the :class:`HttpOptions` sharing one setting on one event
+    loop (:func:`shared_pool`): up to
     ``max_connections`` requests in flight (the rest wait in an ``asyncio.Semaphore``, first
     come first served), spread over ``httpx.AsyncClient`` objects of
     :data:`SHARD_CONNECTIONS` connections each, created as the load grows. httpcore's pool
-    scans its connections on every request and release, so one client holding thousands of
-    connections would cost O(connections) per request; shards keep that scan short."""
+    scans its connections on every request and release (and counts the idle ones once per
+    idle connection), so one client holding thousands of connections would cost
+    O(connections) to O(connections squared) per request; small shards keep that scan short."""
 
-    __slots__ = ("_busy", "_clients", "_gate", "_timeout")
+    __slots__ = ("_busy", "_clients", "_gate", "_key", "_timeout", "users")
 
-    def __init__(self, timeout: Any, max_connections: int | None) -> None:
+    def __init__(self, timeout: Any, max_connections: int | None, key: Any = None) -> None:
         self._timeout = timeout
         self._clients: list[httpx.AsyncClient] = []
         self._busy: list[int] = []
         self._gate = asyncio.Semaphore(max_connections) if max_connections is not None else None
+        self._key = key
+        self.users = 0
+        """How many :class:`HttpOptions` send through this pool (see :meth:`leave`)."""
 
     def client(self, i: int) -> httpx.AsyncClient:
         """Shard ``i`` (created when ``i`` is the next index)."""
@@ -659,7 +673,9 @@ class _AsyncPool:
                 max_connections=SHARD_CONNECTIONS, max_keepalive_connections=SHARD_CONNECTIONS
             )
             self._clients.append(
-                httpx.AsyncClient(timeout=self._timeout, limits=limits, verify=shared_ssl_context())
+                httpx.AsyncClient(
+                    timeout=self._timeout, limits=limits, verify=shared_ssl_context(), cookies=_NoCookies()
+                )
             )
             self._busy.append(0)
         return self._clients[i]
@@ -688,6 +704,49 @@ class _AsyncPool:
         clients, self._clients, self._busy = self._clients, [], []
         for c in clients:
             await c.aclose()
+
+    async def leave(self) -> None:
+        """One user fewer; the last one out closes the clients and drops the pool from the
+        shared registry (the next request makes a new pool)."""
+        self.users -= 1
+        if self.users <= 0:
+            with _POOLS_LOCK:
+                if self._key is not None and _POOLS.get(self._key, (None, None))[1] is self:
+                    del _POOLS[self._key]
+            await self.aclose()
+
+
+class _NoCookies(CookieJar):
+    """A cookie jar that keeps nothing: the pools are shared between backends (maybe with
+    different keys), so a cookie one server response sets must not ride along on another
+    backend's requests. HTTP APIs of model providers need no cookies."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+    def set_cookie(self, cookie: Any) -> None:
+        return None
+
+
+_POOLS: dict[tuple[int, str, int | None], tuple[asyncio.AbstractEventLoop, _AsyncPool]] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def shared_pool(loop: asyncio.AbstractEventLoop, timeout: Any, max_connections: int | None) -> _AsyncPool:
+    """The pool of own async clients for ``loop`` with these settings, made on first use and
+    shared by every :class:`HttpOptions` asking with the same ones (pools of closed loops are
+    dropped here)."""
+    key = (id(loop), repr(timeout), max_connections)
+    with _POOLS_LOCK:
+        found = _POOLS.get(key)
+        if found is not None and found[0] is loop:
+            return found[1]
+        for k, (lp, _p) in list(_POOLS.items()):
+            if lp.is_closed():
+                del _POOLS[k]
+        pool = _AsyncPool(timeout, max_connections, key)
+        _POOLS[key] = (loop, pool)
+    return pool
 
 
 def join_url(base_url: str, path: str, *, version_prefix: str | None = None) -> str:
