@@ -12,7 +12,12 @@ https://docs.anthropic.com/en/api/messages):
   both). A user's client is never bypassed: given only a sync client, the async functions run
   its blocking calls in worker threads; given only an async client, the sync functions drive it
   on a private event loop in a worker thread. Only with no client at all do the options open
-  their own connections.
+  their own connections: async requests go through a pool shared by every backend with the
+  same ``timeout`` and ``max_connections`` on the event loop (:func:`shared_pool`; at most
+  ``max_connections`` requests in flight, default 1,000, spread over httpx clients of
+  :data:`SHARD_CONNECTIONS` connections each, one TLS context for the process, no cookies
+  kept), so many sessions with a backend each still share a few kept-alive connections
+  (``docs/scaling.md``, "Many sessions in one process").
 - :func:`resolve_api_key` and :func:`redact` / :meth:`HttpOptions.redact`: the key from the
   argument or the environment; any text (error bodies, exception messages) scrubbed of every
   configured credential (the key, credential-like header values such as Azure's ``api-key``,
