@@ -1,10 +1,13 @@
 """Agent-loop overhead per turn: prompt -> one tool call -> final text, zero-latency models.
 
-Runs, in one process and one run:
+Runs, in one process and one run, the contenders interleaved (batch 1 of each, then batch 2 of
+each, ...) so that a change in the machine's load hits them alike:
 
-- foundation_ai: ``AgentSession.arun_turn`` on a ``ScriptedModel`` (snapshot chunks), an async
-  ``@tool``, the in-memory store; both a reused session (history cleared per turn) and a fresh
-  session per turn (builder included), plus streaming ``.events()``.
+- foundation_ai: ``AgentSession.arun_turn`` on a ``ScriptedModel`` (snapshot chunks, no request
+  log), an async ``@tool``, the in-memory store; a reused session (history cleared per turn),
+  a fresh session per turn (builder included), and streaming ``.events()``.
+- the scripted model alone: its two generations of a turn, consumed directly (no loop), the
+  part of every foundation_ai figure that is the model's.
 - pydantic-ai: ``Agent.run`` on a ``FunctionModel`` (``pip install pydantic-ai-slim``).
 - the OpenAI Agents SDK: ``Runner.run`` on a custom ``Model`` (``pip install openai-agents``),
   tracing disabled.
@@ -12,45 +15,77 @@ Runs, in one process and one run:
   turn's 4 spans, no exporter): the overhead of tracing.
 - a floor: a plain-dict async loop doing the same steps with no framework.
 
-Each figure is the median of 5 batches of N turns, in microseconds per turn (lower is better):
-process CPU time (robust when other work shares the machine) and wall time.
-The issue's goal: foundation_ai under 300 us/turn. Usage: ``python bench/loop.py [N]``.
+Each figure is per turn, in microseconds, over BATCHES batches of N turns: the median and the
+minimum of process CPU time (robust when other work shares the machine) and the median wall
+time. The machine's load average is printed before and after. The goal (issue 15, goal 3):
+``arun_turn`` (session reused) at most 40 us per turn, model included.
+
+``--instructions``: the most stable figure on a shared machine, instructions per turn of
+``arun_turn`` (session reused) counted by valgrind (``cachegrind``): (run of 100 + K turns) -
+(run of 100 turns), divided by K. Under valgrind the clock is ~50x slower, so per-millisecond
+work (the id generator renews its counters every millisecond) weighs more than natively.
+
+Usage: ``python bench/loop.py [N]`` or ``python bench/loop.py --instructions [K]``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-BATCHES = 5
+GOAL_US = 40.0
+BATCHES = 7
 
 
-async def measure(name: str, one_turn: Callable[[], Awaitable[Any]], n: int = N) -> float | None:
-    try:
-        for _ in range(min(50, n)):  # warm up
+class Contender:
+    """One contender: its turn function, turns per batch, and the per-batch figures."""
+
+    def __init__(self, name: str, one_turn: Callable[[], Awaitable[Any]], n: int) -> None:
+        self.name, self.one_turn, self.n = name, one_turn, n
+        self.cpu: list[float] = []
+        self.wall: list[float] = []
+        self.error: str | None = None
+
+    async def warm_up(self) -> None:
+        try:
+            for _ in range(min(50, self.n)):
+                await self.one_turn()
+        except Exception as exc:  # a missing or incompatible peer library
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    async def batch(self) -> None:
+        if self.error is not None:
+            return
+        one_turn, n = self.one_turn, self.n
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        for _ in range(n):
             await one_turn()
-        times = []
-        cpu = []
-        for _ in range(BATCHES):
-            t0 = time.perf_counter()
-            c0 = time.process_time()
-            for _ in range(n):
-                await one_turn()
-            cpu.append((time.process_time() - c0) / n * 1e6)
-            times.append((time.perf_counter() - t0) / n * 1e6)
-    except Exception as exc:  # a missing or incompatible peer library
-        print(f"{name:<44} skipped: {type(exc).__name__}: {exc}")
-        return None
-    med = statistics.median(cpu)
-    print(
-        f"{name:<44} {med:9.1f} us/turn CPU   {statistics.median(times):9.1f} us wall   (min wall {min(times):.1f})"
-    )
-    return med
+        self.cpu.append((time.process_time() - c0) / n * 1e6)
+        self.wall.append((time.perf_counter() - t0) / n * 1e6)
+
+    def median(self) -> float | None:
+        return statistics.median(self.cpu) if self.cpu else None
+
+    def line(self) -> str:
+        if self.error is not None:
+            return f"{self.name:<46} skipped: {self.error}"
+        return (
+            f"{self.name:<46} {statistics.median(self.cpu):8.1f} us/turn CPU (min {min(self.cpu):7.1f})"
+            f"   {statistics.median(self.wall):8.1f} us wall"
+        )
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
 # -- foundation_ai ---------------------------------------------------------------------------
@@ -59,7 +94,8 @@ async def measure(name: str, one_turn: Callable[[], Awaitable[Any]], n: int = N)
 def foundation_ai_cases() -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
     from foundation_ai import AgentSession
     from foundation_ai.agentic import InMemorySessionStore, ScriptedModel, call, say, tool
-    from foundation_ai.types import ToolResultMessage
+    from foundation_ai.agentic.scripted import Reply
+    from foundation_ai.types import Messages, ModelInteraction, TextContent, ToolResultMessage
 
     @tool
     async def add(a: int, b: int) -> int:
@@ -74,18 +110,9 @@ def foundation_ai_cases() -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
 
     class Endless(ScriptedModel):
         def _next_reply(self, interaction: Any) -> Any:  # type: ignore[override]
-            from foundation_ai.agentic.scripted import Reply
+            return Reply([reply(interaction)])
 
-            r = reply(interaction)
-            return Reply([r])
-
-        async def astream(self, interaction: Any, params: Any = None) -> Any:  # no request log
-            self.interactions.clear()
-            self.params.clear()
-            async for item in super().astream(interaction, params):
-                yield item
-
-    model = Endless(chunk_words=0)
+    model = Endless(chunk_words=0, record=0)  # an endless script, no request log
     store = InMemorySessionStore()
     agent = AgentSession.builder(model).with_tools(add).with_store(store).build()
 
@@ -142,8 +169,23 @@ def foundation_ai_cases() -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
             tracer.start_span(name, context=ctx, attributes={"gen_ai.operation.name": name}).end()
         root.end()
 
+    prompt = Messages.user("What is 2 + 40?")
+    first = ModelInteraction(messages=[prompt])
+    second = ModelInteraction(
+        messages=[prompt, Messages.ToolResult(tool_call_id="call_1", name="add", content=TextContent("42"))]
+    )
+
+    async def model_alone() -> None:  # the model's share of a turn: its two generations
+        n = 0
+        async for _ in model.astream(first):
+            n += 1
+        async for _ in model.astream(second):
+            n += 1
+        assert n == 8
+
     return [
-        ("foundation_ai arun_turn (session reused)", reused),
+        (REUSED, reused),
+        ("  of which the scripted model (2 generations)", model_alone),
         ("  floor: 4 bare OpenTelemetry SDK spans", bare_spans),
         ("foundation_ai arun_turn + OpenTelemetry spans", reused_traced),
         ("foundation_ai arun_turn (fresh session)", fresh),
@@ -151,7 +193,10 @@ def foundation_ai_cases() -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
     ]
 
 
-def foundation_ai_sync() -> float:
+REUSED = "foundation_ai arun_turn (session reused)"
+
+
+def foundation_ai_sync(n_turns: int) -> None:
     from foundation_ai import AgentSession
     from foundation_ai.agentic import InMemorySessionStore, ScriptedModel, call, say, tool
 
@@ -160,7 +205,7 @@ def foundation_ai_sync() -> float:
         """Add two integers."""
         return a + b
 
-    n = N // 2
+    n = n_turns // 2
     model = ScriptedModel([call("add", {"a": 2, "b": 40}), say("42")] * (n * BATCHES + 60), chunk_words=0)
     agent = AgentSession.builder(model).with_tools(add).with_store(InMemorySessionStore()).build()
     for _ in range(50):
@@ -176,12 +221,10 @@ def foundation_ai_sync() -> float:
             agent.run_turn("What is 2 + 40?")
         cpu.append((time.process_time() - c0) / n * 1e6)
         times.append((time.perf_counter() - t0) / n * 1e6)
-    med = statistics.median(cpu)
-    wall = statistics.median(times)
     print(
-        f"{'foundation_ai run_turn (blocking)':<44} {med:9.1f} us/turn CPU   {wall:9.1f} us wall   (min wall {min(times):.1f})"
+        f"{'foundation_ai run_turn (blocking, alone)':<46} {statistics.median(cpu):8.1f} us/turn CPU"
+        f" (min {min(cpu):7.1f})   {statistics.median(times):8.1f} us wall"
     )
-    return med
 
 
 # -- pydantic-ai -------------------------------------------------------------------------------
@@ -295,35 +338,96 @@ def floor_case() -> Callable[[], Awaitable[Any]]:
     return one
 
 
-async def main() -> None:
-    print(f"agent loop overhead, prompt -> 1 tool call -> text; median of {BATCHES} x {N} turns")
-    results: dict[str, float | None] = {}
-    for name, fn in foundation_ai_cases():
-        results[name] = await measure(name, fn)
-    try:
-        results["pydantic-ai"] = await measure(
-            "pydantic-ai Agent.run (FunctionModel)", pydantic_ai_case(), max(N // 10, 100)
-        )
-    except ImportError as exc:
-        print(f"pydantic-ai skipped: {exc}")
-    try:
-        results["agents"] = await measure(
-            "openai-agents Runner.run (custom Model)", openai_agents_case(), max(N // 10, 100)
-        )
-    except ImportError as exc:
-        print(f"openai-agents skipped: {exc}")
-    results["floor"] = await measure("plain-dict async loop (floor)", floor_case())
-    ours = results["foundation_ai arun_turn (session reused)"]
-    traced = results.get("foundation_ai arun_turn + OpenTelemetry spans")
+async def run_all(n: int) -> None:
+    print(f"agent loop overhead, prompt -> 1 tool call -> text; {BATCHES} interleaved batches of {n} turns")
+    print(f"before: {load()}")
+    contenders = [Contender(name, fn, n) for name, fn in foundation_ai_cases()]
+    peers = [
+        ("pydantic-ai Agent.run (FunctionModel)", "pydantic_ai", pydantic_ai_case),
+        ("openai-agents Runner.run (custom Model)", "agents", openai_agents_case),
+    ]
+    for name, module, make in peers:
+        try:
+            contenders.append(Contender(name, make(), max(n // 10, 100)))
+        except ImportError as exc:
+            print(f"{name}: skipped ({module} is not installed: {exc})")
+    contenders.append(Contender("plain-dict async loop (floor)", floor_case(), n))
+    for c in contenders:
+        await c.warm_up()
+    for _ in range(BATCHES):
+        for c in contenders:
+            await c.batch()
+    for c in contenders:
+        print(c.line())
+    print(f"after: {load()}")
+    by_name = {c.name: c.median() for c in contenders}
+    ours = by_name[REUSED]
+    model = by_name.get("  of which the scripted model (2 generations)")
+    traced = by_name.get("foundation_ai arun_turn + OpenTelemetry spans")
     if ours and traced:
         print(f"tracing overhead: {traced - ours:.1f} us/turn CPU ({traced / ours:.2f}x; 4 spans per turn)")
-    peers = [v for k, v in results.items() if k in ("pydantic-ai", "agents") and v]
-    if ours and peers:
+    peer_figures = [v for k, v in by_name.items() if k.startswith(("pydantic-ai", "openai-agents")) and v]
+    if ours and peer_figures:
+        print(f"foundation_ai vs fastest peer: {min(peer_figures) / ours:.1f}x faster")
+    if ours:
+        mine = f"; the loop without the model: {ours - model:.1f} us" if model else ""
+        verdict = "met" if ours <= GOAL_US else "NOT met"
         print(
-            f"foundation_ai vs fastest peer: {min(peers) / ours:.1f}x faster; goal < 300 us: {'met' if ours < 300 else 'NOT met'}"
+            f"goal: arun_turn (session reused) <= {GOAL_US:.0f} us/turn CPU, model included: {ours:.1f} us{mine}: {verdict}"
         )
+
+
+def one_case(k: int) -> None:
+    """Run ``arun_turn`` (session reused) 100 + ``k`` times (what ``--instructions`` counts)."""
+    fn = dict(foundation_ai_cases())[REUSED]
+
+    async def go() -> None:
+        for _ in range(100 + k):
+            await fn()
+
+    asyncio.run(go())
+
+
+def instructions(k: int) -> None:
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("--instructions needs valgrind (apt-get install valgrind)")
+        return
+
+    def count(turns: int) -> int:
+        out = subprocess.run(
+            [
+                valgrind,
+                "--tool=cachegrind",
+                "--cache-sim=no",
+                "--cachegrind-out-file=/dev/null",
+                sys.executable,
+                __file__,
+                "--one",
+                str(turns),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        ).stderr
+        line = next(x for x in out.splitlines() if "I" in x and "refs" in x)
+        return int(line.split()[-1].replace(",", ""))
+
+    print(f"before: {load()}")
+    base, more = count(0), count(k)
+    print(
+        f"foundation_ai arun_turn (session reused): {(more - base) / k:,.0f} instructions/turn (valgrind, {k} turns)"
+    )
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
-    foundation_ai_sync()
+    args = sys.argv[1:]
+    if args[:1] == ["--one"]:
+        one_case(int(args[1]))
+    elif args[:1] == ["--instructions"]:
+        instructions(int(args[1]) if len(args) > 1 else 1000)
+    else:
+        turns = int(args[0]) if args else 2000
+        asyncio.run(run_all(turns))
+        foundation_ai_sync(turns)

@@ -348,3 +348,65 @@ def test_close_before_iterating_runs_nothing() -> None:
     stream.close()
     assert agent.history() == []
     assert agent.run_turn("hi").ok
+
+
+def test_a_turn_nobody_streams_folds_the_chunks_as_a_streamed_turn_does() -> None:
+    """``arun_turn`` (nothing streamed: the loop consumes the model without an async generator
+    of its own) keeps the same messages as a streamed turn: delta chunks merged, ``Spread``
+    batches and non-assistant data handled, the last usage kept; a ``ModelState.Error`` fails it."""
+    from foundation_ai.backends.base import ModelDescriptor
+    from foundation_ai.errors import TurnFailedError
+    from foundation_ai.types import Messages, ModelId, ModelState, StopReason, UsageReport
+
+    mid = ModelId.Name("deltas")
+
+    class Deltas:
+        descriptor = ModelDescriptor(name="deltas", provider="test")
+        chunk_mode = "delta"
+        model_id = mid
+        fail = False
+
+        async def astream(self, interaction: Any, params: Any = None) -> Any:
+            first = Messages.Assistant(model=mid, content=TextContent("Hel"), usage=UsageReport.of(5, 1))
+            yield Stream.Init()
+            yield Stream.Next(first)
+            yield Stream.Pending(ModelState.GeneratingTokens(UsageReport.of(5, 2)))
+            yield Stream.Spread(
+                [
+                    Messages.Assistant(
+                        id=first.id, model=mid, content=TextContent("lo "), usage=UsageReport.of(5, 2)
+                    ),
+                    Messages.user("not an output"),
+                ]
+            )
+            if self.fail:
+                yield Stream.Pending(ModelState.Error("the server went away"))
+                return
+            yield Stream.Next(
+                Messages.Assistant(
+                    id=first.id,
+                    model=mid,
+                    content=TextContent("there"),
+                    usage=UsageReport.of(5, 3),
+                    stop_reason=StopReason.STOP,
+                )
+            )
+            yield Stream.Pending(ModelState.Finished())
+
+    model = Deltas()
+    quiet = AgentSession.builder(model).with_store(InMemorySessionStore()).build()
+    turn = quiet.run_turn("hi")
+    streamed = AgentSession.builder(model).with_store(InMemorySessionStore()).build().run_turn_stream("hi")
+    for _ in streamed:
+        pass
+
+    def kept(t: Any) -> list[tuple[Any, ...]]:
+        return [(type(m).__name__, m.text(), getattr(m, "usage", None)) for m in t.messages()]
+
+    assert turn.text() == "Hello there" and turn.usage().output == 3
+    assert kept(turn) == kept(streamed.turn)
+    model.fail = True
+    with pytest.raises(TurnFailedError) as failed:
+        quiet.run_turn("again")
+    assert failed.value.turn.error is not None and failed.value.turn.error.kind == "provider"
+    assert "the server went away" in failed.value.turn.error.message

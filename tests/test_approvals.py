@@ -102,6 +102,30 @@ def test_a_denied_call_gets_the_reason_and_the_turn_goes_on(tmp_path: Path) -> N
     assert not (tmp_path / "made.txt").exists()
 
 
+def test_approve_stream_and_deny_stream_stream_the_continued_turn() -> None:
+    from foundation_ai.agentic import TurnEvent
+
+    calls = [call("wipe", {"path": "a"}, id="w1"), call("wipe", {"path": "b"}, id="w2")]
+    model = ScriptedModel([calls, say("one wiped")])
+    agent = _session(model, mark_requires_approval(_wipe()))
+    turn = agent.run_turn("go")
+    assert [c.id for c in turn.awaiting] == ["w1", "w2"]
+    assert agent.deny_stream("w2", "keep b") is None, "another call still waits"
+    stream = agent.approve_stream("w1")
+    assert stream is not None and agent.pending_approvals() == []
+    events = list(stream.events())
+    results = [e.result for e in events if isinstance(e, TurnEvent.ToolResult)]
+    assert [(r.tool_call_id, r.error_detail is None) for r in results] == [("w1", True), ("w2", False)]
+    assert results[1].error_detail is not None and "keep b" in results[1].error_detail
+    assert "".join(e.text for e in events if isinstance(e, TurnEvent.Text)) == "one wiped"
+    final = events[-1]
+    assert isinstance(final, TurnEvent.Done) and final.summary.outcome is TurnOutcome.Completed
+    assert stream.turn is not None and stream.turn.text() == "one wiped"
+    assert RAN == ["wipe(a)"]
+    with pytest.raises(ApprovalPendingError):
+        agent.approve_stream("w1")
+
+
 def test_every_pending_call_must_be_decided_before_the_turn_continues() -> None:
     calls = [
         call("wipe", {"path": "a"}, id="w1"),

@@ -471,6 +471,26 @@ def test_a_resumed_session_keeps_its_model_and_system_prompt(tmp_path: Path) -> 
         assert sent(srv, 2)["messages"][0]["content"] == "Be kind."
 
 
+def test_a_resumed_session_goes_back_to_the_server_it_recorded(tmp_path: Path) -> None:
+    """`run -c` without --base-url talks to the server the session was started on (its base URL
+    is recorded without credentials); --base-url still wins."""
+    db = tmp_path / "s.db"
+    with FixtureServer() as first_srv, FixtureServer() as other_srv:
+        first_srv.queue(text_stream("One."), text_stream("Two."))
+        other_srv.queue(text_stream("Elsewhere."))
+        r = fa(
+            tmp_path, "-m", "openai:remote-model", "--base-url", first_srv.base_url, "--db", str(db), "first"
+        )
+        assert r.returncode == 0, r.stderr
+        r = fa(tmp_path, "-c", "--db", str(db), "second")
+        assert r.returncode == 0, r.stderr
+        assert "Two." in r.stdout
+        assert len(first_srv.requests) == 2 and sent(first_srv, 1)["model"] == "remote-model"
+        r = fa(tmp_path, "-c", "--base-url", other_srv.base_url, "--db", str(db), "third")
+        assert r.returncode == 0, r.stderr
+        assert "Elsewhere." in r.stdout and len(other_srv.requests) == 1
+
+
 # ---------------------------------------------------------------------------------------------
 # --mcp: an MCP server's tools offered through the command line (and config.toml)
 

@@ -212,3 +212,30 @@ def test_model_html_is_shown_as_text_and_never_runs(page: Any, artifacts: Path) 
     assert page.execute_script("return window.__pwned") is None
     assert not css(page, "#log script, #log img")
     shot(page, artifacts, "xss")
+
+
+def test_a_reload_mid_turn_follows_the_running_turn_to_its_end(page: Any, artifacts: Path) -> None:
+    send(page, "count again")
+    wait_for(lambda: "Counting:" in log_text(page), "the first words")
+    page.refresh()
+    wait_for(lambda: "count again" in log_text(page), "the resumed conversation")
+    wait_for(lambda: "two, done." in log_text(page), "the end of the turn, streamed after the reload")
+    bubbles = [b.text for b in css(page, ".msg.assistant")]
+    assert "".join(bubbles) == "Counting:one,two, done.", bubbles
+    assert log_text(page).count("Counting:") == 1, "no piece shown twice"
+    wait_for(lambda: css(page, "#send")[0].is_enabled(), "the chat to be idle")
+    shot(page, artifacts, "reload-mid-turn")
+
+
+def test_after_a_reload_thinking_stays_folded_and_each_turn_keeps_its_usage(page: Any) -> None:
+    send(page, "think first")
+    wait_for(lambda: "Thought it through." in log_text(page), "the answer")
+    send(page, "hello")
+    wait_for(lambda: len(css(page, ".turn-usage")) == 2, "two turns")
+    page.refresh()
+    wait_for(lambda: "Thought it through." in log_text(page), "the resumed conversation")
+    folded = css(page, "details.thinking")
+    assert len(folded) == 1 and folded[0].get_attribute("open") is None
+    assert not folded[0].find_elements("css selector", "pre")[0].is_displayed()
+    usage = css(page, ".turn-usage")
+    assert len(usage) == 2 and all("tokens:" in u.text and "$" in u.text for u in usage)

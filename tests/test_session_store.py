@@ -149,6 +149,38 @@ def test_resume_restores_model_system_prompt_and_tools_the_builder_was_not_given
     assert told.model is mine and told.system_prompt == "Be terse." and told.registry.names() == ["add"]
 
 
+def test_a_session_on_another_server_records_its_base_url_and_resumes_against_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from foundation_ai import model as load_model
+    from tests._cli_helpers import text_stream
+    from tests._fixture_server import FixtureServer
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    store = SqliteSessionStore(tmp_path / "s.db")
+    with FixtureServer() as srv:
+        srv.queue(text_stream("One."), text_stream("Two."))
+        host = srv.base_url.partition("://")[2]
+        # user info and a query are credentials, never recorded
+        url = f"http://user:secret@{host}/v1?api-key=secret"
+        agent = AgentSession.builder(load_model("openai:remote-model", base_url=url, api_key="k"))
+        first = agent.with_store(store).build()
+        first.run_turn("first")
+        meta = store.session_meta(first.session_id)
+        assert meta is not None and meta.model == "openai:remote-model"
+        assert meta.base_url == f"http://{host}/v1"
+        again = AgentSession.builder().with_store(store).resume(first.session_id)
+        assert again.run_turn("second").text() == "Two."
+        assert len(srv.requests) == 2 and srv.requests[1].path == "/v1/chat/completions"
+        assert srv.requests[1].json()["model"] == "remote-model"
+        assert "authorization" not in {k.lower() for k in srv.requests[1].headers}  # no key follows it
+    # the provider's own host and in-process models record none
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    own = AgentSession.builder(load_model("openai:gpt-4o-mini")).with_store(store).build()
+    assert own.session_header().base_url is None
+    assert AgentSession.builder(ScriptedModel()).build().session_header().base_url is None
+
+
 def test_resume_without_a_model_needs_one_recorded() -> None:
     store = InMemorySessionStore()
     store.append("old", [SessionRecord.Conversation(message=Messages.user("x"))])

@@ -7,6 +7,8 @@ concurrent writers."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 
 from foundation_ai.agentic import SessionStore
+from foundation_ai.agentic.errors import CorruptRecordError
 from foundation_ai.agentic.stores import (
     InMemorySessionStore,
     SessionHeader,
@@ -27,6 +30,7 @@ from foundation_ai.agentic.stores import (
     aload,
     asession_meta,
 )
+from foundation_ai.agentic.stores.base import paused_gc
 from foundation_ai.types import (
     AgenticError,
     ImageContent,
@@ -46,18 +50,31 @@ class StoreKind:
 
     ``open(where)`` makes a store at ``where`` (a temp dir); ``reopen(store, where)`` closes it
     and opens the same data again (a new connection); ``corrupt(store, where)`` makes every stored
-    record body undecodable, or is ``None`` when the store cannot hold bad bytes.
+    record body undecodable, or is ``None`` when the store cannot hold bad bytes. ``sql(where,
+    statements)`` runs SQL by hand on the store's data (``None``: not an SQL store), whose records
+    table is ``records`` and whose literal for an undecodable body is ``bad_body``.
     """
 
     name: str
     open: Callable[[Path], Any]
     reopen: Callable[[Any, Path], Any]
     corrupt: Callable[[Any, Path], None] | None = None
+    sql: Callable[[Path, list[str]], None] | None = None
+    records: str = ""
+    bad_body: str = ""
+    before_base_url: tuple[str, ...] = ()
+    """SQL turning the store's tables back into the version before the ``base_url`` column."""
 
 
 def _sqlite_corrupt(store: Any, where: Path) -> None:
     with sqlite3.connect(where / "s.db") as conn:
         conn.execute("UPDATE records SET body = x'7b6e6f74206a736f6e'")  # "{not json"
+
+
+def _sqlite_sql(where: Path, statements: list[str]) -> None:
+    with sqlite3.connect(where / "s.db") as conn:
+        for stmt in statements:
+            conn.execute(stmt)
 
 
 def _sqlite_reopen(store: Any, where: Path) -> Any:
@@ -89,10 +106,36 @@ def _postgres_corrupt(store: Any, where: Path) -> None:
         conn.execute("UPDATE foundation_ai_records SET body = '{not json'::bytea")
 
 
+def _postgres_sql(where: Path, statements: list[str]) -> None:
+    import psycopg
+
+    with psycopg.connect((where / "pg-url").read_text()) as conn, conn.transaction():
+        for stmt in statements:
+            conn.execute(stmt.encode())
+
+
 KINDS = [
     StoreKind("memory", lambda where: InMemorySessionStore(), lambda store, where: store),
-    StoreKind("sqlite", lambda where: SqliteSessionStore(where / "s.db"), _sqlite_reopen, _sqlite_corrupt),
-    StoreKind("postgres", _postgres_open, _postgres_reopen, _postgres_corrupt),
+    StoreKind(
+        "sqlite",
+        lambda where: SqliteSessionStore(where / "s.db"),
+        _sqlite_reopen,
+        _sqlite_corrupt,
+        _sqlite_sql,
+        "records",
+        "x'7b6e6f74206a736f6e'",
+        ("ALTER TABLE sessions DROP COLUMN base_url", "PRAGMA user_version=2"),
+    ),
+    StoreKind(
+        "postgres",
+        _postgres_open,
+        _postgres_reopen,
+        _postgres_corrupt,
+        _postgres_sql,
+        "foundation_ai_records",
+        "'{not json'::bytea",
+        ("ALTER TABLE foundation_ai_sessions DROP COLUMN base_url",),
+    ),
 ]
 
 
@@ -183,6 +226,73 @@ def test_data_survives_reopening(kind: StoreKind, tmp_path: Path) -> None:
     s.close()
 
 
+def test_a_long_session_interleaved_with_others_loads_in_append_order(store: Any) -> None:
+    mine: list[SessionRecord] = []
+    for i in range(40):
+        batch = [user(f"q{i}-{j}") if j % 2 == 0 else answer(f"a{i}-{j}") for j in range(50)]
+        store.append("long", batch)
+        store.append("other", [user(f"other {i}")])  # rows of another session between batches
+        mine.extend(batch)
+    assert store.load("long") == mine
+    assert len(store.load("other")) == 40
+
+
+def _sql_kind(kind: StoreKind) -> Callable[[Path, list[str]], None]:
+    if kind.sql is None:
+        pytest.skip(f"{kind.name} has no SQL to edit by hand")
+    return kind.sql
+
+
+def test_rows_stored_in_reverse_physical_order_still_load_in_seq_order(
+    kind: StoreKind, store: Any, tmp_path: Path
+) -> None:
+    sql = _sql_kind(kind)
+    recs = [user(f"m{i}") for i in range(300)]
+    store.append("s", recs[:100])
+    store.append("s", recs[100:])
+    t = kind.records
+    sql(
+        tmp_path,
+        [
+            f"CREATE TEMP TABLE rev AS SELECT * FROM {t}",
+            f"DELETE FROM {t}",
+            f"INSERT INTO {t} SELECT * FROM rev ORDER BY seq DESC",
+        ],
+    )
+    assert store.load("s") == recs
+
+
+def test_a_record_deleted_by_hand_leaves_the_others_in_order(
+    kind: StoreKind, store: Any, tmp_path: Path
+) -> None:
+    sql = _sql_kind(kind)
+    recs = [user(f"m{i}") for i in range(50)]
+    store.append("s", recs)
+    sql(tmp_path, [f"DELETE FROM {kind.records} WHERE seq = 10"])
+    assert store.load("s") == recs[:10] + recs[11:]
+    late = answer("after the gap")
+    store.append("s", [late])
+    assert store.load("s") == [*recs[:10], *recs[11:], late]
+
+
+def test_one_bad_record_among_many_is_skipped_with_the_others_in_order(
+    kind: StoreKind, store: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sql = _sql_kind(kind)
+    recs = [user(f"m{i}") for i in range(300)]
+    store.append("s", recs)
+    untouched = user("untouched")
+    store.append("t", [untouched])
+    sql(tmp_path, [f"UPDATE {kind.records} SET body = {kind.bad_body} WHERE session_id = 's' AND seq = 150"])
+    with caplog.at_level(logging.WARNING):
+        assert store.load("s") == recs[:150] + recs[151:]
+    assert "skipped 1 undecodable stored record(s) (seq [150])" in caplog.text
+    assert store.corrupt_records == {"s": [150]}
+    with pytest.raises(CorruptRecordError):
+        store.load("s", strict=True)
+    assert store.load("t") == [untouched]
+
+
 # ---- metadata --------------------------------------------------------------------------------
 
 
@@ -220,6 +330,36 @@ def test_metadata_row_follows_each_append(store: Any) -> None:
         3,
     )
     assert store.session_meta("unknown") is None
+
+
+def test_the_base_url_is_kept_with_the_header(kind: StoreKind, tmp_path: Path) -> None:
+    s = kind.open(tmp_path)
+    url = "http://127.0.0.1:8080/v1"
+    s.append("s", [user("hi")], SessionHeader(model="openai:m", base_url=url))
+    s.append("t", [user("yo")], SessionHeader(model="openai:m"))
+    assert s.session_meta("s").base_url == url
+    assert [(m.session_id, m.base_url) for m in s.list_sessions()] == [("t", None), ("s", url)]
+    s = kind.reopen(s, tmp_path)
+    assert s.session_meta("s").base_url == url
+    s.append("s", [], SessionHeader(model="anthropic:c"))  # a new header replaces it
+    assert s.session_meta("s").base_url is None
+    s.close()
+
+
+def test_tables_from_before_the_base_url_column_gain_it_on_open(kind: StoreKind, tmp_path: Path) -> None:
+    if kind.sql is None:
+        pytest.skip(f"{kind.name} has no tables")
+    s = kind.open(tmp_path)
+    s.append("s", [user("hi"), answer("a")], SessionHeader(model="openai:m", tools=("add",)))
+    before = s.session_meta("s")
+    s.close()
+    kind.sql(tmp_path, list(kind.before_base_url))
+    s = kind.reopen(s, tmp_path)
+    assert s.session_meta("s") == before  # nothing else touched
+    s.append("s", [user("again")], SessionHeader(model="openai:m", base_url="http://127.0.0.1:1/v1"))
+    after = s.session_meta("s")
+    assert after is not None and after.base_url == "http://127.0.0.1:1/v1" and after.message_count == 3
+    s.close()
 
 
 def test_title_is_cut_and_absent_without_user_text(store: Any) -> None:
@@ -296,3 +436,89 @@ def test_concurrent_writers_lose_nothing(store: Any) -> None:
         assert texts[::2] == [f"{n}-{i}" for i in range(25)]  # each writer's own order kept
     assert store.session_meta("shared").message_count == 200
     assert len(store.list_sessions()) == 9
+
+
+# ---- cost ------------------------------------------------------------------------------------
+
+
+def test_listed_rows_add_no_work_for_the_garbage_collector(store: Any) -> None:
+    store.append("s", [user("hi")], SessionHeader(model="m:n", tools=("add",)))
+    (row,) = store.list_sessions()
+    assert row.tools == ("add",)
+    assert not gc.is_tracked(row)
+
+
+def test_sqlite_append_is_one_transaction_of_statements_that_do_not_grow_with_history(tmp_path: Path) -> None:
+    store = SqliteSessionStore(tmp_path / "s.db")
+    seen: list[str] = []
+    store._conn.set_trace_callback(seen.append)
+
+    def statements_of_one_append(text: str) -> list[str]:
+        seen.clear()
+        store.append("s", [user(text), answer(text)])
+        return [s.split()[0].upper() for s in seen]
+
+    first = statements_of_one_append("first")
+    for i in range(200):
+        store.append("s", [user(f"q{i}"), answer(f"a{i}")] * 5)
+    later = statements_of_one_append("after 2,000 messages")
+    assert later == first
+    assert first.count("BEGIN") == 1 and first[-1] == "COMMIT"
+    assert first.count("INSERT") == 3  # two records and the metadata row
+    store._conn.set_trace_callback(None)
+    # the one read inside the transaction finds the last seq through the primary key index
+    plan = store._conn.execute(
+        "EXPLAIN QUERY PLAN SELECT MAX(seq) FROM records WHERE session_id=?", ("s",)
+    ).fetchall()
+    assert any("USING" in str(step[-1]) and "INDEX" in str(step[-1]) for step in plan), plan
+    assert not any(str(step[-1]).startswith("SCAN") for step in plan), plan
+    store.close()
+
+
+def test_sqlite_session_longer_than_the_sql_length_limit_still_loads_row_by_row(tmp_path: Path) -> None:
+    store = SqliteSessionStore(tmp_path / "s.db")
+    recs = [user(f"message {i} " + "x" * 300) for i in range(40)]
+    store.append("s", recs)
+    # SQLite refuses to build a value over SQLITE_LIMIT_LENGTH: the joined bodies (about 20 KB)
+    # cannot be made in SQL, each row (under 1 KB) still can
+    store._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 5_000)
+    with pytest.raises(sqlite3.DataError):
+        store._conn.execute("SELECT group_concat(body) FROM records").fetchone()
+    assert store.load("s") == recs
+    assert store.corrupt_records == {}
+    store.close()
+
+
+def test_paused_gc_resumes_the_collector_when_the_last_overlapping_pause_ends() -> None:
+    assert gc.isenabled()
+    entered, release = threading.Event(), threading.Event()
+
+    def other_thread() -> None:
+        with paused_gc():
+            entered.set()
+            release.wait(10)
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    try:
+        assert entered.wait(10)
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the other thread's pause is still running
+    finally:
+        release.set()
+        t.join()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), paused_gc():
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_paused_gc_keeps_a_collector_the_caller_disabled_disabled() -> None:
+    gc.disable()
+    try:
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

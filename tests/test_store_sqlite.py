@@ -175,7 +175,27 @@ def test_an_old_file_without_metadata_columns_is_migrated_on_open(tmp_path: Path
     a = store.session_meta("a")
     assert a is not None and a.message_count == 3 and a.model == "openai:gpt-4o-mini"
     store.close()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3
+
+
+def test_a_version_2_file_gains_the_base_url_column_and_keeps_its_metadata(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    store = SqliteSessionStore(path)
+    store.append("a", [user("question"), user("more")], SessionHeader(model="openai:m", tools=("add",)))
+    before = store.session_meta("a")
+    store.close()
+    conn = sqlite3.connect(path)  # back to version 2: the same tables without base_url
+    conn.execute("ALTER TABLE sessions DROP COLUMN base_url")
+    conn.execute("PRAGMA user_version=2")
+    conn.commit()
+    conn.close()
+    store = SqliteSessionStore(path)
+    assert store.session_meta("a") == before  # counts, times, title, model and tools kept
+    store.append("a", [], SessionHeader(model="openai:m", base_url="http://127.0.0.1:8080/v1"))
+    after = store.session_meta("a")
+    assert after is not None and after.base_url == "http://127.0.0.1:8080/v1" and after.message_count == 2
+    store.close()
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3
 
 
 def test_a_file_that_is_not_a_database_is_a_typed_error(tmp_path: Path) -> None:

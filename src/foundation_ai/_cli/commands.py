@@ -147,15 +147,17 @@ def _session_to_resume(args: argparse.Namespace, store: Any) -> str | None:
 
 
 def _recorded_defaults(args: argparse.Namespace, store: Any, session_id: str) -> None:
-    """A resumed session keeps the model and system prompt it recorded (``--model`` / ``-s``
-    given on the command line win; ``config.toml`` comes after the recording). A base URL is
-    not recorded: pass ``--base-url`` again for a session on another server."""
+    """A resumed session keeps the model, its server (the recorded base URL) and the system
+    prompt it recorded (``--model`` / ``--base-url`` / ``-s`` given on the command line win;
+    ``config.toml`` comes after the recording)."""
     meta_of = getattr(store, "session_meta", None)
     meta = meta_of(session_id) if callable(meta_of) else None
     if meta is None:
         return
     if args.model is None and meta.model:
         args.model = meta.model
+        if args.base_url is None and getattr(meta, "base_url", None):
+            args.base_url = meta.base_url
     if args.system is None and meta.system_prompt:
         args.system = meta.system_prompt
 

@@ -38,7 +38,10 @@ def plan_stages(calls: Sequence[ToolCall]) -> tuple[list[list[int]], dict[int, s
     ``errors`` maps unschedulable indices to the reason (unknown dependency, cycle, or a
     dependency that is itself unschedulable).
     """
-    if not any(c.depends_on for c in calls):
+    for c in calls:
+        if c.depends_on:
+            break
+    else:  # no dependencies: one stage
         return ([list(range(len(calls)))] if calls else []), {}
     by_id: dict[str, int] = {}
     for i, c in enumerate(calls):
@@ -122,8 +125,10 @@ async def run_calls(
                 store(i, prepared)
             else:
                 ready.append((i, prepared))
-        concurrent = [(i, p) for i, p in ready if not registry.is_sequential(calls[i])]
-        sequential = [(i, p) for i, p in ready if registry.is_sequential(calls[i])]
+        concurrent: list[tuple[int, Any]] = []
+        sequential: list[tuple[int, Any]] = []
+        for i, p in ready:
+            (sequential if registry.is_sequential(calls[i]) else concurrent).append((i, p))
         if len(concurrent) == 1:
             i, p = concurrent[0]
             store(i, await registry.execute(calls[i], p))

@@ -68,7 +68,8 @@ class _Totals:
         self.ccr += k.cache_read
         self.ccw += k.cache_write
         self.c += k.total
-        r = _RANK[k.status]
+        status = k.status  # compared by identity: hashing an Enum member runs Python code
+        r = 0 if status is CostStatus.Unknown else 2 if status is CostStatus.Actual else 1
         if self.rank < 0:
             self.rank = r
         elif self.rank != r or r == 1:
@@ -95,7 +96,6 @@ class _Totals:
 
 
 _EMPTY = UsageReport()
-_RANK = {CostStatus.Unknown: 0, CostStatus.Estimated: 1, CostStatus.Actual: 2}
 _STATUS = [CostStatus.Unknown, CostStatus.Estimated, CostStatus.Actual]
 
 

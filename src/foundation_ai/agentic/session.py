@@ -379,6 +379,23 @@ def _meta_of(store: Any, session_id: str) -> SessionMeta | None:
     return meta
 
 
+def _recorded_model(spec: str, base_url: str) -> Any:
+    """The recorded model string loaded against the recorded base URL (``foundation_ai.model``;
+    an environment key goes there only when the environment pairs it with that host).
+
+    Raises:
+        ConfigurationError: the model string or base URL cannot be loaded here.
+    """
+    from .._model_string import model
+
+    loaded = model(spec, base_url=base_url)
+    try:
+        loaded.model_string = spec  # recorded again exactly as given
+    except AttributeError:
+        pass
+    return loaded
+
+
 def _stored(store: Any, session_id: str) -> bool:
     """True when the store holds a session with this id."""
     if getattr(store, "session_meta", None) is not None:
@@ -733,7 +750,8 @@ class AgentSessionBuilder:
         """Rebuild a stored session: its conversation exactly as persisted (retracted outputs
         left out; tool calls left without a result by a crash get an "interrupted" result), and
         what it recorded about itself where this builder was not told: the model (a model
-        string, loaded with ``foundation_ai.model``; ``docs/models.md``), the system prompt, and
+        string, loaded with ``foundation_ai.model`` against the recorded base URL when there is
+        one; ``docs/models.md``), the system prompt, and
         the tools of :meth:`with_tool_catalog` whose names it recorded. ``session.meta`` is the
         stored :class:`~foundation_ai.agentic.stores.SessionMeta` (``None`` for a store without
         metadata).
@@ -756,6 +774,8 @@ class AgentSessionBuilder:
                     f"session {session_id!r} recorded no model: pass one to AgentSession.builder(...)"
                 )
             model = meta.model
+            if meta.base_url:  # the server it was talking to (not the provider's own host)
+                model = _recorded_model(meta.model, meta.base_url)
         system = self._system if self._system is not None else (meta.system_prompt if meta else None)
         own = _MEMORY_TOOLS if self._memory is not None else frozenset()
         tools = self._tools or _tools_named(self._catalog, meta.tools if meta else (), own)
@@ -763,7 +783,10 @@ class AgentSessionBuilder:
         session.meta = meta
         if meta is not None:
             session.stored_header = SessionHeader(
-                model=meta.model, system_prompt=meta.system_prompt, tools=tuple(meta.tools)
+                model=meta.model,
+                system_prompt=meta.system_prompt,
+                tools=tuple(meta.tools),
+                base_url=meta.base_url,
             )
         session.messages = conversation_of(records)
         restore = getattr(session.registry, "restore", None)
@@ -1211,14 +1234,17 @@ class AgentSession:
         self._decisions[call_id] = decision
         return not self.pending_approvals()
 
-    async def _acontinue(self) -> Turn:
-        state = TurnState([], None, emit=False)
+    def _continuation(self, emit: bool) -> tuple[Any, TurnState]:
+        state = TurnState([], None, emit=emit)
         state.resuming = True
         state.calls = list(self.paused_calls)
         state.results = [None] * len(state.calls)
         state.decisions = dict(self._decisions)
         self.awaiting, self.paused_calls, self._decisions = [], [], {}
-        agen: Any = run_turn(self, state, on_exit=self._enter)
+        return run_turn(self, state, on_exit=self._enter), state
+
+    async def _acontinue(self) -> Turn:
+        agen, state = self._continuation(False)
         try:
             async for _ in agen:
                 pass
@@ -1248,6 +1274,32 @@ class AgentSession:
         if not self._decide(call_id, Deny(reason)):
             return None
         return await self._acontinue()
+
+    def approve_stream(self, call_id: str) -> TurnStream | None:
+        """Approve a pending tool call like :meth:`aapprove`, but once every pending call is
+        decided return the continued turn as a :class:`TurnStream` (``None`` while others
+        wait). Iterate the stream (``events()`` for ``TurnEvent``s) to run the continuation;
+        the decisions are taken by this call, so a stream that is never iterated drops them.
+
+        Raises:
+            ApprovalPendingError: no pending call has this id.
+        """
+        from .turn import Allow
+
+        return self._continue_stream() if self._decide(call_id, Allow()) else None
+
+    def deny_stream(self, call_id: str, reason: str = "the user denied it") -> TurnStream | None:
+        """Deny a pending tool call (its error result says ``reason``); see
+        :meth:`approve_stream`."""
+        from .turn import Deny
+
+        return self._continue_stream() if self._decide(call_id, Deny(reason)) else None
+
+    def _continue_stream(self) -> TurnStream:
+        agen, state = self._continuation(True)
+        return TurnStream(
+            agen, self._drive, lambda: self._finish_stream(lambda: Turn(state, self.ledger.turn))
+        )
 
     def approve(self, call_id: str) -> Turn | None:
         """Blocking :meth:`aapprove`."""

@@ -241,6 +241,8 @@ def to_content(value: Any) -> TextContent | ImageContent:
     ``None`` as ``""``, anything else as JSON (msgspec: structs, dataclasses, dicts, lists)."""
     if isinstance(value, str):
         return TextContent(value)
+    if type(value) is int:  # its JSON is its decimal digits
+        return TextContent(str(value))
     if isinstance(value, TextContent | ImageContent):
         return value
     if value is None:
@@ -673,15 +675,21 @@ def nested_deeper_than(value: Any, limit: int) -> bool:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
-        children = (
-            node.values() if isinstance(node, dict) else node if isinstance(node, list | tuple) else None
-        )
-        if children is None:
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list | tuple):
+            children = node
+        else:
             continue
         if depth > limit:
             return True
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
+        for c in children:
+            if isinstance(c, _CONTAINERS):
+                stack.append((c, depth + 1))
     return False
+
+
+_CONTAINERS = (dict, list, tuple)
 
 
 async def _maybe_await(value: Any) -> Any:

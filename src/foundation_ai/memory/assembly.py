@@ -112,6 +112,92 @@ def _round_starts(history: Sequence[Messages], begin: int) -> list[int]:
     return starts
 
 
+def _memory_blocks(state: MemoryState, tokens: MessageTokens, block_room: int) -> tuple[list[Messages], int]:
+    """The working-memory, reflection and observation blocks that fit in ``block_room``
+    tokens, and the tokens they take."""
+    blocks: list[Messages] = []
+    used = 0
+    if state.facts:
+        lines = [f"- {f.content} (id {f.id})" for f in reversed(state.facts)]  # newest first when cut
+        text = fit_lines("[working_memory]", lines, max(block_room // 2, 1), tokens)
+        if text:
+            blocks.append(_block(text))
+            used += tokens.text(text)
+    ref = state.reflection_block()
+    if ref:
+        text = fit_lines("[reflection]", ref.split("\n")[1:], max((block_room - used) // 2, 1), tokens)
+        if text:
+            blocks.append(_block(text))
+            used += tokens.text(text)
+    obs = state.observation_block(max(block_room - used - 8, 0))
+    if obs:
+        cost = tokens.text(obs)
+        if used + cost <= block_room:
+            blocks.append(_block(obs))
+            used += cost
+    return blocks, used
+
+
+def _history_start(
+    history: Sequence[Messages], tokens: MessageTokens, keep_from: int, min_start: int, room: int
+) -> tuple[int, int]:
+    """``(start, tokens)``: the earliest index from which the newest whole exchanges fit in
+    ``room`` (the current turn, from ``keep_from``, always counted), and what they take."""
+    n = len(history)
+    used = 0
+    start = n
+    start_used = 0
+    pending: set[str] = set()
+    for j in range(n - 1, min_start - 1, -1):
+        m = history[j]
+        used += tokens(m)
+        if isinstance(m, ToolResultMessage):
+            pending.add(m.tool_call_id)
+        elif isinstance(m, AssistantMessage) and isinstance(m.content, ToolCall):
+            pending.discard(m.content.id)
+        if j > keep_from:
+            continue  # inside the current turn: always kept unless rounds are cut below
+        if used > room and j < keep_from:
+            break
+        if j in (keep_from, min_start) or (isinstance(m, UserMessage) and not pending):
+            start, start_used = j, used
+    if start > keep_from:  # (only when keep_from == n: nothing in this turn yet)
+        return n, 0
+    return start, start_used
+
+
+def _cut_rounds(
+    history: Sequence[Messages], tokens: MessageTokens, keep_from: int, head: int, room: int
+) -> tuple[int, list[Messages], int] | None:
+    """When the current turn alone does not fit in ``room``: ``(round_start, kept, tokens)``
+    keeping its prompt (``keep_from:head``) and the latest rounds that fit (at least the last
+    one); ``None`` when the turn has no round to cut at."""
+    prompt = list(history[keep_from:head])
+    p_used = sum(tokens(m) for m in prompt)
+    rounds = _round_starts(history, head)
+    if not rounds:
+        return None
+    chosen = next((r for r in rounds if p_used + sum(tokens(m) for m in history[r:]) <= room), rounds[-1])
+    return chosen, prompt + list(history[chosen:]), p_used + sum(tokens(m) for m in history[chosen:])
+
+
+def _recall_block(
+    recalled: Sequence[Recalled], kept_ids: set[str], room: int, tokens: MessageTokens
+) -> tuple[str | None, list[Recalled]]:
+    """The text of the ``[recalled]`` block of what the request does not already carry,
+    fitted in ``room`` tokens, and the memories it holds."""
+    lines: list[str] = []
+    carried: list[Recalled] = []
+    for item in recalled:
+        if item.id not in kept_ids:
+            lines.append(f"- ({item.kind}) {item.text}")
+            carried.append(item)
+    text = fit_lines("[recalled]", lines, room, tokens) if lines else None
+    if not text:
+        return None, []
+    return text, carried[: text.count("\n")]
+
+
 def assemble_context(
     history: Sequence[Messages],
     *,
@@ -156,101 +242,29 @@ def assemble_context(
     head = min(max(head_end if head_end is not None else keep_from + 1, keep_from), n)
     limit = int(window * pressure)
     room = max(limit - fixed_tokens, 0)
-
-    # ---- memory blocks (working memory, reflection, observations) ------------------------------
-    blocks: list[Messages] = []
-    block_tokens = 0
     block_room = int(room * block_share)
-    if state is not None:
-        wm = state.facts
-        if wm:
-            text = fit_lines(
-                "[working_memory]",
-                [f"- {f.content} (id {f.id})" for f in reversed(wm)],  # newest facts first when cut
-                max(block_room // 2, 1),
-                tokens,
-            )
-            if text:
-                blocks.append(_block(text))
-                block_tokens += tokens.text(text)
-        ref = state.reflection_block()
-        if ref:
-            text = fit_lines(
-                "[reflection]", ref.split("\n")[1:], max((block_room - block_tokens) // 2, 1), tokens
-            )
-            if text:
-                blocks.append(_block(text))
-                block_tokens += tokens.text(text)
-        obs = state.observation_block(max(block_room - block_tokens - 8, 0))
-        if obs:
-            cost = tokens.text(obs)
-            if block_tokens + cost <= block_room:
-                blocks.append(_block(obs))
-                block_tokens += cost
+    blocks, block_tokens = _memory_blocks(state, tokens, block_room) if state is not None else ([], 0)
     recall_room = min(recall_tokens, max(block_room - block_tokens, 0)) if recalled else 0
     hist_room = room - block_tokens - recall_room
 
-    # ---- history: the newest whole exchanges that fit ----------------------------------------
-    used = 0
-    start = n
-    start_used = 0
-    pending: set[str] = set()
-    for j in range(n - 1, min_start - 1, -1):
-        m = history[j]
-        used += tokens(m)
-        if isinstance(m, ToolResultMessage):
-            pending.add(m.tool_call_id)
-        elif isinstance(m, AssistantMessage) and isinstance(m.content, ToolCall):
-            pending.discard(m.content.id)
-        if j > keep_from:
-            continue  # inside the current turn: always kept unless rounds are cut below
-        if used > hist_room and j < keep_from:
-            break
-        if j in (keep_from, min_start) or (isinstance(m, UserMessage) and not pending):
-            start, start_used = j, used
-    cut: tuple[int, int] | None = None
-    if start > keep_from:  # (only when keep_from == n: nothing in this turn yet)
-        start, start_used = n, 0
+    start, start_used = _history_start(history, tokens, keep_from, min_start, hist_room)
     kept_turn = list(history[start:])
+    cut: tuple[int, int] | None = None
     if start_used > hist_room and keep_from < n:
-        # the current turn alone does not fit: keep its prompt and the latest rounds that fit
-        prompt = list(history[keep_from:head])
-        p_used = sum(tokens(m) for m in prompt)
-        rounds = _round_starts(history, head)
-        chosen: int | None = None
-        for r in rounds:
-            if p_used + sum(tokens(m) for m in history[r:]) <= hist_room:
-                chosen = r
-                break
-        if chosen is None and rounds:
-            chosen = rounds[-1]
-        if chosen is not None:
-            cut = (head, chosen)
-            kept_turn = prompt + list(history[chosen:])
-            start = keep_from
-            start_used = p_used + sum(tokens(m) for m in history[chosen:])
-    kept_ids = {m.id for m in kept_turn}
+        trimmed = _cut_rounds(history, tokens, keep_from, head, hist_room)
+        if trimmed is not None:
+            chosen, kept_turn, start_used = trimmed
+            cut, start = (head, chosen), keep_from
     dropped_ids = [m.id for m in history[min_start:start]]
     if cut is not None:
         dropped_ids += [m.id for m in history[cut[0] : cut[1]]]
 
-    # ---- recalled memories, minus what the request already carries ----------------------------
     carried: list[Recalled] = []
     if recalled and recall_room > 0:
-        recall_lines: list[str] = []
-        for item in recalled:
-            if item.id in kept_ids:
-                continue
-            recall_lines.append(f"- ({item.kind}) {item.text}")
-            carried.append(item)
-        text = fit_lines("[recalled]", recall_lines, recall_room, tokens) if recall_lines else None
-        if text:
-            count = text.count("\n")
-            carried = carried[:count]
+        text, carried = _recall_block(recalled, {m.id for m in kept_turn}, recall_room, tokens)
+        if text is not None:
             blocks.append(_block(text))
             block_tokens += tokens.text(text)
-        else:
-            carried = []
     return AssembledContext(
         messages=blocks + kept_turn,
         tokens=fixed_tokens + block_tokens + start_used,

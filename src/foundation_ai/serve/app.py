@@ -11,6 +11,7 @@ See ``docs/serve.md``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -141,6 +142,7 @@ def create_app(config: ServeConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        manager.loop = asyncio.get_running_loop()
         yield
         await manager.shutdown()
 
@@ -158,5 +160,6 @@ def create_app(config: ServeConfig) -> Starlette:
         lifespan=lifespan,
     )
     app.state.serve = ServeState(config=config, manager=manager)
+    app.state.before_stop = manager.stop_threadsafe  # called by ServerThread.stop from its thread
     app.add_middleware(_Guard)
     return app

@@ -5,7 +5,10 @@ https://platform.openai.com/docs/api-reference/chat-streaming).
 The answer is the turn's final text. Streamed, every text piece is a ``delta.content`` chunk;
 thinking is ``delta.reasoning_content`` (the field OpenAI-compatible servers use); tool calls
 and results, which run on the server, ride as ``delta.foundation_ai_event`` (a ``TurnEvent`` as
-JSON) so clients that do not know the field ignore it. A failed turn ends the stream with an
+JSON) so clients that do not know the field ignore it. A turn that pauses for approval sends
+``delta.foundation_ai_event`` ``{"type": "awaiting_approval", "calls": [...]}`` and the stream
+waits for the decisions (``approvals.py``), then goes on with the continued turn; a request
+without ``stream`` returns at the pause (``foundation_ai.outcome`` ``awaiting_approval``). A failed turn ends the stream with an
 ``{"error": {...}}`` data line (the SDKs raise ``APIError``). The response header
 ``X-Session-Id`` names the session to continue.
 """
@@ -25,6 +28,7 @@ from ..agentic import TurnEvent
 from ..agentic.events import TurnOutcome, TurnSummary
 from ..ids import new_scru128
 from ..types import to_json
+from .approvals import call_json
 from .convert import chat_messages, sampling
 from .errors import ApiError, error_body
 from .http import owner_of, read_json, sse_data, state_of
@@ -111,6 +115,10 @@ async def chat_completions(request: Request) -> Response:
         "system_fingerprint": None,
         "foundation_ai": {"session_id": live.session_id, "outcome": outcome.value},
     }
+    if live.paused:  # the turn waits for approvals (docs/serve.md): say which calls
+        payload["foundation_ai"]["pending_approvals"] = [
+            call_json(c) for c in live.session.pending_approvals()
+        ]
     return JSONResponse(payload, headers=headers)
 
 
@@ -131,8 +139,14 @@ async def _stream(
 
     try:
         yield chunk({"role": "assistant", "content": ""})
-        async for ev in live.follow():
-            if isinstance(ev, TurnEvent.Text):
+        i = -1
+        async for ev in live.follow(through_pauses=True):
+            i += 1
+            asked = live.asked.get(i)
+            if asked is not None:  # paused for approval: the stream waits for the decisions
+                event = {"type": "awaiting_approval", "session_id": live.session_id}
+                yield chunk({"foundation_ai_event": event | {"calls": [call_json(c) for c in asked]}})
+            elif isinstance(ev, TurnEvent.Text):
                 yield chunk({"content": ev.text})
             elif isinstance(ev, TurnEvent.Thinking):
                 yield chunk({"reasoning_content": ev.text})

@@ -32,6 +32,15 @@ class Agent:
         tools: tools for ``AgentSession.with_tools`` (they run in the server process).
         params: sampling parameters for every generation.
         description: shown by ``GET /v1/models``.
+        requires_approval: which tool calls wait for a person's approval: ``None`` (default)
+            the tools marked ``requires_approval`` (``docs/tools.md``; the ``"shell"`` tool set
+            of an agents file is marked); a list of tool names: those and the marked ones;
+            ``True``: every tool; ``False``: none (marked tools run without asking). A call
+            that asks pauses the turn until a client approves or denies it through
+            ``/v1/sessions/{id}/approvals`` (``docs/serve.md``).
+
+    Raises:
+        ConfigurationError: ``requires_approval`` names a tool the agent does not have.
     """
 
     name: str
@@ -40,7 +49,44 @@ class Agent:
     tools: list[Any] = field(default_factory=list)
     params: ModelParams | None = None
     description: str = ""
+    requires_approval: bool | list[str] | None = None
     _resolved: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        names = self.requires_approval
+        if names is None or isinstance(names, bool):
+            return
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ConfigurationError(
+                f"agent {self.name!r}: requires_approval must be true, false or a list of tool names"
+            )
+        from ..agentic.tools import ToolRegistry
+
+        known = set(ToolRegistry(self.tools).names())
+        unknown = sorted(set(names) - known)
+        if unknown:
+            raise ConfigurationError(
+                f"agent {self.name!r}: requires_approval names unknown tools {unknown} "
+                f"(its tools: {sorted(known)})"
+            )
+
+    def can_use_tool(self) -> Any:
+        """The ``can_use_tool`` hook (``AgentSessionBuilder.with_can_use_tool``) answering
+        ``Ask`` for the calls ``requires_approval`` selects and ``Allow`` for the rest; ``None``
+        for ``requires_approval=None`` (no hook: marked tools ask, the library default)."""
+        rule = self.requires_approval
+        if rule is None:
+            return None
+        from ..agentic.toolsets.approval import Allow, Ask
+
+        names = set(rule) if isinstance(rule, list) else set()
+
+        def can_use_tool(call: Any, context: Any) -> Any:
+            if rule is True or call.name in names or (rule is not False and context.requires_approval):
+                return Ask(f"run {call.name}?")
+            return Allow()
+
+        return can_use_tool
 
     def resolved_model(self) -> Any:
         """The ``Model`` (a model string is resolved once).
@@ -130,6 +176,8 @@ def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
         description = "a small helper"
         tools = ["files"]             # built-in tool sets: "files", "shell"
         root = "./workspace"          # where the files/shell tools work
+        requires_approval = ["write_file"]  # calls waiting for approval: these tools and "shell"
+                                            # (true: every tool; false: none, not even "shell")
 
     Raises:
         ConfigurationError: the file is unreadable, not TOML, or an agent entry is invalid.
@@ -145,7 +193,7 @@ def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
     for name, spec in table.items():
         if not isinstance(spec, dict):
             raise ConfigurationError(f"{path}: agents.{name} must be a table")
-        unknown = set(spec) - {"model", "system_prompt", "description", "tools", "root"}
+        unknown = set(spec) - {"model", "system_prompt", "description", "tools", "root", "requires_approval"}
         if unknown:
             raise ConfigurationError(f"{path}: agents.{name}: unknown keys {sorted(unknown)}")
         out.append(
@@ -155,6 +203,7 @@ def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
                 system_prompt=spec.get("system_prompt"),
                 description=str(spec.get("description", "")),
                 tools=_builtin_tools(spec.get("tools", []), spec.get("root"), f"{path}: agents.{name}"),
+                requires_approval=spec.get("requires_approval"),
             )
         )
     return out
@@ -169,8 +218,10 @@ def _builtin_tools(names: Any, root: Any, where: str) -> list[Any]:
     for n in names:
         if n == "files":
             tools.extend(files_tools(root))
-        elif n == "shell":
-            tools.extend(shell_tools(root))
+        elif n == "shell":  # commands run on the server: they wait for approval by default
+            from ..agentic.toolsets.approval import mark_requires_approval
+
+            tools.extend(mark_requires_approval(t) for t in shell_tools(root))
         else:
             raise ConfigurationError(f"{where}: unknown tool set {n!r} (known: files, shell)")
     return tools

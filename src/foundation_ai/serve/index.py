@@ -1,7 +1,8 @@
 """``SessionIndex``: who owns which session, and which Responses id continues which session.
 
 An SQLite file next to the session store (tables ``sessions(session_id, owner, agent, title,
-created, updated)`` and ``responses(response_id, session_id)``). The session store keeps the
+created, updated, waiting)`` and ``responses(response_id, session_id)``; ``waiting``: how many
+tool calls of the session wait for approval). The session store keeps the
 records; the index keeps what the HTTP layer needs to keep keys apart.
 """
 
@@ -35,6 +36,9 @@ class SessionIndex:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # a commit survives a process crash (WAL)
         self._db.executescript(_SCHEMA)
+        cols = [r[1] for r in self._db.execute("PRAGMA table_info(sessions)")]
+        if "waiting" not in cols:  # an index file written before approvals existed
+            self._db.execute("ALTER TABLE sessions ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0")
         self._lock = threading.Lock()
 
     def add(self, session_id: str, owner: str, agent: str, title: str) -> None:
@@ -42,7 +46,8 @@ class SessionIndex:
         now = time.time()
         with self._lock:
             self._db.execute(
-                "INSERT OR IGNORE INTO sessions VALUES (?,?,?,?,?,?)",
+                "INSERT OR IGNORE INTO sessions(session_id, owner, agent, title, created, updated) "
+                "VALUES (?,?,?,?,?,?)",
                 (session_id, owner, agent, title[:120], now, now),
             )
 
@@ -51,22 +56,29 @@ class SessionIndex:
         with self._lock:
             self._db.execute("UPDATE sessions SET updated=? WHERE session_id=?", (time.time(), session_id))
 
+    def set_waiting(self, session_id: str, count: int) -> None:
+        """Record how many tool calls of the session wait for approval (0: none)."""
+        with self._lock:
+            self._db.execute("UPDATE sessions SET waiting=? WHERE session_id=?", (count, session_id))
+
     def set_title(self, session_id: str, title: str) -> None:
         """Set the session's title (shown in session lists)."""
         with self._lock:
             self._db.execute("UPDATE sessions SET title=? WHERE session_id=?", (title[:120], session_id))
 
     def get(self, session_id: str) -> dict[str, Any] | None:
-        """``{"id", "owner", "agent", "title", "created", "updated"}`` or ``None``."""
+        """``{"id", "owner", "agent", "title", "created", "updated", "waiting"}`` or ``None``."""
         with self._lock:
-            row = self._db.execute("SELECT * FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+            row = self._db.execute(
+                f"SELECT {_COLS} FROM sessions WHERE session_id=?", (session_id,)
+            ).fetchone()
         return _row(row) if row else None
 
     def list(self, owner: str, limit: int = 100) -> list[dict[str, Any]]:
         """The owner's sessions, most recently used first."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT * FROM sessions WHERE owner=? ORDER BY updated DESC LIMIT ?", (owner, limit)
+                f"SELECT {_COLS} FROM sessions WHERE owner=? ORDER BY updated DESC LIMIT ?", (owner, limit)
             ).fetchall()
         return [_row(r) for r in rows]
 
@@ -89,5 +101,16 @@ class SessionIndex:
             self._db.close()
 
 
+_COLS = "session_id, owner, agent, title, created, updated, waiting"
+
+
 def _row(r: Any) -> dict[str, Any]:
-    return {"id": r[0], "owner": r[1], "agent": r[2], "title": r[3], "created": r[4], "updated": r[5]}
+    return {
+        "id": r[0],
+        "owner": r[1],
+        "agent": r[2],
+        "title": r[3],
+        "created": r[4],
+        "updated": r[5],
+        "waiting": r[6],
+    }

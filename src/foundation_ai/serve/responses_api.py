@@ -6,7 +6,10 @@ Each text output of the turn is a ``message`` item, each thinking output a ``rea
 (``response.reasoning_text.delta``). Tools run on the server, so their calls are not
 ``function_call`` items (a client would try to run them): the stream carries them as
 ``foundation_ai.tool_call`` / ``foundation_ai.tool_result`` events, which clients that do not
-know them skip. ``previous_response_id`` continues the session of that response; a turn that
+know them skip. A turn that pauses for approval sends ``foundation_ai.awaiting_approval``
+(``{"session_id", "calls"}``) and the stream waits for the decisions, then goes on; without
+``stream`` the response returns at the pause (``incomplete``, reason ``awaiting_approval``).
+``previous_response_id`` continues the session of that response; a turn that
 was aborted or hit a limit ends ``incomplete``, a failed one ``response.failed``.
 """
 
@@ -25,6 +28,7 @@ from ..agentic import TurnEvent
 from ..agentic.events import TurnOutcome, TurnSummary
 from ..ids import new_scru128
 from ..types import to_json
+from .approvals import call_json
 from .convert import responses_input, sampling
 from .errors import ApiError
 from .http import owner_of, read_json, sse, state_of
@@ -244,8 +248,16 @@ async def _stream(live: LiveTurn, b: _Builder) -> AsyncIterator[str]:
     try:
         yield b.ev("response.created", response=b.response("in_progress"))
         yield b.ev("response.in_progress", response=b.response("in_progress"))
-        async for ev in live.follow():
-            if isinstance(ev, TurnEvent.Text):
+        i = -1
+        async for ev in live.follow(through_pauses=True):
+            i += 1
+            asked = live.asked.get(i)
+            if asked is not None:  # paused for approval: the stream waits for the decisions
+                for s in b.close():
+                    yield s
+                calls = [call_json(c) for c in asked]
+                yield b.ev("foundation_ai.awaiting_approval", session_id=live.session_id, calls=calls)
+            elif isinstance(ev, TurnEvent.Text):
                 for s in b.piece("text", ev.message_id, ev.text):
                     yield s
             elif isinstance(ev, TurnEvent.Thinking):

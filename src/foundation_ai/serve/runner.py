@@ -48,6 +48,7 @@ class ServerThread:
         self._sock.bind((host, port))
         self.host = host
         self.port: int = self._sock.getsockname()[1]
+        self.app = app
         opts = {"log_level": "warning", "lifespan": "on", **uvicorn_options}
         self.server = uvicorn.Server(uvicorn.Config(app, **opts))
         self._thread = threading.Thread(
@@ -76,7 +77,11 @@ class ServerThread:
         return self._thread.is_alive()
 
     def stop(self) -> None:
-        """Ask uvicorn to exit and wait for the thread."""
+        """Ask uvicorn to exit and wait for the thread. An app with a thread-safe
+        ``app.state.before_stop()`` (``create_app``'s ends its open streams) is told first."""
+        hook = getattr(getattr(self.app, "state", None), "before_stop", None)
+        if callable(hook):
+            hook()
         self.server.should_exit = True
         self._thread.join(timeout=30)
         self._sock.close()

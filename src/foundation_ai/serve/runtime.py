@@ -18,8 +18,10 @@ from typing import Any
 import msgspec
 
 from ..agentic import AgentSession, SqliteSessionStore, TurnEvent
+from ..agentic.errors import ApprovalPendingError
+from ..agentic.events import TurnOutcome, TurnStream
 from ..ids import new_scru128
-from ..types import Messages, ModelParams, SessionRecord, TextContent
+from ..types import Messages, ModelParams, SessionRecord, TextContent, ToolCall
 from .config import Agent, ServeConfig
 from .errors import ApiError
 from .index import SessionIndex
@@ -39,7 +41,9 @@ class LiveTurn:
         turn: the finished ``Turn`` (``None`` while running, or when the loop crashed).
     """
 
-    def __init__(self, session: AgentSession, owner: str, prompts: list[Messages]) -> None:
+    def __init__(
+        self, session: AgentSession, owner: str, prompts: list[Messages], stream: TurnStream | None = None
+    ) -> None:
         self.id = new_scru128()
         self.session = session
         self.session_id = session.session_id
@@ -50,22 +54,33 @@ class LiveTurn:
         self.turn: Any = None
         self._tick = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
-        self._stream = session.arun_turn_stream(prompts)  # checks the prompt now (TypeError, ValueError)
+        self.closed = False
+        self.asked: dict[int, list[ToolCall]] = {}
+        """``{index of a Done event: the tool calls that turn paused on}``, per pause."""
+        # checks the prompt now (TypeError, ValueError, ApprovalPendingError)
+        self._stream = stream if stream is not None else session.arun_turn_stream(prompts)
 
     def _notify(self) -> None:
         self._tick.set()
         self._tick = asyncio.Event()
 
     async def run(self) -> None:
-        """Run the turn to its end, publishing each event."""
+        """Run the turn to its end, publishing each event. A ``Done`` with outcome
+        ``awaiting_approval`` is published only once the turn has fully ended (the session is
+        free), so a client that sees it can decide at once."""
         stream = self._stream
+        held: TurnEvent | None = None
         try:
             async for ev in stream.events():
+                if isinstance(ev, TurnEvent.Done) and ev.summary.outcome is TurnOutcome.AwaitingApproval:
+                    held = ev
+                    continue
                 self.events.append(ev)
                 self._notify()
         except Exception:  # the loop itself crashed: followers get a Failed event, clients no trace
+            held = None
             log.exception("turn %s of session %s crashed", self.id, self.session_id)
-            from ..agentic.events import TurnOutcome, TurnSummary
+            from ..agentic.events import TurnSummary
             from ..types import AgenticError, TokenSnapshot
 
             err = AgenticError(kind="internal", message="the turn failed inside the server")
@@ -75,17 +90,49 @@ class LiveTurn:
             self.events.append(TurnEvent.Failed(err, summary))
         finally:
             self.turn = stream.turn
+            if held is not None:
+                self.asked[len(self.events)] = self.session.pending_approvals()
+                self.events.append(held)
             self.done = True
             self._notify()
 
-    async def follow(self, start: int = 0) -> AsyncIterator[TurnEvent]:
-        """The events from index ``start`` on, waiting for new ones until the turn ends."""
+    @property
+    def paused(self) -> bool:
+        """True when the turn stopped for approval of tool calls (its last event is ``Done``
+        with outcome ``awaiting_approval``) and no continuation runs yet."""
+        last = self.events[-1] if self.events else None
+        return (
+            self.done
+            and isinstance(last, TurnEvent.Done)
+            and last.summary.outcome is TurnOutcome.AwaitingApproval
+        )
+
+    def resume(self, stream: TurnStream) -> None:
+        """Continue a paused turn with ``stream`` (the continuation after the approval
+        decisions): its events are appended to :attr:`events`, so followers see them."""
+        self._stream = stream
+        self.done = False
+        self.turn = None
+        self._notify()
+
+    def close(self) -> None:
+        """Wake followers waiting at a pause for good (the server shuts down)."""
+        self.closed = True
+        self._notify()
+
+    async def follow(self, start: int = 0, *, through_pauses: bool = False) -> AsyncIterator[TurnEvent]:
+        """The events from index ``start`` on, waiting for new ones until the turn ends.
+
+        A turn paused for approval ends the iteration after its ``Done`` event, unless
+        ``through_pauses``: then the iteration waits for the continuation (started by an
+        approval decision) and goes on with its events.
+        """
         i = start
         while True:
             while i < len(self.events):
                 yield self.events[i]
                 i += 1
-            if self.done:
+            if self.done and (self.closed or not (through_pauses and self.paused)):
                 return
             await self._tick.wait()
 
@@ -113,6 +160,8 @@ class SessionManager:
         self._sessions: dict[str, AgentSession] = {}
         self._turns: dict[str, LiveTurn] = {}
         self._running: dict[str, int] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The server's event loop (set when the app starts)."""
 
     # -- agents and sessions -------------------------------------------------------------------
 
@@ -141,6 +190,9 @@ class SessionManager:
             b = b.with_tools(*agent.tools)
         if agent.params is not None:
             b = b.with_params(agent.params)
+        gate = agent.can_use_tool()
+        if gate is not None:
+            b = b.with_can_use_tool(gate)
         return b
 
     async def new_session(
@@ -188,8 +240,8 @@ class SessionManager:
             return live
         agent = self.agent(meta["agent"])
         session: AgentSession = await asyncio.to_thread(lambda: self._builder(agent).resume(meta["id"]))
-        self._sessions[meta["id"]] = session
-        return session
+        # two requests may resume the same session at once: the first one stored wins
+        return self._sessions.setdefault(meta["id"], session)
 
     async def records(self, owner: str, session_id: Any) -> list[SessionRecord]:
         """The stored records of a session the key owns."""
@@ -226,10 +278,41 @@ class SessionManager:
                 type="rate_limit_error",
                 code="too_many_turns",
             )
-        live = LiveTurn(session, owner, prompts)
+        try:
+            live = LiveTurn(session, owner, prompts)
+        except ApprovalPendingError as exc:
+            raise ApiError(409, str(exc), code="approval_pending") from None
         self._turns[sid] = live
+        self._launch(owner, live)
+        return live
+
+    def continue_turn(self, owner: str, session: AgentSession, stream: TurnStream) -> LiveTurn:
+        """Run ``stream`` (a paused turn's continuation after approval decisions) in the
+        background: as more events of the session's paused :class:`LiveTurn` when this process
+        ran it (its followers go on), else as a new one. Not limited by ``max_turns_per_key``:
+        the decisions were already taken and the paused turn's records must be completed."""
+        sid = session.session_id
+        live = self._turns.get(sid)
+        if live is not None and live.paused and live.owner == owner:
+            live.resume(stream)
+        else:
+            live = LiveTurn(session, owner, [], stream)
+            self._turns[sid] = live
+        self._launch(owner, live)
+        return live
+
+    def _launch(self, owner: str, live: LiveTurn) -> None:
+        sid = live.session_id
         self._running[owner] = self._running.get(owner, 0) + 1
-        live.task = asyncio.get_running_loop().create_task(live.run(), name=f"turn-{live.id}")
+
+        async def run() -> None:
+            try:
+                await live.run()
+            finally:  # in the same step as the turn's end: before any follower hears of a pause
+                with contextlib.suppress(Exception):
+                    self.index.set_waiting(sid, len(live.session.pending_approvals()) if live.paused else 0)
+
+        live.task = asyncio.get_running_loop().create_task(run(), name=f"turn-{live.id}")
 
         def ended(_: Any) -> None:
             self._running[owner] -= 1
@@ -239,12 +322,26 @@ class SessionManager:
                 self.index.touch(sid)
 
         live.task.add_done_callback(ended)
-        return live
+
+    def stop_threadsafe(self) -> None:
+        """From any thread, before the server stops accepting: abort running turns and end
+        the streams waiting at a pause for approval, so that open streams finish (the server
+        waits for them before it stops)."""
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._stop_streams)
+
+    def _stop_streams(self) -> None:
+        for t in self._turns.values():
+            t.close()
+            if not t.done:
+                t.abort()
 
     async def shutdown(self) -> None:
         """Abort running turns and wait for them (their records are persisted)."""
         tasks = []
         for t in self._turns.values():
+            t.close()
             if not t.done and t.task is not None:
                 t.abort()
                 tasks.append(t.task)

@@ -11,6 +11,11 @@ sessions; another key's session answers 404 exactly like a missing one.
   ``N``) until the turn ends, then ``event: end``.
 - ``POST /v1/sessions/{id}/steer`` ``{"text"}``: steer the running turn (or queue for the next).
 - ``POST /v1/sessions/{id}/abort``: abort the running turn.
+- ``GET /v1/sessions/{id}/approvals``, ``POST /v1/sessions/{id}/approvals/{call_id}``: tool
+  calls waiting for approval, and the decisions (``approvals.py``). A turn that pauses for
+  approval ends its event stream with ``done`` (outcome ``awaiting_approval``), then
+  ``event: awaiting_approval`` (``{"session_id", "next", "calls"}``), then ``end``; the
+  continuation's events follow from index ``next``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..types import Messages, to_json
+from .approvals import call_json
+from .approvals import routes as approval_routes
 from .errors import ApiError
 from .http import owner_of, read_json, state_of
 from .runtime import LiveTurn, title_of
@@ -38,6 +45,7 @@ def _public(mgr: Any, meta: dict[str, Any]) -> dict[str, Any]:
         "created": meta["created"],
         "updated": meta["updated"],
         "running": mgr.running(meta["id"]),
+        "awaiting_approval": bool(meta.get("waiting")) and not mgr.running(meta["id"]),
     }
 
 
@@ -100,7 +108,11 @@ async def _follow(live: LiveTurn, start: int) -> AsyncIterator[bytes]:
     async for ev in live.follow(start):
         kind = str(type(ev).__struct_config__.tag)  # the TurnEvent's JSON "type": text, tool_call, ...
         yield b"event: " + kind.encode() + b"\nid: " + str(i).encode() + b"\ndata: " + to_json(ev) + b"\n\n"
+        asked = live.asked.get(i)
         i += 1
+        if asked is not None:  # the turn paused for approval: say which calls wait
+            data = {"session_id": live.session_id, "next": i, "calls": [call_json(c) for c in asked]}
+            yield b"event: awaiting_approval\ndata: " + to_json(data) + b"\n\n"
     yield b"event: end\ndata: {}\n\n"
 
 
@@ -157,4 +169,5 @@ def routes() -> list[Any]:
         Route("/v1/sessions/{sid}/events", follow_events, methods=["GET"]),
         Route("/v1/sessions/{sid}/steer", steer, methods=["POST"]),
         Route("/v1/sessions/{sid}/abort", abort, methods=["POST"]),
+        *approval_routes(),
     ]

@@ -14,9 +14,13 @@ I/O off the event loop (a store may provide its own ``aappend`` … methods).
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
@@ -32,6 +36,8 @@ __all__ = [
     "asession_meta",
     "conversation_of",
     "meta_delta",
+    "paused_gc",
+    "public_base_url",
     "takes_header",
     "title_of",
 ]
@@ -48,14 +54,19 @@ class SessionHeader(msgspec.Struct, frozen=True, kw_only=True):
             ``"llamacpp:SmolLM2-135M"``; ``provider:name``), or ``None``.
         system_prompt: the system prompt, or ``None``.
         tools: the function names of the session's tools, in registration order.
+        base_url: the server the model is reached at when it is not the provider's own host
+            (``"http://127.0.0.1:8080/v1"``), without user name, password, query or fragment
+            (:func:`public_base_url`), so a resumed session talks to the same server; ``None``
+            for the provider's own host or an in-process model.
     """
 
     model: str | None = None
     system_prompt: str | None = None
     tools: tuple[str, ...] = ()
+    base_url: str | None = None
 
 
-class SessionMeta(msgspec.Struct, frozen=True):
+class SessionMeta(msgspec.Struct, frozen=True, gc=False):
     """One session's metadata row, as ``list_sessions`` and ``session_meta`` return it.
 
     Attributes:
@@ -65,10 +76,13 @@ class SessionMeta(msgspec.Struct, frozen=True):
         message_count: ``Conversation`` records stored (a message each; a ``Retracted`` record
             does not lower it).
         title: the first line of the first user text (at most 80 characters), or ``None``.
-        model, system_prompt, tools: the latest :class:`SessionHeader` stored (``None`` / ``()``
-            when the writer gave none, e.g. sessions written before metadata existed).
+        model, system_prompt, tools, base_url: the latest :class:`SessionHeader` stored
+            (``None`` / ``()`` when the writer gave none, e.g. sessions written before metadata
+            existed).
 
-    Fields are also positional, in this order.
+    Fields are also positional, in this order. Instances are not tracked by Python's cyclic
+    garbage collector (they hold only strings, numbers and a tuple of strings), so listing
+    10,000 sessions adds no collector work.
     """
 
     session_id: str
@@ -79,6 +93,24 @@ class SessionMeta(msgspec.Struct, frozen=True):
     model: str | None = None
     system_prompt: str | None = None
     tools: tuple[str, ...] = ()
+    base_url: str | None = None
+
+
+def public_base_url(url: str | None) -> str | None:
+    """``url`` without what may be secret: the user name and password, the query and the
+    fragment (``"https://u:pw@host:8443/v1?key=k"`` -> ``"https://host:8443/v1"``); ``None``
+    for ``None``, an empty text or a text that is not an absolute URL."""
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url.strip())
+        _ = parts.port
+    except ValueError:
+        return None
+    host = parts.netloc.rpartition("@")[2]
+    if not parts.scheme or not host:
+        return None
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 @runtime_checkable
@@ -128,6 +160,35 @@ def meta_delta(records: Sequence[SessionRecord]) -> tuple[int, str | None]:
     """(messages added, title) for a batch being appended."""
     count = sum(1 for r in records if type(r) is SessionRecord.Conversation)
     return count, title_of(records)
+
+
+_gc_lock = threading.Lock()
+_gc_pausers = 0
+_gc_resume = False
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a bulk result is decoded (thousands of new
+    small objects would otherwise trigger collections that walk the whole heap, several times per
+    decode); the collector is re-enabled on exit, from any thread, only when it was enabled before
+    the first of overlapping pauses (a caller's own ``gc.disable()`` is kept). Reference counting
+    still frees everything as usual. Use it around CPU work only, never around I/O waits.
+    See https://docs.python.org/3/library/gc.html#gc.disable.
+    """
+    global _gc_pausers, _gc_resume
+    with _gc_lock:
+        if _gc_pausers == 0:
+            _gc_resume = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_resume:
+                gc.enable()
 
 
 def takes_header(store: Any) -> bool:

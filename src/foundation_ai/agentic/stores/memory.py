@@ -27,7 +27,8 @@ class InMemorySessionStore:
 
     def __init__(self) -> None:
         self._data: dict[str, list[SessionRecord]] = {}
-        # session id -> [created, updated, message_count, title, model, system_prompt, tools, write#]
+        # session id -> [created, updated, message_count, title, model, system_prompt, tools, write#,
+        # base_url]
         self._meta: dict[str, list[Any]] = {}
         self._writes = 0  # the write number breaks ties of ``updated`` when listing
         self._lock = threading.Lock()
@@ -50,7 +51,7 @@ class InMemorySessionStore:
         with self._lock:
             row = self._meta.get(session_id)
             if row is None:
-                row = self._meta[session_id] = [now, now, 0, None, None, None, (), 0]
+                row = self._meta[session_id] = [now, now, 0, None, None, None, (), 0, None]
             self._data.setdefault(session_id, []).extend(keep)
             row[1] = now
             row[2] += added
@@ -58,6 +59,7 @@ class InMemorySessionStore:
                 row[3] = title_of(keep)
             if header is not None:
                 row[4], row[5], row[6] = header.model, header.system_prompt, tuple(header.tools)
+                row[8] = header.base_url
             self._writes += 1
             row[7] = self._writes
 
@@ -107,4 +109,5 @@ class InMemorySessionStore:
 
 
 def _as_meta(session_id: str, row: list[Any]) -> SessionMeta:
-    return SessionMeta(session_id, *row[:7])
+    created, updated, count, title, model, system, tools, _, base_url = row
+    return SessionMeta(session_id, created, updated, count, title, model, system, tools, base_url)

@@ -11,7 +11,8 @@ open an empty database at once):
 
 - ``foundation_ai_sessions(session_id TEXT PRIMARY KEY, created, updated DOUBLE PRECISION,
   message_count INTEGER, title, model, system_prompt TEXT, tools JSONB, next_seq BIGINT,
-  write_no BIGINT, created_no BIGINT)``: one metadata row per session, indexed by ``updated``;
+  write_no BIGINT, created_no BIGINT, base_url TEXT)``: one metadata row per session, indexed by
+  ``updated`` (a table from before ``base_url`` gains the column when opened);
 - ``foundation_ai_records(session_id TEXT, seq BIGINT, kind TEXT, body BYTEA,
   PRIMARY KEY(session_id, seq))``: the body is the record in the foundation_ai JSON format.
 
@@ -47,7 +48,7 @@ from psycopg.types.json import Jsonb
 from ...errors import FoundationAIError
 from ...types import SessionRecord, from_json, to_json
 from ..errors import CorruptRecordError, SessionClosedError, StoreError
-from .base import SessionHeader, SessionMeta, meta_delta
+from .base import SessionHeader, SessionMeta, meta_delta, paused_gc
 
 __all__ = ["PostgresSessionStore", "libpq_url", "redact_url"]
 
@@ -69,6 +70,13 @@ _SCHEMA = (
     " session_id TEXT NOT NULL, seq BIGINT NOT NULL, kind TEXT NOT NULL, body BYTEA NOT NULL,"
     " PRIMARY KEY (session_id, seq))",
 )
+# columns added after the first release, added when missing (checked first: ALTER TABLE would
+# lock the table on every open)
+_ADDED_COLUMNS = {"base_url": "TEXT"}
+_HAVE_COLUMNS = (
+    "SELECT column_name FROM information_schema.columns"
+    " WHERE table_schema = current_schema() AND table_name = 'foundation_ai_sessions'"
+)
 _UPSERT = (
     "INSERT INTO foundation_ai_sessions AS s (session_id, created, updated, message_count, title,"
     " next_seq, write_no, created_no)"
@@ -80,30 +88,28 @@ _UPSERT = (
     " write_no = EXCLUDED.write_no"
     " RETURNING next_seq - %(n)s"
 )
-_HEADER = "UPDATE foundation_ai_sessions SET model = %s, system_prompt = %s, tools = %s WHERE session_id = %s"
+_HEADER = (
+    "UPDATE foundation_ai_sessions SET model = %s, system_prompt = %s, tools = %s, base_url = %s"
+    " WHERE session_id = %s"
+)
 _INSERT = (
     "INSERT INTO foundation_ai_records (session_id, seq, kind, body)"
     " SELECT %s, s, k, b FROM unnest(%s::bigint[], %s::text[], %s::bytea[]) AS t(s, k, b)"
 )
-_SELECT_META = (
-    "SELECT session_id, created, updated, message_count, title, model, system_prompt, tools"
-    " FROM foundation_ai_sessions"
-)
-# every row as one JSON document built by the server: one value to transfer and one msgspec decode
-# instead of 10,000 rows converted one by one
+# binary rows (psycopg's C loaders; no per-row JSONB parsing: the tool names come as text and
+# each distinct value is decoded once)
 _LIST_META = (
-    "SELECT COALESCE(json_agg(json_build_array(session_id, created, updated, message_count, title, model,"
-    " system_prompt, tools) ORDER BY updated DESC, write_no DESC), '[]')::text FROM (SELECT * FROM"
-    " foundation_ai_sessions ORDER BY updated DESC, write_no DESC LIMIT %s OFFSET %s) AS page"
+    "SELECT session_id, created, updated, message_count, title, model, system_prompt, tools::text,"
+    " base_url FROM foundation_ai_sessions ORDER BY updated DESC, write_no DESC LIMIT %s OFFSET %s"
 )
-# a session's bodies joined by the server (one value); the rows one by one only when one is bad
-_LOAD_ALL = (
-    "SELECT count(*), string_agg(body, '\\x2c'::bytea ORDER BY seq) FROM foundation_ai_records"
-    " WHERE session_id = %s"
+_ONE_META = (
+    "SELECT session_id, created, updated, message_count, title, model, system_prompt, tools::text,"
+    " base_url FROM foundation_ai_sessions WHERE session_id = %s"
 )
-_META_ROWS = msgspec.json.Decoder(
-    list[tuple[str, float, float, int, str | None, str | None, str | None, list[str] | None]]
-)
+# a session's bodies as binary rows, joined on the client into one JSON array decoded at once
+# (faster than string_agg on the server, which sorts and copies the whole text once more)
+_LOAD = "SELECT seq, body FROM foundation_ai_records WHERE session_id = %s ORDER BY seq"
+_tools_decoder = msgspec.json.Decoder(tuple[str, ...])
 _RETRYABLE_STATES = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300"}
 
 
@@ -195,15 +201,24 @@ class PostgresSessionStore:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 for stmt in _SCHEMA:
                     conn.execute(stmt)
+                have = {row[0] for row in conn.execute(_HAVE_COLUMNS).fetchall()}
+                for name, kind in _ADDED_COLUMNS.items():
+                    if name not in have:
+                        conn.execute(f"ALTER TABLE foundation_ai_sessions ADD COLUMN {name} {kind}")
         except psycopg.Error as exc:
             raise self._failure("create the tables of", exc) from None
 
-    def _read(self, action: str, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[Any]:
+    def _read(self, action: str, sql: str, params: Sequence[Any] = (), *, bulk: bool = False) -> list[Any]:
+        """Every row of ``sql``, in PostgreSQL's binary format; ``bulk``: many rows expected,
+        converted with the garbage collector paused (after the server answered)."""
         self._check_open()
         try:
-            with self._pool.connection() as conn, conn.cursor(binary=binary) as cur:
-                cur.execute(sql, params)
-                return cur.fetchall()
+            with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
+                cur.execute(sql, params)  # the whole result arrives here
+                if not bulk:
+                    return cur.fetchall()
+                with paused_gc():
+                    return cur.fetchall()
         except psycopg.Error as exc:
             raise self._failure(action, exc) from None
         except psycopg_pool.PoolClosed:
@@ -253,6 +268,7 @@ class PostgresSessionStore:
                             _text(header.model),
                             _text(header.system_prompt),
                             Jsonb([_text(t) for t in header.tools]),
+                            _text(header.base_url),
                             session_id,
                         ),
                     )
@@ -280,32 +296,30 @@ class PostgresSessionStore:
             StoreError: the read failed.
             SessionClosedError: the store was closed.
         """
-        ((count, joined),) = self._read("read a session from", _LOAD_ALL, (session_id,), binary=True)
-        if not count:
+        rows = self._read("read a session from", _LOAD, (session_id,), bulk=True)
+        if not rows:
             self.corrupt_records.pop(session_id, None)
             return []
-        try:  # fast path: every row at once
-            out: list[SessionRecord] = from_json(b"[" + bytes(joined) + b"]", list[SessionRecord])
-            if len(out) == count:
+        try:  # fast path: one decode of every record
+            with paused_gc():
+                out: list[SessionRecord] = from_json(
+                    b"[" + b",".join([body for _, body in rows]) + b"]", list[SessionRecord]
+                )
+            if len(out) == len(rows):
                 self.corrupt_records.pop(session_id, None)
                 return out
-        except (FoundationAIError, TypeError):
+        except FoundationAIError:  # a bad row: decode them one by one below
             pass
-        rows = self._read(
-            "read a session from",
-            "SELECT seq, body FROM foundation_ai_records WHERE session_id = %s ORDER BY seq",
-            (session_id,),
-            binary=True,
-        )
         out = []
         bad: list[int] = []
         detail = ""
-        for seq, body in rows:
-            try:
-                out.append(from_json(bytes(body), SessionRecord))
-            except (FoundationAIError, TypeError) as exc:
-                bad.append(int(seq))
-                detail = detail or str(exc)
+        with paused_gc():
+            for seq, body in rows:
+                try:
+                    out.append(from_json(bytes(body), SessionRecord))
+                except (FoundationAIError, TypeError) as exc:
+                    bad.append(int(seq))
+                    detail = detail or str(exc)
         if bad:
             self.corrupt_records[session_id] = bad
             if strict:
@@ -345,13 +359,14 @@ class PostgresSessionStore:
             StoreError: the read failed.
             SessionClosedError: the store was closed.
         """
-        ((doc,),) = self._read(
-            "list sessions of", _LIST_META, (None if limit is None else max(limit, 0), max(offset, 0))
+        rows = self._read(
+            "list sessions of",
+            _LIST_META,
+            (None if limit is None else max(limit, 0), max(offset, 0)),
+            bulk=True,
         )
-        return [
-            SessionMeta(sid, created, updated, count, title, model, system, tuple(tools or ()))
-            for sid, created, updated, count, title, model, system, tools in _META_ROWS.decode(doc)
-        ]
+        with paused_gc():
+            return _metas(rows)
 
     async def alist_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionMeta]:
         """:meth:`list_sessions` on a worker thread."""
@@ -364,8 +379,8 @@ class PostgresSessionStore:
             StoreError: the read failed.
             SessionClosedError: the store was closed.
         """
-        rows = self._read("read a session from", _SELECT_META + " WHERE session_id = %s", (session_id,))
-        return _meta(rows[0]) if rows else None
+        rows = self._read("read a session from", _ONE_META, (session_id,))
+        return _metas(rows)[0] if rows else None
 
     async def asession_meta(self, session_id: str) -> SessionMeta | None:
         """:meth:`session_meta` on a worker thread."""
@@ -387,9 +402,18 @@ def _text(value: str | None) -> str | None:
     return value.replace("\x00", "\ufffd")
 
 
-def _meta(row: Sequence[Any]) -> SessionMeta:
-    sid, created, updated, count, title, model, system, tools = row
-    names: tuple[str, ...] = ()
-    if isinstance(tools, list) and all(isinstance(t, str) for t in tools):
-        names = tuple(tools)
-    return SessionMeta(sid, created, updated, count, title, model, system, names)
+def _metas(rows: list[Any]) -> list[SessionMeta]:
+    """Metadata rows as ``SessionMeta`` (each distinct ``tools`` text decoded once; anything but
+    a JSON array of strings reads as no tools)."""
+    tools: dict[Any, tuple[str, ...]] = {None: ()}
+    out = []
+    for sid, created, updated, count, title, model, system, names, base_url in rows:
+        found = tools.get(names)
+        if found is None:
+            try:
+                found = _tools_decoder.decode(names)
+            except (msgspec.DecodeError, TypeError):
+                found = ()
+            tools[names] = found
+        out.append(SessionMeta(sid, created, updated, count, title, model, system, found, base_url))
+    return out

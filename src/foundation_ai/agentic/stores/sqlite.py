@@ -1,11 +1,11 @@
 """``SqliteSessionStore``: records as JSON rows in an SQLite file (the default store).
 
-Schema (``PRAGMA user_version`` 2):
+Schema (``PRAGMA user_version`` 3):
 
 - ``records(session_id TEXT, seq INTEGER, kind TEXT, body BLOB, PRIMARY KEY(session_id, seq))``:
   the body is the record in the foundation_ai JSON format (``to_json``);
 - ``sessions(session_id TEXT PRIMARY KEY, created REAL, updated REAL, message_count INTEGER,
-  title TEXT, model TEXT, system_prompt TEXT, tools TEXT)``: one metadata row per session
+  title TEXT, model TEXT, system_prompt TEXT, tools TEXT, base_url TEXT)``: one metadata row per session
   (:class:`~foundation_ai.agentic.stores.SessionMeta`; ``tools`` a JSON array of names), written
   in the same transaction as each ``append`` and indexed by ``updated``, so listing sessions never
   reads a record. A file written before this table had these columns is migrated when opened
@@ -49,7 +49,7 @@ import msgspec
 from ...errors import FoundationAIError
 from ...types import SessionRecord, from_json, to_json
 from ..errors import CorruptRecordError, SessionClosedError, StoreError
-from .base import SessionHeader, SessionMeta, meta_delta, title_of
+from .base import SessionHeader, SessionMeta, meta_delta, paused_gc, title_of
 
 __all__ = ["HOME_ENV", "SqliteSessionStore", "default_store_path"]
 
@@ -61,7 +61,7 @@ HOME_ENV = "FOUNDATION_AI_HOME"
 """Environment variable naming the directory for foundation-ai's data (the default session
 store); when unset, the user data directory of ``platformdirs`` is used."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _META_COLUMNS = {
     "updated": "REAL",
@@ -70,9 +70,11 @@ _META_COLUMNS = {
     "model": "TEXT",
     "system_prompt": "TEXT",
     "tools": "TEXT",
+    "base_url": "TEXT",
 }
 _SELECT_META = (
-    "SELECT session_id, created, updated, message_count, title, model, system_prompt, tools FROM sessions"
+    "SELECT session_id, created, updated, message_count, title, model, system_prompt, tools, base_url"
+    " FROM sessions"
 )
 _UPSERT_META = (
     "INSERT INTO sessions(session_id, created, updated, message_count, title) VALUES (?, ?, ?, ?, ?) "
@@ -80,6 +82,12 @@ _UPSERT_META = (
     "message_count = message_count + excluded.message_count, title = COALESCE(title, excluded.title)"
 )
 _tools_decoder = msgspec.json.Decoder(tuple[str, ...])
+# a session's bodies joined by SQLite into one value (one row to fetch, one JSON array to decode),
+# with the seq numbers in the order they were joined, to check it
+_LOAD_JOINED = (
+    "SELECT count(*), min(seq), max(seq), group_concat(seq), CAST(group_concat(body, ',') AS BLOB)"
+    " FROM (SELECT seq, body FROM records WHERE session_id=? ORDER BY seq)"
+)
 
 
 def default_store_path() -> Path:
@@ -193,8 +201,8 @@ class SqliteSessionStore:
         for name in missing:
             c.execute(f"ALTER TABLE sessions ADD COLUMN {name} {_META_COLUMNS[name]}")
         c.execute("CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions(updated)")  # list_sessions order
-        if not missing:
-            return
+        if "updated" not in missing:
+            return  # version 2 had every column but base_url: nothing to compute
         # an older file: sessions known only by their records, then counts and titles
         now = time.time()
         c.execute(
@@ -236,11 +244,17 @@ class SqliteSessionStore:
             retryable=busy,
         )
 
-    def _read(self, action: str, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def _read(self, action: str, sql: str, params: Sequence[Any] = (), *, bulk: bool = False) -> list[Any]:
+        """Every row of ``sql``; ``bulk``: many rows expected, converted with the garbage
+        collector paused (:func:`~foundation_ai.agentic.stores.base.paused_gc`)."""
         with self._lock:
             self._check_open()
             try:
-                return self._conn.execute(sql, params).fetchall()
+                cur = self._conn.execute(sql, params)  # waits for a lock, if any, here
+                if not bulk:
+                    return cur.fetchall()
+                with paused_gc():
+                    return cur.fetchall()
             except sqlite3.Error as exc:
                 raise self._failure(action, exc) from None
 
@@ -291,11 +305,12 @@ class SqliteSessionStore:
                 c.execute(_UPSERT_META, (session_id, now, now, added, title))
                 if header is not None:
                     c.execute(
-                        "UPDATE sessions SET model=?, system_prompt=?, tools=? WHERE session_id=?",
+                        "UPDATE sessions SET model=?, system_prompt=?, tools=?, base_url=? WHERE session_id=?",
                         (
                             header.model,
                             header.system_prompt,
                             msgspec.json.encode(list(header.tools)),
+                            header.base_url,
                             session_id,
                         ),
                     )
@@ -329,27 +344,38 @@ class SqliteSessionStore:
             StoreError: the read failed.
             SessionClosedError: the store was closed.
         """
-        rows = self._read(
-            "read a session", "SELECT seq, body FROM records WHERE session_id=? ORDER BY seq", (session_id,)
-        )
-        try:  # fast path: every row at once
-            out: list[SessionRecord] = from_json(
-                b"[" + b",".join([body for _, body in rows]) + b"]", list[SessionRecord]
-            )
-            if len(out) == len(rows):
+        joined = self._read_joined(session_id)
+        if joined is not None:
+            count, data = joined
+            if not count:
                 self.corrupt_records.pop(session_id, None)
-                return out
-        except (FoundationAIError, TypeError):  # a bad row (or a TEXT body): decode one by one
-            pass
+                return []
+            try:  # fast path: one decode of every record
+                with paused_gc():
+                    out: list[SessionRecord] = from_json(data, list[SessionRecord])
+                if len(out) == count:
+                    self.corrupt_records.pop(session_id, None)
+                    return out
+            except FoundationAIError:  # a bad row: decode them one by one below
+                pass
+        rows = self._read(
+            "read a session",
+            "SELECT seq, body FROM records WHERE session_id=? ORDER BY seq",
+            (session_id,),
+            bulk=True,
+        )
         out = []
         bad: list[int] = []
         detail = ""
-        for seq, body in rows:
-            try:
-                out.append(from_json(body if isinstance(body, bytes | str) else bytes(body), SessionRecord))
-            except (FoundationAIError, TypeError) as exc:
-                bad.append(int(seq))
-                detail = detail or str(exc)
+        with paused_gc():
+            for seq, body in rows:
+                try:
+                    out.append(
+                        from_json(body if isinstance(body, bytes | str) else bytes(body), SessionRecord)
+                    )
+                except (FoundationAIError, TypeError) as exc:
+                    bad.append(int(seq))
+                    detail = detail or str(exc)
         if bad:
             self.corrupt_records[session_id] = bad
             if strict:
@@ -364,6 +390,31 @@ class SqliteSessionStore:
         else:
             self.corrupt_records.pop(session_id, None)
         return out
+
+    def _read_joined(self, session_id: str) -> tuple[int, bytes] | None:
+        """(row count, every body of the session joined into one JSON array) read by one SQL
+        statement, or ``None`` when that cannot be trusted: the rows did not arrive in ``seq``
+        order (``group_concat`` order is not guaranteed before SQLite 3.44, so it is checked
+        against the concatenated ``seq`` numbers) or the joined text is over SQLite's length
+        limit. The caller then reads the rows one by one."""
+        with self._lock:
+            self._check_open()
+            try:
+                row = self._conn.execute(_LOAD_JOINED, (session_id,)).fetchone()
+            except sqlite3.DataError:  # over SQLITE_MAX_LENGTH: "string or blob too big"
+                return None
+            except sqlite3.Error as exc:
+                if "too big" in str(exc):
+                    return None
+                raise self._failure("read a session", exc) from None
+        count, first, last, seqs, body = row
+        if not count:
+            return 0, b"[]"
+        if not (isinstance(first, int) and isinstance(last, int) and isinstance(body, bytes)):
+            return None  # a hand-edited table (seq not an integer)
+        if last - first + 1 != count or seqs != ",".join(map(str, range(first, last + 1))):
+            return None  # gaps (rows deleted by hand) or another order: read row by row
+        return count, b"".join((b"[", body, b"]"))
 
     async def aload(self, session_id: str) -> list[SessionRecord]:
         """:meth:`load` on the store's worker thread."""
@@ -391,8 +442,10 @@ class SqliteSessionStore:
             "list sessions",
             _SELECT_META + " ORDER BY updated DESC, rowid DESC LIMIT ? OFFSET ?",
             (-1 if limit is None else max(limit, 0), max(offset, 0)),
+            bulk=True,
         )
-        return _metas(rows)
+        with paused_gc():
+            return _metas(rows)
 
     async def alist_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionMeta]:
         """:meth:`list_sessions` on the store's worker thread."""
@@ -426,7 +479,7 @@ def _metas(rows: list[Any]) -> list[SessionMeta]:
     """Metadata rows as ``SessionMeta`` (the tool lists decoded once per distinct value)."""
     tools: dict[Any, tuple[str, ...]] = {None: (), "": ()}
     out = []
-    for sid, created, updated, count, title, model, system, names in rows:
+    for sid, created, updated, count, title, model, system, names, base_url in rows:
         found = tools.get(names)
         if found is None:
             try:
@@ -436,7 +489,15 @@ def _metas(rows: list[Any]) -> list[SessionMeta]:
             tools[names] = found
         out.append(
             SessionMeta(
-                sid, created, created if updated is None else updated, count, title, model, system, found
+                sid,
+                created,
+                created if updated is None else updated,
+                count,
+                title,
+                model,
+                system,
+                found,
+                base_url,
             )
         )
     return out

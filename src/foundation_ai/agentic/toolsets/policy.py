@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -118,7 +117,7 @@ class LoopTracker:
     must end: ``looped`` (the call repeated past the nudge) or ``failed`` (a ``"fail"`` error)."""
 
     def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
+        self.counts: dict[str, int] = {}  # a plain dict: a Counter costs 1 us to make
         self.looped: ToolCall | None = None
         self.failed: tuple[ToolCall, str] | None = None
 
@@ -165,8 +164,8 @@ class PolicyExecutor:
         limit = self.policy.loop_limit
         if limit is not None:
             key = call_key(call)
-            self.tracker.counts[key] += 1
-            n = self.tracker.counts[key]
+            counts = self.tracker.counts
+            counts[key] = n = counts.get(key, 0) + 1
             if n == limit:
                 return error_result(call, nudge_text(call, n))
             if n > limit:
@@ -184,6 +183,8 @@ class PolicyExecutor:
     async def execute(self, call: ToolCall, prepared: Any) -> ToolResultMessage:
         """Run ``call`` under the policy (through the ``run`` wrapper when given)."""
         if self._run is None:
+            if self.policy.plain:  # no retries, default errors: the registry runs it as is
+                return await self.registry.execute(call, prepared)
             return await self._execute(call, prepared)
         result = self._run(call, lambda: self._execute(call, prepared))
         if inspect.isawaitable(result):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...types import AgentProgress, SessionRecord, Stream, TextContent, ToolCall
 from ..events import TurnOutcome
 from ..ledger import price_usage
@@ -14,6 +16,9 @@ from .recover import after_error, after_interrupt, overflowed
 from .state import TurnState, fail
 
 __all__ = ["decide"]
+
+_NOTHING_LIVE: dict[str, Any] = {}
+"""``state.live`` between generations (shared, never written: a generation has its own)."""
 
 
 def decide(host: TurnHost, state: TurnState) -> Phase:
@@ -37,7 +42,7 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     """
     gen = state.generation
     assert gen is not None
-    state.live = {}  # from here on, every path persists or retracts the outputs before yielding
+    state.live = _NOTHING_LIVE  # from here on, every path persists or retracts the outputs before yielding
     host.ledger.record(price_usage(gen.usage, getattr(gen.model, "descriptor", None)))
     produced = list(gen.outputs.values())
     if gen.interrupted:
@@ -47,14 +52,18 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     out, emit = state.out, state.emit
     calls = [m.content for m in produced if isinstance(m.content, ToolCall)]
     if not calls:
-        refusal = next((r for m in reversed(produced) if (r := m.refusal()) is not None), None)
+        refusal = None
+        for m in reversed(produced):
+            refusal = m.refusal()
+            if refusal is not None:
+                break
         if refusal is not None:  # a typed outcome: one model call, the refusal kept
             persist(host, state, produced)
             state.outcome, state.refusal = TurnOutcome.Refused, refusal
             if emit:
                 out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
             return Phase.FOLLOW_UPS
-        text = "".join(m.content.content for m in produced if isinstance(m.content, TextContent))
+        text = "".join([m.content.content for m in produced if isinstance(m.content, TextContent)])
         spec = state.output_spec
         if spec is not None:
             verdict = check_output(spec, state, produced, text)

@@ -42,7 +42,7 @@ async def execute_tools(host: TurnHost, state: TurnState) -> Phase:
         state.tracker = LoopTracker()
     tracker: LoopTracker = state.tracker
     if not interrupted:
-        steering.wait_here(asyncio.current_task())
+        steering.waiting = asyncio.current_task()  # the task a steer or an abort interrupts
         try:
             executor = await _executor(host, state, tracker)
             if executor is None:
@@ -55,7 +55,7 @@ async def execute_tools(host: TurnHost, state: TurnState) -> Phase:
                 raise
             interrupted = True
         finally:
-            steering.wait_here(None)
+            steering.waiting = None
     state.decisions = {}
     done = [r for r in results if r is not None]
     if interrupted:
@@ -132,11 +132,13 @@ async def _executor(host: TurnHost, state: TurnState, tracker: LoopTracker) -> C
     hooks = host.hooks
     policy = hooks.policy if hooks.policy is not None else DEFAULT_POLICY
     run = None if hooks.steps is IN_PROCESS else hooks.steps.tool_call
-    needs_gate = (
-        hooks.gate is not None
-        or state.decisions
-        or any(requires_approval(host.registry, c) for c in state.calls)
-    )
+    needs_gate = hooks.gate is not None or bool(state.decisions)
+    if not needs_gate:
+        registry = host.registry
+        for c in state.calls:
+            if requires_approval(registry, c):
+                needs_gate = True
+                break
     denied: dict[int, str] = {}
     if needs_gate:
         decisions = await decide_calls(host, state)

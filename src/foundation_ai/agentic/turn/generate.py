@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -33,6 +33,7 @@ __all__ = ["Generation", "GenerationRecord", "generate"]
 
 
 _NO_USAGE = UsageReport()  # frozen: shared
+_NEXT, _SPREAD, _PENDING, _ERROR = Stream.Next, Stream.Spread, Stream.Pending, StopReason.Error
 
 
 class GenerationRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,7 +70,8 @@ class Generation:
         self.index = state.generations
         self.model = model
         self.interaction = interaction
-        self.params = params_for(host.params, state.output_spec, model)
+        spec = state.output_spec
+        self.params = host.params if spec is None else params_for(host.params, spec, model)
         """The session's params, with the turn's output type as ``output_format``."""
         self.outputs: dict[str, AssistantMessage] = {}
         self.error: AssistantMessage | None = None
@@ -108,21 +110,19 @@ class Generation:
         """Call the model and merge every chunk (snapshot or delta) into one message per output.
         Emits ``Generating`` (at 0 tokens, then when the output count grows), a
         ``Conversation`` snapshot per chunk and ``ToolCallRequested`` per new call (streaming
-        only). Stops early, ``interrupted``, when steered or aborted; a raised exception or a
-        ``ModelState.Error`` becomes ``error``."""
-        steering, emit, model, outputs = self.host.steering, self.emit, self.model, self.outputs
+        only; otherwise it is :meth:`run` and yields nothing). Stops early, ``interrupted``,
+        when steered or aborted; a raised exception or a ``ModelState.Error`` becomes ``error``."""
+        if not self.emit:
+            await self.run()
+            return
+        steering, model, outputs = self.host.steering, self.model, self.outputs
         name = model.descriptor.name
-        mode: Literal["snapshot", "delta"] = (
-            "delta" if getattr(model, "chunk_mode", "snapshot") == "delta" else "snapshot"
-        )
+        snapshot = getattr(model, "chunk_mode", "snapshot") != "delta"
         reported = 0  # Generating is emitted once at 0, then only when the count grows
-        if emit:
-            yield Stream.Pending(AgentProgress.Generating(model=name, tokens_so_far=0))
-        # The task consuming the turn, which an interrupt cancels: it can only change across a
-        # yield (a consumer may pull each item from another task), so it is looked up once when
-        # nothing is yielded.
+        yield Stream.Pending(AgentProgress.Generating(model=name, tokens_so_far=0))
+        # The task consuming the turn, which an interrupt cancels: a consumer may pull each
+        # item from another task, so it is looked up before every await.
         current_task = asyncio.current_task
-        task = None if emit else current_task()
         agen = model.astream(self.interaction, self.params)
         anext_ = agen.__anext__
         try:
@@ -130,7 +130,7 @@ class Generation:
                 if steering.wanted:
                     self.interrupted = True
                     break
-                steering.waiting = current_task() if emit else task
+                steering.waiting = current_task()
                 try:
                     item = await anext_()
                 except StopAsyncIteration:
@@ -145,16 +145,16 @@ class Generation:
                     break
                 finally:
                     steering.waiting = None
-                if isinstance(item, Stream.Next):
+                if isinstance(item, _NEXT):
                     batch: tuple[Any, ...] = (item.value,)
-                elif isinstance(item, Stream.Spread):
+                elif isinstance(item, _SPREAD):
                     batch = tuple(item.value)
-                elif isinstance(item, Stream.Pending):
+                elif isinstance(item, _PENDING):
                     v = item.value
                     if isinstance(v, ModelState.Error):
                         if self.error is None:
                             self.error = self._failed(v.message)
-                    elif emit and getattr(v, "usage", None) is not None:
+                    elif getattr(v, "usage", None) is not None:
                         tokens = int(v.usage.output)
                         if tokens > reported:
                             reported = tokens
@@ -170,18 +170,82 @@ class Generation:
                         self.error = m
                         continue
                     prev = outputs.get(m.id)
-                    merged = merge_chunk(prev, m, mode)
+                    merged = m if snapshot or prev is None else merge_chunk(prev, m, "delta")
                     outputs[m.id] = merged
-                    if emit:
-                        yield Stream.Next(SessionRecord.Conversation(message=merged))
-                        if prev is None and isinstance(m.content, ToolCall):
-                            yield Stream.Pending(AgentProgress.ToolCallRequested(name=m.content.name))
+                    yield Stream.Next(SessionRecord.Conversation(message=merged))
+                    if prev is None and isinstance(m.content, ToolCall):
+                        yield Stream.Pending(AgentProgress.ToolCallRequested(name=m.content.name))
         finally:
             steering.waiting = None
             try:
                 await agen.aclose()
             except Exception:
                 pass
+
+    async def run(self) -> None:
+        """:meth:`stream` for a caller that takes no items (``emit`` False): the same result
+        (``outputs``, ``error``, ``usage``, ``interrupted``), without an async generator."""
+        steering, model, outputs = self.host.steering, self.model, self.outputs
+        snapshot = getattr(model, "chunk_mode", "snapshot") != "delta"
+        task = asyncio.current_task()  # nothing is yielded: the same task awaits every chunk
+        agen = model.astream(self.interaction, self.params)
+        anext_ = agen.__anext__
+        try:
+            while True:
+                if steering.wanted:
+                    self.interrupted = True
+                    break
+                steering.waiting = task
+                try:
+                    item = await anext_()
+                except StopAsyncIteration:
+                    break
+                except asyncio.CancelledError as exc:
+                    if steering.is_interrupt(exc):
+                        self.interrupted = True
+                        break
+                    raise
+                except Exception as exc:  # a backend that raised: treat as a provider error
+                    self.error = self._failed(f"{type(exc).__name__}: {exc}")
+                    break
+                finally:
+                    steering.waiting = None
+                if isinstance(item, _NEXT):
+                    m = item.value
+                    if not isinstance(m, AssistantMessage):
+                        continue
+                    self.usage = m.usage
+                    if isinstance(m.stop_reason, _ERROR):
+                        self.error = m
+                    elif snapshot:
+                        outputs[m.id] = m
+                    else:
+                        outputs[m.id] = merge_chunk(outputs.get(m.id), m, "delta")
+                elif isinstance(item, _SPREAD):
+                    for m in item.value:
+                        self._fold(m, snapshot)
+                elif (
+                    isinstance(item, _PENDING)
+                    and isinstance(item.value, ModelState.Error)
+                    and self.error is None
+                ):
+                    self.error = self._failed(item.value.message)
+        finally:
+            steering.waiting = None
+            try:
+                await agen.aclose()
+            except Exception:
+                pass
+
+    def _fold(self, m: Any, snapshot: bool) -> None:
+        if not isinstance(m, AssistantMessage):
+            return
+        self.usage = m.usage
+        if isinstance(m.stop_reason, _ERROR):
+            self.error = m
+            return
+        prev = self.outputs.get(m.id)
+        self.outputs[m.id] = m if snapshot or prev is None else merge_chunk(prev, m, "delta")
 
 
 def generate(host: TurnHost, state: TurnState) -> AsyncGenerator[Any, None]:

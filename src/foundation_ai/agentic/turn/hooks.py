@@ -111,7 +111,7 @@ class ContextRequest:
     state: TurnState
 
 
-ContextAssembler: TypeAlias = Callable[[ContextRequest], "ModelInteraction | Awaitable[ModelInteraction]"]
+ContextAssembler: TypeAlias = Callable[[ContextRequest], ModelInteraction | Awaitable[ModelInteraction]]
 """``assembler(request) -> ModelInteraction`` (or an awaitable of it): the request to send.
 Return ``request.interaction`` unchanged for the default behaviour, or a copy
 (``msgspec.structs.replace``) with other ``messages`` / ``system_prompt``. Called in the
@@ -155,7 +155,7 @@ class GateRequest:
     state: TurnState
 
 
-ToolGate: TypeAlias = Callable[[GateRequest], "GateDecision | Awaitable[GateDecision]"]
+ToolGate: TypeAlias = Callable[[GateRequest], GateDecision | Awaitable[GateDecision]]
 """``gate(request) -> Allow() | Deny(reason) | Ask(question)`` (or an awaitable of it). Called
 in the ``execute_tools`` phase for every call of a response, in order, before any runs; while
 it runs the turn can be steered or aborted."""

@@ -17,9 +17,9 @@ from .execute import execute_tools
 from .finish import close_abandoned, close_crashed, finish, release
 from .follow_ups import take_follow_ups
 from .generate import generate
-from .hooks import Phase, PhaseHooks
+from .hooks import IN_PROCESS, Phase, PhaseHooks
 from .host import TurnHost
-from .persist import flush, flush_blocking, store_failed
+from .persist import flush, flush_blocking, store_failed, write_now
 from .state import TurnState
 
 __all__ = ["run_turn"]
@@ -70,75 +70,63 @@ async def run_turn(
         out = state.out
         abandoned: BaseException | None = None
         try:
-            try:
-                open_(host, state)
-                down = bool(host.pending_records) and not await _stored(
-                    host, state
-                )  # records an earlier turn could not write
-                if out:
-                    for item in out:
-                        yield item
-                    out.clear()
-                if down:
-                    raise _StoreDown
-                paused = Phase.DRAIN_STEERING
-                if state.resuming:  # a turn paused for approval goes on with its calls
-                    paused = await tools(host, state)
-                else:
-                    prompt(host, state)
-                down = bool(host.pending_records) and not await _stored(host, state)
-                if out:
-                    for item in out:
-                        yield item
-                    out.clear()
-                if down:
-                    raise _StoreDown
-                while paused is not Phase.FINISH:
+            nxt = _OPEN
+            while True:  # one phase per pass, then what it queued is stored and what it emitted yielded
+                phase = nxt
+                if phase is _DRAIN:
                     nxt = drain(host, state)
-                    down = bool(host.pending_records) and not await _stored(host, state)
-                    if out:
-                        for item in out:
-                            yield item
-                        out.clear()
-                    if down:
-                        raise _StoreDown
-                    if nxt is Phase.ADMIT:
-                        nxt = admit_(host, state)
-                    if nxt is Phase.FINISH:
-                        break
-                    if await assemble(host, state) is Phase.FINISH:
-                        break
-                    stream = generate_(host, state)
-                    try:
-                        async for item in stream:
-                            yield item
-                    except BaseException:
-                        await stream.aclose()  # its cleanup runs now, not when it is collected
-                        raise
+                elif phase is _ADMIT:
+                    nxt = admit_(host, state)
+                elif phase is _ASSEMBLE:
+                    nxt = await assemble(host, state)
+                elif phase is _GENERATE:
+                    gen = state.generation
+                    if (
+                        watch is None
+                        and not state.emit
+                        and host.hooks.steps is IN_PROCESS
+                        and gen is not None
+                    ):
+                        await gen.run()  # nothing to stream: no async generator
+                    else:
+                        stream = generate_(host, state)
+                        try:
+                            async for item in stream:
+                                yield item
+                        except BaseException:
+                            await stream.aclose()  # its cleanup runs now, not when it is collected
+                            raise
+                    nxt = _DECIDE
+                elif phase is _DECIDE:
                     nxt = decide_(host, state)
-                    down = bool(host.pending_records) and not await _stored(host, state)
-                    if out:
-                        for item in out:
-                            yield item
-                        out.clear()
-                    if down:
-                        raise _StoreDown
-                    if nxt is Phase.DRAIN_STEERING:
-                        continue
-                    if nxt is Phase.FINISH:
-                        break
-                    nxt = await tools(host, state) if nxt is Phase.EXECUTE_TOOLS else follow(host, state)
-                    down = bool(host.pending_records) and not await _stored(host, state)
-                    if out:
-                        for item in out:
-                            yield item
-                        out.clear()
-                    if down:
-                        raise _StoreDown
-                    if nxt is Phase.FINISH:
-                        break
-            except _StoreDown:
-                pass  # the turn failed (kind "store"); it ends as any failed turn does
+                elif phase is _TOOLS:
+                    nxt = await tools(host, state)
+                elif phase is _FOLLOW:
+                    nxt = follow(host, state)
+                elif phase is _OPEN:
+                    open_(host, state)
+                    nxt = _TOOLS if state.resuming else _PROMPT  # a paused turn goes on with its calls
+                elif phase is _PROMPT:
+                    nxt = prompt(host, state)
+                else:
+                    break
+                # records an earlier turn could not write are written after ``open``
+                down = False
+                if host.pending_records:
+                    try:
+                        if getattr(host.store, "nonblocking", False):
+                            write_now(host)
+                        else:
+                            await flush(host)
+                    except StoreError as exc:
+                        _store_down(host, state, exc)
+                        down = True
+                if out:
+                    for item in out:
+                        yield item
+                    out.clear()
+                if down:
+                    break  # the turn failed (kind "store"); it ends as any failed turn does
             state.finished = True
         except (GeneratorExit, asyncio.CancelledError) as exc:
             abandoned = exc  # the consumer closed (or dropped) the stream, or the task was cancelled
@@ -167,20 +155,16 @@ async def run_turn(
             on_exit(False)
 
 
-class _StoreDown(Exception):
-    """The store could not be written: the turn stops here (``state`` says why)."""
+_OPEN, _PROMPT, _DRAIN, _ADMIT = Phase.OPEN, Phase.PROMPT, Phase.DRAIN_STEERING, Phase.ADMIT
+_ASSEMBLE, _GENERATE, _DECIDE = Phase.ASSEMBLE_CONTEXT, Phase.GENERATE, Phase.DECIDE
+_TOOLS, _FOLLOW = Phase.EXECUTE_TOOLS, Phase.FOLLOW_UPS
 
 
-async def _stored(host: TurnHost, state: TurnState) -> bool:
-    """Write what the phases queued (:func:`.persist.flush`). False when the store failed: the
-    turn is then marked failed (kind ``"store"``) and its open tool calls paired, queued too."""
-    try:
-        await flush(host)
-        return True
-    except StoreError as exc:
-        close_crashed(host, state)  # before the FailedAction: ``finish`` expects it last
-        store_failed(state, exc)
-        return False
+def _store_down(host: TurnHost, state: TurnState, exc: StoreError) -> None:
+    """The store failed (the records stay queued): the turn is marked failed (kind ``"store"``)
+    and its open tool calls paired, queued too."""
+    close_crashed(host, state)  # before the FailedAction: ``finish`` expects it last
+    store_failed(state, exc)
 
 
 def _failed_at_the_end(state: TurnState, exc: StoreError) -> None:

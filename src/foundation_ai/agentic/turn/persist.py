@@ -37,6 +37,7 @@ __all__ = [
     "persist_records",
     "persist_summary",
     "store_failed",
+    "write_now",
 ]
 
 log = logging.getLogger(__name__)
@@ -56,10 +57,7 @@ class Replay:
     summary: SessionRecord | None = None
 
 
-def _not_stored(host: TurnHost, msgs: Sequence[Messages]) -> Sequence[Messages]:
-    replay: Replay | None = getattr(host, "replay", None)
-    if replay is None or not replay.messages:
-        return msgs
+def _not_stored(replay: Replay, msgs: Sequence[Messages]) -> list[Messages]:
     fresh = []
     for m in msgs:
         if replay.messages.get(m.id) == m:
@@ -69,18 +67,21 @@ def _not_stored(host: TurnHost, msgs: Sequence[Messages]) -> Sequence[Messages]:
     return fresh
 
 
+_CONVERSATION = SessionRecord.Conversation
+
+
 def persist(host: TurnHost, state: TurnState, msgs: Sequence[Messages]) -> None:
     """Append ``msgs`` to the conversation and to ``state.records`` (as ``Conversation``), and
     queue them for the store (written by the driver's next :func:`flush`)."""
     if not msgs:
         return
-    recs = [SessionRecord.Conversation(message=m) for m in msgs]
+    recs = [_CONVERSATION(message=m) for m in msgs]
     host.messages.extend(msgs)
     state.records.extend(recs)
     state.persisted += len(msgs)
-    fresh = _not_stored(host, msgs)
-    if fresh is not msgs:
-        recs = [SessionRecord.Conversation(message=m) for m in fresh]
+    replay: Replay | None = getattr(host, "replay", None)
+    if replay is not None and replay.messages:
+        recs = [_CONVERSATION(message=m) for m in _not_stored(replay, msgs)]
     host.pending_records.extend(recs)
 
 
@@ -120,35 +121,48 @@ def persist_records(host: TurnHost, state: TurnState, records: Sequence[SessionR
 
 def _batch(host: TurnHost) -> tuple[list[SessionRecord], object]:
     header = host.session_header()
-    return list(host.pending_records), (
-        None if header is host.stored_header or header == host.stored_header else header
-    )
+    stored = host.stored_header
+    return host.pending_records.copy(), (None if header is stored or header == stored else header)
 
 
 def _written(host: TurnHost, count: int, header: object) -> None:
-    if count == len(host.pending_records):
-        host.pending_records.clear()
+    pending = host.pending_records
+    if count == len(pending):
+        pending.clear()
     else:
-        del host.pending_records[:count]
+        del pending[:count]
     if header is not None:
         host.stored_header = header  # type: ignore[assignment]
 
 
 async def flush(host: TurnHost) -> None:
     """Write every queued record (and the header when it changed) in one ``append``, off the
-    event loop. Nothing to write: returns at once.
+    event loop (a ``nonblocking`` store, e.g. the in-memory one: :func:`write_now`, no thread
+    hop). Nothing to write: returns at once.
 
     Raises:
         StoreError: the store failed; the records stay queued (nothing was written).
     """
     if not host.pending_records:
         return  # the header travels with records: a session is only stored once it has some
-    batch, header = _batch(host)
     store = host.store
-    if getattr(store, "nonblocking", False):  # e.g. the in-memory store: no thread hop
-        store.append(host.session_id, batch, header)  # type: ignore[arg-type]
-    else:
-        await aappend(store, host.session_id, batch, header)  # type: ignore[arg-type]
+    if getattr(store, "nonblocking", False):
+        write_now(host)
+        return
+    batch, header = _batch(host)
+    await aappend(store, host.session_id, batch, header)  # type: ignore[arg-type]
+    _written(host, len(batch), header)
+
+
+def write_now(host: TurnHost) -> None:
+    """:func:`flush` to a ``nonblocking`` store (its ``append`` never waits for I/O), called
+    on the event loop; queued records only (the caller checked ``host.pending_records``).
+
+    Raises:
+        StoreError: the store failed; the records stay queued (nothing was written).
+    """
+    batch, header = _batch(host)
+    host.store.append(host.session_id, batch, header)  # type: ignore[arg-type]
     _written(host, len(batch), header)
 
 

@@ -4,7 +4,7 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const state = { key: localStorage.getItem("fai-key") || "", session: null, running: false, agent: null };
+const state = { key: localStorage.getItem("fai-key") || "", session: null, running: false, agent: null, pending: new Set() };
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
@@ -77,6 +77,7 @@ const view = { texts: new Map(), panels: new Map(), done: new Set() };
 
 function resetView() {
   view.texts.clear(); view.panels.clear(); view.done.clear();
+  state.pending.clear();
   $("#log").replaceChildren();
 }
 
@@ -123,19 +124,81 @@ function toolCall(call, mid) {
   node.append(el("pre", "args", JSON.stringify(call.arguments ?? {}, null, 2)));
   const result = el("pre", "result", "running...");
   node.append(result);
+  node.dataset.callId = call.id;
   $("#log").append(node);
-  view.panels.set(call.id, result);
+  view.panels.set(call.id, { node, result });
   scrollDown();
 }
 
 function toolResult(res) {
-  const target = view.panels.get(res.tool_call_id);
+  const panel = view.panels.get(res.tool_call_id);
   const content = res.content && res.content.type === "text" ? res.content.content : "[" + (res.content && res.content.type) + "]";
   const text = res.error_detail ? "error: " + res.error_detail : content;
-  if (target) {
-    target.textContent = text;
-    if (res.error_detail) target.classList.add("error");
+  if (panel) {
+    panel.result.textContent = text;
+    if (res.error_detail) panel.result.classList.add("error");
+    const ask = panel.node.querySelector(".approval");
+    if (ask && ask.querySelector("button")) ask.remove();  // decided elsewhere: no buttons left
+    panel.node.classList.remove("pending");
+    state.pending.delete(res.tool_call_id);
   }
+}
+
+// ---- approvals --------------------------------------------------------------------------
+// A tool call waiting for a decision gets Approve / Deny buttons (and an optional reason) in its
+// panel; the last decision continues the turn, whose events are then followed in the page.
+function askApproval(sid, call) {
+  if (!view.panels.has(call.id)) toolCall(call);
+  const panel = view.panels.get(call.id);
+  if (panel.node.querySelector(".approval")) return;
+  state.pending.add(call.id);
+  panel.node.open = true;
+  panel.node.classList.add("pending");
+  panel.result.textContent = "waiting for your approval";
+  const box = el("div", "approval");
+  const reason = el("input", "reason");
+  reason.type = "text";
+  reason.placeholder = "reason (optional, sent to the model on deny)";
+  const yes = el("button", "approve", "Approve");
+  const no = el("button", "deny", "Deny");
+  yes.type = no.type = "button";
+  yes.addEventListener("click", () => decide(sid, call.id, "approve", box));
+  no.addEventListener("click", () => decide(sid, call.id, "deny", box, reason.value.trim()));
+  box.append(yes, no, reason);
+  panel.node.append(box);
+  setRunning(false);
+  status("A tool call is waiting for your approval.");
+  loadSessions();
+  scrollDown();
+}
+
+async function decide(sid, callId, decision, box, reason) {
+  for (const b of box.querySelectorAll("button, input")) b.disabled = true;
+  const body = { decision };
+  if (decision === "deny" && reason) body.reason = reason;
+  try {
+    const res = await (await api("POST", `/v1/sessions/${encodeURIComponent(sid)}/approvals/${encodeURIComponent(callId)}`, body)).json();
+    state.pending.delete(callId);
+    const panel = view.panels.get(callId);
+    box.replaceChildren(el("span", "decided " + decision, decision === "approve" ? "approved" : "denied"));
+    if (panel) panel.node.classList.remove("pending");
+    if (sid !== state.session) return;
+    if (res.continued) {
+      status("");
+      follow(sid, res.events_from);
+    } else {
+      setRunning(false);
+    }
+  } catch (e) {
+    for (const b of box.querySelectorAll("button, input")) b.disabled = false;
+    status(e.message);
+  }
+}
+
+async function loadApprovals(sid) {
+  const res = await (await api("GET", `/v1/sessions/${encodeURIComponent(sid)}/approvals`)).json();
+  if (sid !== state.session) return;
+  for (const call of res.data) askApproval(sid, call);
 }
 
 function retract(ids) {
@@ -176,7 +239,8 @@ function renderRecords(records) {
     } else if (r.type === "retracted") {
       retract(r.message_ids || []);
     } else if (r.type === "summary") {
-      usageLine({ usage: r.usage, outcome: "completed" });
+      const paused = (r.awaiting_approval || []).length > 0;
+      usageLine({ usage: r.usage, outcome: paused ? "awaiting_approval" : "completed" });
     }
   }
 }
@@ -189,13 +253,15 @@ function onEvent(kind, ev) {
   else if (kind === "retract") retract(ev.message_ids);
   else if (kind === "failed") { status("The turn failed: " + ev.error.message); usageLine(ev.summary); }
   else if (kind === "done") usageLine(ev.summary);
+  // a replayed turn may have been decided since: ask the server which calls still wait
+  else if (kind === "awaiting_approval") loadApprovals(ev.session_id).catch((e) => status(e.message));
 }
 
 // ---- following a turn -------------------------------------------------------------------
-async function follow(sid) {
+async function follow(sid, from) {
   setRunning(true);
   try {
-    const res = await api("GET", `/v1/sessions/${encodeURIComponent(sid)}/events`);
+    const res = await api("GET", `/v1/sessions/${encodeURIComponent(sid)}/events?from=${from || 0}`);
     const reader = res.body.getReader();
     const decoder = new TextDecoder();
     let buf = "";
@@ -227,7 +293,7 @@ async function follow(sid) {
 function setRunning(on) {
   state.running = on;
   $("#stop").disabled = !on;
-  $("#send").disabled = on;
+  $("#send").disabled = on || state.pending.size > 0;  // a new turn waits for the decisions
 }
 
 // ---- sessions ---------------------------------------------------------------------------
@@ -237,9 +303,10 @@ async function loadSessions() {
     const list = $("#sessions");
     list.replaceChildren();
     for (const s of data) {
-      const li = el("li", "session" + (s.id === state.session ? " active" : "") + (s.running ? " running" : ""), s.title || "(new chat)");
+      const li = el("li", "session" + (s.id === state.session ? " active" : "") + (s.running ? " running" : "") +
+        (s.awaiting_approval ? " waiting" : ""), s.title || "(new chat)");
       li.dataset.id = s.id;
-      li.title = s.id;
+      li.title = s.awaiting_approval ? s.id + " (a tool call waits for approval)" : s.id;
       li.addEventListener("click", () => openSession(s.id));
       list.append(li);
     }
@@ -258,6 +325,7 @@ async function openSession(sid) {
     renderRecords(s.records || []);
     setRunning(false);
     if (s.running) follow(sid);
+    else await loadApprovals(sid);
   } catch (e) { status(e.message); }
   loadSessions();
 }
@@ -266,6 +334,7 @@ async function send(ev) {
   ev.preventDefault();
   const text = $("#prompt").value;
   if (!text.trim() || state.running) return;
+  if (state.pending.size) { status("Approve or deny the waiting tool call first."); return; }
   status("");
   try {
     if (!state.session) {
