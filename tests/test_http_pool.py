@@ -45,9 +45,11 @@ class Server:
         events: list[bytes] | None = None,
         stall: bool = False,
         cookie: bool = False,
+        open_after_done: bool = False,
     ) -> None:
         self.hold_until = hold_until
         self.stall = stall
+        self.open_after_done = open_after_done
         self.cookie = cookie
         self.cookies_seen: list[bytes] = []
         self.events = events if events is not None else [_chunk("hi"), FINISH, b"data: [DONE]\n\n"]
@@ -99,6 +101,11 @@ class Server:
                     await asyncio.Event().wait()
                 await self.release.wait()
                 body = b"".join(self.events)
+                if self.open_after_done:  # every event, [DONE] included, but the body never ends
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+                    writer.write(b"transfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n" % (len(body), body))
+                    await writer.drain()
+                    await asyncio.Event().wait()
                 cookie = b"set-cookie: affinity=tenant-a; Path=/\r\n" if self.cookie else b""
                 writer.write(
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
@@ -195,6 +202,16 @@ async def test_a_stream_ended_by_done_leaves_its_connection_for_the_next_request
     assert _content(first) == TextContent("hi") and _content(second) == TextContent("hi")
     assert srv.requests == 2
     assert srv.connections == 1  # the second request reused the first one's connection
+
+
+async def test_a_server_keeping_the_body_open_after_done_still_gives_the_answer() -> None:
+    async with Server(open_after_done=True) as srv:
+        backend = openai_chat("m", base_url=srv.url)
+        async with asyncio.timeout(30):  # a guard against a hang, not a measurement
+            answer = await backend.agenerate(ModelInteraction(messages=[Messages.user("hi")]))
+        await backend.aclose()
+    assert _content(answer) == TextContent("hi")
+    assert srv.requests == 1
 
 
 async def test_aclose_closes_the_kept_alive_connections_and_the_backend_stays_usable() -> None:
