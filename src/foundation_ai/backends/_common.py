@@ -103,8 +103,15 @@ class HttpBackend(BaseModel):
         return f"{type(self).__name__}(model={self.descriptor.name!r}, options={self.options!r})"
 
     def close(self) -> None:
-        """Close the HTTP clients this backend created (a user-supplied client is left open)."""
+        """Close the HTTP clients this backend created (a user-supplied client is left open;
+        async clients are closed by :meth:`aclose`)."""
         self.options.close()
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients this backend created, the async ones of the running event
+        loop included, with their kept-alive connections (a user-supplied client is left
+        open). The backend stays usable: the next request opens new clients."""
+        await self.options.aclose()
 
 
 class SnapshotParser:

@@ -12,7 +12,12 @@ https://docs.anthropic.com/en/api/messages):
   both). A user's client is never bypassed: given only a sync client, the async functions run
   its blocking calls in worker threads; given only an async client, the sync functions drive it
   on a private event loop in a worker thread. Only with no client at all do the options open
-  their own connections.
+  their own connections: async requests go through a pool shared by every backend with the
+  same ``timeout`` and ``max_connections`` on the event loop (:func:`shared_pool`; at most
+  ``max_connections`` requests in flight, default 1,000, spread over httpx clients of
+  :data:`SHARD_CONNECTIONS` connections each, one TLS context for the process, no cookies
+  kept), so many sessions with a backend each still share a few kept-alive connections
+  (``docs/scaling.md``, "Many sessions in one process").
 - :func:`resolve_api_key` and :func:`redact` / :meth:`HttpOptions.redact`: the key from the
   argument or the environment; any text (error bodies, exception messages) scrubbed of every
   configured credential (the key, credential-like header values such as Azure's ``api-key``,
@@ -82,9 +87,11 @@ import random
 import re
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
+from http.cookiejar import CookieJar
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, urlsplit
 
@@ -108,6 +115,7 @@ from .base import _sync_iter
 __all__ = [
     "DEFAULT_DEADLINE",
     "DEFAULT_FIRST_BYTE_TIMEOUT",
+    "MAX_CONNECTIONS",
     "Endpoint",
     "HttpOptions",
     "HttpStreamError",
@@ -124,6 +132,8 @@ __all__ = [
     "resolve_endpoint",
     "retry_delay",
     "secret_forms",
+    "shared_pool",
+    "shared_ssl_context",
     "stream_events",
 ]
 
@@ -399,6 +409,13 @@ DEFAULT_DEADLINE = 900.0
 DEFAULT_FIRST_BYTE_TIMEOUT = 300.0
 """Seconds an attempt may wait for the response to start (status line and headers)."""
 
+MAX_CONNECTIONS = 1000
+"""Default of :attr:`HttpOptions.max_connections`: requests in flight at once per backend (the
+OpenAI Python SDK's default connection limit, https://github.com/openai/openai-python)."""
+
+SHARD_CONNECTIONS = 10
+"""Connections per ``httpx.AsyncClient`` of an :class:`_AsyncPool` (httpx's default limit)."""
+
 
 def _seconds(value: float | None, name: str) -> float | None:
     if value is None:
@@ -429,6 +446,13 @@ class HttpOptions:
         async_client / sync_client: user-supplied clients (used as given, never closed here).
         retry_base_delay: seconds of the first backoff step (doubles each retry, with jitter).
         max_retry_delay: the cap on any wait, including ``Retry-After``, in seconds.
+        max_connections: requests in flight at once through the pool of own async clients
+            (default :data:`MAX_CONNECTIONS`, 1,000; ``None``: no limit). That pool is shared,
+            per event loop, by every backend with the same ``timeout`` and ``max_connections``
+            (:func:`shared_pool`), so the limit holds for all of them together. More requests
+            wait, first come first served, for a free slot (the wait counts toward
+            ``first_byte_timeout``). The pool's clients keep no cookies. A user-supplied client
+            keeps its own limits.
     """
 
     __slots__ = (
@@ -440,6 +464,7 @@ class HttpOptions:
         "deadline",
         "first_byte_timeout",
         "headers",
+        "max_connections",
         "max_retries",
         "max_retry_delay",
         "retry_base_delay",
@@ -461,7 +486,15 @@ class HttpOptions:
         max_retry_delay: float = 60.0,
         deadline: float | None = DEFAULT_DEADLINE,
         first_byte_timeout: float | None = DEFAULT_FIRST_BYTE_TIMEOUT,
+        max_connections: int | None = MAX_CONNECTIONS,
     ) -> None:
+        if max_connections is not None and (
+            not isinstance(max_connections, int) or isinstance(max_connections, bool) or max_connections < 1
+        ):
+            raise ConfigurationError(
+                f"max_connections must be a positive integer or None, got {max_connections!r}"
+            )
+        self.max_connections = max_connections
         self.api_key = api_key
         self.deadline = _seconds(deadline, "deadline")
         self.first_byte_timeout = _seconds(first_byte_timeout, "first_byte_timeout")
@@ -476,7 +509,7 @@ class HttpOptions:
         self.retry_base_delay = retry_base_delay
         self.max_retry_delay = max_retry_delay
         self._own_sync: httpx.Client | None = None
-        self._own_async: dict[int, tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]] = {}
+        self._own_async: dict[int, tuple[asyncio.AbstractEventLoop, _AsyncPool]] = {}
 
     @classmethod
     def create(
@@ -494,6 +527,7 @@ class HttpOptions:
         max_retry_delay: float = 60.0,
         deadline: float | None = DEFAULT_DEADLINE,
         first_byte_timeout: float | None = DEFAULT_FIRST_BYTE_TIMEOUT,
+        max_connections: int | None = MAX_CONNECTIONS,
     ) -> HttpOptions:
         """Options with the key resolved (:func:`resolve_api_key`) and ``http_client`` sorted
         into its async / sync slot (a tuple may hold one of each).
@@ -528,6 +562,7 @@ class HttpOptions:
             max_retry_delay=max_retry_delay,
             deadline=deadline,
             first_byte_timeout=first_byte_timeout,
+            max_connections=max_connections,
         )
 
     def secrets(self) -> tuple[str, ...]:
@@ -552,14 +587,15 @@ class HttpOptions:
         if self.sync_client is not None:
             return self.sync_client
         if self._own_sync is None:
-            self._own_sync = httpx.Client(timeout=self.timeout)
+            self._own_sync = httpx.Client(timeout=self.timeout, verify=shared_ssl_context())
         return self._own_sync
 
-    def get_async_client(self) -> httpx.AsyncClient:
-        """The user's ``httpx.AsyncClient``, else one owned by these options for the running
-        event loop (an async client's pool is bound to the loop that used it)."""
-        if self.async_client is not None:
-            return self.async_client
+    def async_pool(self) -> _AsyncPool:
+        """The pool of ``httpx.AsyncClient`` objects these options send through on the running
+        event loop (an async client's connections are bound to the loop that opened them). The
+        pool is shared by every :class:`HttpOptions` with the same ``timeout`` and
+        ``max_connections`` on that loop (:func:`shared_pool`), so a thousand backend objects
+        (one per session) share one set of connections instead of keeping one each."""
         loop = asyncio.get_running_loop()
         found = self._own_async.get(id(loop))
         if found is not None and found[0] is loop:
@@ -567,16 +603,156 @@ class HttpOptions:
         for k, (lp, _c) in list(self._own_async.items()):
             if lp.is_closed():
                 del self._own_async[k]
-        client = httpx.AsyncClient(timeout=self.timeout)
-        self._own_async[id(loop)] = (loop, client)
-        return client
+        pool = shared_pool(loop, self.timeout, self.max_connections)
+        pool.users += 1
+        self._own_async[id(loop)] = (loop, pool)
+        return pool
+
+    def get_async_client(self) -> httpx.AsyncClient:
+        """The user's ``httpx.AsyncClient``, else the first client of :meth:`async_pool` (for
+        callers sending one request at a time; ``astream_events`` spreads requests over the
+        pool)."""
+        if self.async_client is not None:
+            return self.async_client
+        return self.async_pool().client(0)
 
     def close(self) -> None:
-        """Close the clients these options created (never the user's)."""
+        """Close the sync client these options created and forget their async clients (an
+        async client can only be closed on its event loop: :meth:`aclose`). A user's client
+        is never closed."""
         if self._own_sync is not None:
             self._own_sync.close()
             self._own_sync = None
         self._own_async.clear()
+
+    async def aclose(self) -> None:
+        """Let go of the pool of the running event loop; when no other options use it any
+        more, close its clients and their kept-alive connections. Then as :meth:`close`. A
+        user's client is never closed; the next request opens new clients."""
+        found = self._own_async.pop(id(asyncio.get_running_loop()), None)
+        if found is not None:
+            await found[1].leave()
+        self.close()
+
+
+_SSL_LOCK = threading.Lock()
+_SSL: list[ssl.SSLContext] = []
+
+
+def shared_ssl_context() -> ssl.SSLContext:
+    """The TLS context of every client the options create, built once per process by
+    ``httpx.create_ssl_context()`` (certifi's CA bundle, or ``SSL_CERT_FILE`` /
+    ``SSL_CERT_DIR`` as httpx reads them). Loading a CA bundle costs about 800 KB of memory,
+    so one context per client would cost that per backend object."""
+    if not _SSL:
+        with _SSL_LOCK:
+            if not _SSL:
+                _SSL.append(httpx.create_ssl_context())
+    return _SSL[0]
+
+
+class _AsyncPool:
+    """The own async clients of the :class:`HttpOptions` sharing one setting on one event
+    loop (:func:`shared_pool`): up to
+    ``max_connections`` requests in flight (the rest wait in an ``asyncio.Semaphore``, first
+    come first served), spread over ``httpx.AsyncClient`` objects of
+    :data:`SHARD_CONNECTIONS` connections each, created as the load grows. httpcore's pool
+    scans its connections on every request and release (and counts the idle ones once per
+    idle connection), so one client holding thousands of connections would cost
+    O(connections) to O(connections squared) per request; small shards keep that scan short."""
+
+    __slots__ = ("_busy", "_clients", "_gate", "_key", "_timeout", "users")
+
+    def __init__(self, timeout: Any, max_connections: int | None, key: Any = None) -> None:
+        self._timeout = timeout
+        self._clients: list[httpx.AsyncClient] = []
+        self._busy: list[int] = []
+        self._gate = asyncio.Semaphore(max_connections) if max_connections is not None else None
+        self._key = key
+        self.users = 0
+        """How many :class:`HttpOptions` send through this pool (see :meth:`leave`)."""
+
+    def client(self, i: int) -> httpx.AsyncClient:
+        """Shard ``i`` (created when ``i`` is the next index)."""
+        if i == len(self._clients):
+            limits = httpx.Limits(
+                max_connections=SHARD_CONNECTIONS, max_keepalive_connections=SHARD_CONNECTIONS
+            )
+            self._clients.append(
+                httpx.AsyncClient(
+                    timeout=self._timeout, limits=limits, verify=shared_ssl_context(), cookies=_NoCookies()
+                )
+            )
+            self._busy.append(0)
+        return self._clients[i]
+
+    async def acquire(self) -> int:
+        """Wait for a slot; the index of the shard to send through (release it with
+        :meth:`release`)."""
+        if self._gate is not None:
+            await self._gate.acquire()
+        busy = self._busy
+        i = 0
+        while i < len(busy) and busy[i] >= SHARD_CONNECTIONS:
+            i += 1
+        self.client(i)
+        busy[i] += 1
+        return i
+
+    def release(self, i: int) -> None:
+        """Give back the slot taken by :meth:`acquire`."""
+        self._busy[i] -= 1
+        if self._gate is not None:
+            self._gate.release()
+
+    async def aclose(self) -> None:
+        """Close every client (requests still in flight fail)."""
+        clients, self._clients, self._busy = self._clients, [], []
+        for c in clients:
+            await c.aclose()
+
+    async def leave(self) -> None:
+        """One user fewer; the last one out closes the clients and drops the pool from the
+        shared registry (the next request makes a new pool)."""
+        self.users -= 1
+        if self.users <= 0:
+            with _POOLS_LOCK:
+                if self._key is not None and _POOLS.get(self._key, (None, None))[1] is self:
+                    del _POOLS[self._key]
+            await self.aclose()
+
+
+class _NoCookies(CookieJar):
+    """A cookie jar that keeps nothing: the pools are shared between backends (maybe with
+    different keys), so a cookie one server response sets must not ride along on another
+    backend's requests. HTTP APIs of model providers need no cookies."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+    def set_cookie(self, cookie: Any) -> None:
+        return None
+
+
+_POOLS: dict[tuple[int, str, int | None], tuple[asyncio.AbstractEventLoop, _AsyncPool]] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def shared_pool(loop: asyncio.AbstractEventLoop, timeout: Any, max_connections: int | None) -> _AsyncPool:
+    """The pool of own async clients for ``loop`` with these settings, made on first use and
+    shared by every :class:`HttpOptions` asking with the same ones (pools of closed loops are
+    dropped here)."""
+    key = (id(loop), repr(timeout), max_connections)
+    with _POOLS_LOCK:
+        found = _POOLS.get(key)
+        if found is not None and found[0] is loop:
+            return found[1]
+        for k, (lp, _p) in list(_POOLS.items()):
+            if lp.is_closed():
+                del _POOLS[k]
+        pool = _AsyncPool(timeout, max_connections, key)
+        _POOLS[key] = (loop, pool)
+    return pool
 
 
 def join_url(base_url: str, path: str, *, version_prefix: str | None = None) -> str:
@@ -1034,17 +1210,34 @@ def _retry_wait(
 
 
 async def astream_events(
-    opts: HttpOptions, url: str, body: bytes | Mapping[str, Any], headers: Mapping[str, str]
+    opts: HttpOptions,
+    url: str,
+    body: bytes | Mapping[str, Any],
+    headers: Mapping[str, str],
+    *,
+    final: str | None = None,
 ) -> AsyncIterator[SseEvent]:
-    """Async :func:`stream_events`: same events, retries, deadlines and errors (every wait runs
-    under ``asyncio.timeout_at``). With only a user ``httpx.Client`` configured, the request
+    """Async :func:`stream_events`: same events, retries, deadlines and errors (the wait for
+    the response under ``asyncio.timeout_at``, the reads of the stream under one timer per
+    answer, :class:`_ReadDeadline`). With only a user ``httpx.Client`` configured, the request
     goes through that client, each blocking step in a worker thread (``asyncio.to_thread``),
-    never through a client of our own."""
+    never through a client of our own.
+
+    ``final``: the ``data`` of the stream's last event (``"[DONE]"`` for OpenAI Chat
+    Completions). When it arrives, the rest of the body (the HTTP chunked terminator) is read
+    before the event is yielded, for at most :data:`DRAIN_SECONDS`, so a caller that stops
+    there leaves a complete response and its connection goes back to the pool for the next
+    request (no new TCP and TLS handshake).
+
+    Without a user client, requests go through the options' own pool
+    (:meth:`HttpOptions.async_pool`): at most ``opts.max_connections`` in flight, the rest
+    waiting their turn."""
     if opts.async_client is None and opts.sync_client is not None:
         async for ev in _in_thread(stream_events(opts, url, body, headers)):
             yield ev
         return
-    client = opts.get_async_client()
+    pool = opts.async_pool() if opts.async_client is None else None
+    client = opts.async_client
     content = body if isinstance(body, bytes) else msgspec.json.encode(body)
     hdrs = _request_headers(opts, headers)
     clock = _Clock(opts)
@@ -1054,51 +1247,79 @@ async def astream_events(
         clock.new_attempt()
         started = yielded = False
         wait: float | None = None
-        request = client.build_request(
-            "POST", url, content=content, headers=hdrs, timeout=clock.httpx_timeout()
-        )
+        shard = -1
         try:
             try:
-                async with asyncio.timeout_at(clock.loop_due(loop, clock.first_due)):
-                    resp = await client.send(request, stream=True)
-            except TimeoutError:
-                clock.expire("first_byte" if clock.first_due < clock.end else "deadline")
-                raise _Expired from None
-            started = True
-            try:
-                end = clock.loop_due(loop, clock.end)
-                if resp.status_code >= 400:
-                    async with asyncio.timeout_at(end):
-                        raw = await resp.aread()
-                    err = _status_error(resp.status_code, raw, opts)
-                    wait = _retry_wait(err, attempt, resp.headers, clock, opts)
-                    if wait is None:
-                        raise err
-                else:
-                    if _is_json(resp):
+                try:
+                    async with asyncio.timeout_at(clock.loop_due(loop, clock.first_due)):
+                        if pool is not None:
+                            shard = await pool.acquire()
+                            client = pool.client(shard)
+                        assert client is not None
+                        request = client.build_request(
+                            "POST", url, content=content, headers=hdrs, timeout=clock.httpx_timeout()
+                        )
+                        resp = await client.send(request, stream=True)
+                except TimeoutError:
+                    clock.expire("first_byte" if clock.first_due < clock.end else "deadline")
+                    raise _Expired from None
+                started = True
+                try:
+                    end = clock.loop_due(loop, clock.end)
+                    if resp.status_code >= 400:
                         async with asyncio.timeout_at(end):
                             raw = await resp.aread()
-                        yield SseEvent("json", raw.decode("utf-8", "replace"))
-                        return
-                    _check_event_stream(resp, opts)
-                    events = EventSource(resp).aiter_sse()
-                    try:
-                        while True:
+                        err = _status_error(resp.status_code, raw, opts)
+                        wait = _retry_wait(err, attempt, resp.headers, clock, opts)
+                        if wait is None:
+                            raise err
+                    else:
+                        if _is_json(resp):
                             async with asyncio.timeout_at(end):
+                                raw = await resp.aread()
+                            yield SseEvent("json", raw.decode("utf-8", "replace"))
+                            return
+                        _check_event_stream(resp, opts)
+                        events = EventSource(resp).aiter_sse()
+                        guard = _ReadDeadline(loop, end)
+                        current_task = _task_getter(loop)
+                        try:
+                            while True:
+                                # one read under the stream's deadline timer (_ReadDeadline),
+                                # inlined: this runs once per event
+                                if guard.fired:
+                                    raise TimeoutError
+                                task = current_task()
+                                assert task is not None
+                                base = task.cancelling()
+                                guard.task = task
                                 try:
                                     sse = await anext(events)
                                 except StopAsyncIteration:
                                     break
-                            yielded = True
-                            yield SseEvent(sse.event, sse.data)
-                    finally:
-                        await _aclose_quietly(events)
-                    return
-            except TimeoutError:
-                clock.expire("deadline")
-                raise _Expired from None
+                                except asyncio.CancelledError:
+                                    if guard.cancelled and task.uncancel() <= base:
+                                        raise TimeoutError from None
+                                    raise
+                                finally:
+                                    guard.task = None
+                                if final is not None and sse.data == final:
+                                    await _drain(events, loop, end)
+                                yielded = True
+                                yield SseEvent(sse.event, sse.data)
+                        finally:
+                            guard.cancel()
+                            await _aclose_quietly(events)
+                        return
+                except TimeoutError:
+                    clock.expire("deadline")
+                    raise _Expired from None
+                finally:
+                    await resp.aclose()
             finally:
-                await resp.aclose()
+                if shard >= 0:
+                    assert pool is not None
+                    pool.release(shard)
         except HttpStreamError:
             raise
         except Exception as exc:
@@ -1112,6 +1333,66 @@ async def astream_events(
                 raise (clock.error() if clock.expired else _connect_error(exc, opts)) from None
         await asyncio.sleep(wait)
         attempt += 1
+
+
+DRAIN_SECONDS = 0.25
+"""Longest wait, after a stream's last event, for the rest of its body (see ``final``)."""
+
+
+async def _drain(events: AsyncIterator[Any], loop: asyncio.AbstractEventLoop, end: float | None) -> None:
+    """Read what is left of ``events`` for at most :data:`DRAIN_SECONDS` (never past ``end``,
+    loop time); anything read is dropped, any failure ignored (the connection is then closed
+    instead of reused)."""
+    due = loop.time() + DRAIN_SECONDS
+    if end is not None:
+        due = min(due, end)
+    try:
+        async with asyncio.timeout_at(due):
+            async for _ in events:
+                pass
+    except (TimeoutError, *_STREAM_ERRORS):
+        pass
+
+
+def _task_getter(loop: asyncio.AbstractEventLoop) -> Any:
+    """A no-argument function giving the task running on ``loop`` (called once per streamed
+    event). On Python 3.11 ``asyncio.current_task`` is Python code (about 0.5 microseconds);
+    its own lookup, ``asyncio.tasks._current_tasks.get(loop)``, is one C call. From 3.12 on
+    ``current_task`` is C code and is used as is."""
+    tasks = getattr(asyncio.tasks, "_current_tasks", None)
+    if sys.version_info < (3, 12) and isinstance(tasks, dict):
+        get = tasks.get
+        return lambda: get(loop)
+    return asyncio.current_task
+
+
+class _ReadDeadline:
+    """The deadline of the reads of one streamed answer: one timer for the whole stream
+    instead of one ``asyncio.timeout_at`` per event. The reader sets ``task`` while it awaits
+    the next event (and clears it after); at ``end`` (loop time) the timer cancels that task,
+    setting ``cancelled``, so the read raises ``CancelledError`` that the reader turns into
+    ``TimeoutError`` (as ``asyncio.timeout`` does, with ``Task.uncancel``). When it fires while
+    no read is waiting, it only sets ``fired`` and the next read raises ``TimeoutError`` at
+    once: the task is never cancelled while the caller handles an event."""
+
+    __slots__ = ("_handle", "cancelled", "fired", "task")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, end: float | None) -> None:
+        self.fired = False
+        self.cancelled = False
+        self.task: asyncio.Task[Any] | None = None
+        self._handle = loop.call_at(end, self._fire) if end is not None else None
+
+    def _fire(self) -> None:
+        self.fired = True
+        if self.task is not None:
+            self.cancelled = True
+            self.task.cancel()
+
+    def cancel(self) -> None:
+        """Stop the timer (the stream ended or was closed)."""
+        if self._handle is not None:
+            self._handle.cancel()
 
 
 async def _aclose_quietly(agen: Any) -> None:

@@ -314,11 +314,11 @@ class OpenAIChatModel(HttpBackend):
         p.timer.start()
         try:
             for ev in stream_events(self.options, self.url, body, self._headers()):
-                if p.done:
-                    continue  # read to the end (as the OpenAI SDK does): the connection is reused
                 out = p.feed(ev)
                 if out:
                     yield from out
+                if p.done:  # (the sync path does not wait for the rest: a server may hold it open)
+                    break
             yield from p.finish()
         except (HttpStreamError, WireError) as exc:
             yield from p.fail(self.options.redact(exc.detail))
@@ -333,9 +333,8 @@ class OpenAIChatModel(HttpBackend):
         yield Stream.Init()
         p.timer.start()
         try:
-            async for ev in astream_events(self.options, self.url, body, self._headers()):
-                if p.done:
-                    continue  # read to the end: a response closed early loses its connection
+            # after [DONE] the rest of the body is read (bounded) so the connection is reused
+            async for ev in astream_events(self.options, self.url, body, self._headers(), final="[DONE]"):
                 out = p.feed(ev)
                 if out:
                     for item in out:
@@ -1160,6 +1159,18 @@ class ChatStreamParser:
         return self._msg(ThinkingContent(visible(self.thinking)), self.thinking_id)
 
     def _delta(self, d: _Delta) -> list[ModelStream]:
+        content = d.content
+        if (
+            type(content) is str
+            and d.reasoning_content is None
+            and d.reasoning is None
+            and d.thinking is None
+            and d.reasoning_details is None
+            and d.extra_content is None
+            and d.refusal is None
+            and d.tool_calls is None
+        ):
+            return self._text_delta(content)  # the common chunk: text only
         items: list[ModelStream] = []
         reasoning = _reasoning_of(d)
         if reasoning and reasoning is d.reasoning_content:
@@ -1200,6 +1211,33 @@ class ChatStreamParser:
             for tc in d.tool_calls:
                 self._tool_fragment(tc)
         return items
+
+    def _text_delta(self, text: str) -> list[ModelStream]:
+        """:meth:`_delta` of a chunk holding only ``content`` text (same items, fewer checks:
+        this runs once per streamed token)."""
+        if not text:
+            return []
+        self.timer.first()
+        if self.last == "thinking" and self.text_id is not None:  # text again after reasoning
+            self.text, self.text_id = "", None
+        self.text = join(self.text, text)
+        if self.emulated_call:
+            return []
+        if self.text_id is None:
+            self.text_id = new_scru128()
+        self.last = "text"
+        return [
+            Stream.Next(
+                AssistantMessage(
+                    id=self.text_id,
+                    model=self.model_id,
+                    content=TextContent(visible(self.text)),
+                    usage=self.usage,
+                    stop_reason=StopReason.STOP,
+                    provider=ModelProviders.OpenAI,
+                )
+            )
+        ]
 
     def _tool_fragment(self, tc: _ToolDelta) -> None:
         fn = tc.function

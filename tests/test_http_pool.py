@@ -1,0 +1,290 @@
+"""The connection pool of a backend's own async clients (``backends/_http.py``): a cap on the
+requests in flight, requests spread over several httpx clients, connections reused after the
+``[DONE]`` event, one TLS context, ``aclose``; all against real loopback servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from foundation_ai.backends._http import (
+    SHARD_CONNECTIONS,
+    HttpOptions,
+    astream_events,
+    shared_ssl_context,
+)
+from foundation_ai.backends._openai_chat import openai_chat
+from foundation_ai.errors import ConfigurationError
+from foundation_ai.types import AssistantMessage, Messages, ModelInteraction, TextContent
+
+
+def _chunk(text: str) -> bytes:
+    obj = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    obj["choices"] = [{"index": 0, "delta": {"content": text}, "finish_reason": None}]
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+FINISH = (
+    b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
+    b'"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+)
+
+
+class Server:
+    """A loopback HTTP/1.1 server on the test's event loop (keep-alive, chunked SSE). Each
+    request waits until ``hold_until`` requests are open at once (then all go on), so the
+    most requests ever open together (``peak``) shows the client's concurrency."""
+
+    def __init__(
+        self,
+        hold_until: int = 1,
+        events: list[bytes] | None = None,
+        stall: bool = False,
+        cookie: bool = False,
+        open_after_done: bool = False,
+    ) -> None:
+        self.hold_until = hold_until
+        self.stall = stall
+        self.open_after_done = open_after_done
+        self.cookie = cookie
+        self.cookies_seen: list[bytes] = []
+        self.events = events if events is not None else [_chunk("hi"), FINISH, b"data: [DONE]\n\n"]
+        self.open = 0
+        self.peak = 0
+        self.requests = 0
+        self.connections = 0
+        self.release = asyncio.Event()
+        self.server: asyncio.Server | None = None
+        self.url = ""
+
+    async def __aenter__(self) -> Server:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        self.release.set()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                    elif name.strip().lower() == b"cookie":
+                        self.cookies_seen.append(value.strip())
+                await reader.readexactly(length)
+                self.requests += 1
+                self.open += 1
+                self.peak = max(self.peak, self.open)
+                if self.open >= self.hold_until:
+                    self.release.set()
+                if self.stall:  # headers and one event, then nothing more
+                    one = self.events[0]
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+                    writer.write(b"transfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n" % (len(one), one))
+                    await writer.drain()
+                    await asyncio.Event().wait()
+                await self.release.wait()
+                body = b"".join(self.events)
+                if self.open_after_done:  # every event, [DONE] included, but the body never ends
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+                    writer.write(b"transfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n" % (len(body), body))
+                    await writer.drain()
+                    await asyncio.Event().wait()
+                cookie = b"set-cookie: affinity=tenant-a; Path=/\r\n" if self.cookie else b""
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+                    + cookie
+                    + b"\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+                )
+                await writer.drain()
+                self.open -= 1
+        except ConnectionError:
+            return
+        finally:
+            writer.close()
+
+
+def _content(answer: list[Messages]) -> object:
+    last = answer[-1]
+    assert isinstance(last, AssistantMessage)
+    return last.content
+
+
+async def _events(opts: HttpOptions, url: str) -> list[str]:
+    return [e.data async for e in astream_events(opts, url + "/v1/chat/completions", b"{}", {})]
+
+
+async def test_no_more_requests_are_in_flight_than_max_connections() -> None:
+    async with Server(hold_until=3) as srv:
+        opts = HttpOptions(api_key=None, base_url=srv.url, max_connections=3)
+        got = await asyncio.gather(*(_events(opts, srv.url) for _ in range(12)))
+        await opts.aclose()
+    assert srv.peak == 3  # three at once (the server held them until three were open), never four
+    assert srv.requests == 12
+    assert all(g[-1] == "[DONE]" and len(g) == 3 for g in got)
+
+
+async def test_requests_beyond_one_client_s_connections_run_at_once_over_more_clients() -> None:
+    n = 2 * SHARD_CONNECTIONS + 5
+    async with Server(hold_until=n) as srv:
+        opts = HttpOptions(api_key=None, base_url=srv.url, max_connections=None)
+        got = await asyncio.gather(*(_events(opts, srv.url) for _ in range(n)))
+        clients = len(opts.async_pool()._clients)
+        await opts.aclose()
+    assert srv.peak == n  # all in flight together: none waited for another to finish
+    assert clients == 3  # SHARD_CONNECTIONS connections per httpx client
+    assert all(g[-1] == "[DONE]" for g in got)
+
+
+async def test_a_request_cancelled_while_waiting_for_a_slot_leaks_no_slot() -> None:
+    async with Server(hold_until=2) as srv:  # holds the first request until released
+        opts = HttpOptions(api_key=None, base_url=srv.url, max_connections=1)
+        first = asyncio.create_task(_events(opts, srv.url))
+        while srv.open < 1:
+            await asyncio.sleep(0.01)
+        waiting = asyncio.create_task(_events(opts, srv.url))
+        await asyncio.sleep(0.05)
+        assert srv.requests == 1  # the second waits for the only slot
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        srv.release.set()
+        assert (await first)[-1] == "[DONE]"
+        assert (await _events(opts, srv.url))[-1] == "[DONE]"  # the slot came back
+        await opts.aclose()
+    assert srv.requests == 2
+
+
+async def test_cancelling_a_stream_blocked_in_a_read_cancels_it_and_is_no_timeout() -> None:
+    async with Server(stall=True) as srv:
+        opts = HttpOptions(api_key=None, base_url=srv.url, deadline=60.0)
+        seen: list[str] = []
+
+        async def read() -> None:
+            async for ev in astream_events(opts, srv.url + "/v1/chat/completions", b"{}", {}):
+                seen.append(ev.data)
+
+        task = asyncio.create_task(read())
+        while not seen:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # now blocked reading the next event
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert task.cancelled()
+        await opts.aclose()
+    assert len(seen) == 1
+
+
+async def test_a_stream_ended_by_done_leaves_its_connection_for_the_next_request() -> None:
+    async with Server() as srv:
+        backend = openai_chat("m", base_url=srv.url)
+        ask = ModelInteraction(messages=[Messages.user("hi")])
+        first = await backend.agenerate(ask)
+        second = await backend.agenerate(ask)
+        await backend.aclose()
+    assert _content(first) == TextContent("hi") and _content(second) == TextContent("hi")
+    assert srv.requests == 2
+    assert srv.connections == 1  # the second request reused the first one's connection
+
+
+async def test_a_server_keeping_the_body_open_after_done_still_gives_the_answer() -> None:
+    async with Server(open_after_done=True) as srv:
+        backend = openai_chat("m", base_url=srv.url)
+        async with asyncio.timeout(30):  # a guard against a hang, not a measurement
+            answer = await backend.agenerate(ModelInteraction(messages=[Messages.user("hi")]))
+        await backend.aclose()
+    assert _content(answer) == TextContent("hi")
+    assert srv.requests == 1
+
+
+async def test_aclose_closes_the_kept_alive_connections_and_the_backend_stays_usable() -> None:
+    async with Server() as srv:
+        backend = openai_chat("m", base_url=srv.url)
+        ask = ModelInteraction(messages=[Messages.user("hi")])
+        await backend.agenerate(ask)
+        await backend.aclose()
+        again = await backend.agenerate(ask)
+        await backend.aclose()
+    assert _content(again) == TextContent("hi")
+    assert srv.connections == 2  # aclose dropped the first connection
+
+
+async def test_a_user_client_keeps_its_own_limits_and_is_not_closed() -> None:
+    async with Server(hold_until=4) as srv:
+        client = httpx.AsyncClient()
+        opts = HttpOptions(api_key=None, base_url=srv.url, async_client=client, max_connections=1)
+        got = await asyncio.gather(*(_events(opts, srv.url) for _ in range(4)))
+        await opts.aclose()
+        assert not client.is_closed
+        await client.aclose()
+    assert srv.peak == 4  # max_connections applies to the options' own clients only
+    assert all(g[-1] == "[DONE]" for g in got)
+
+
+async def test_backends_with_the_same_settings_share_their_connections() -> None:
+    async with Server() as srv:
+        a = openai_chat("m", base_url=srv.url, api_key="sk-tenant-a-0000")
+        b = openai_chat("m", base_url=srv.url, api_key="sk-tenant-b-0000")
+        ask = ModelInteraction(messages=[Messages.user("hi")])
+        await a.agenerate(ask)
+        await b.agenerate(ask)
+        await a.aclose()  # b still uses the pool: it stays open
+        again = await b.agenerate(ask)
+        await b.aclose()
+    assert _content(again) == TextContent("hi")
+    assert srv.requests == 3
+    assert srv.connections == 1  # one kept-alive connection served both backends
+
+
+async def test_a_cookie_set_by_a_response_is_never_sent_with_a_later_request() -> None:
+    async with Server(cookie=True) as srv:
+        a = openai_chat("m", base_url=srv.url, api_key="sk-tenant-a-0000")
+        b = openai_chat("m", base_url=srv.url, api_key="sk-tenant-b-0000")
+        ask = ModelInteraction(messages=[Messages.user("hi")])
+        await a.agenerate(ask)
+        await a.agenerate(ask)
+        await b.agenerate(ask)
+        await a.aclose()
+        await b.aclose()
+    assert srv.requests == 3
+    assert srv.cookies_seen == []  # pools are shared between backends: no state rides along
+
+
+def test_every_own_client_uses_the_one_shared_tls_context() -> None:
+    a = HttpOptions(api_key=None, base_url="https://a.example")
+    b = HttpOptions(api_key=None, base_url="https://b.example")
+    ctx = shared_ssl_context()
+    for opts in (a, b):
+        pool: Any = opts.get_sync_client()._transport._pool  # type: ignore[attr-defined]
+        assert pool._ssl_context is ctx
+        opts.close()
+
+
+async def test_every_own_async_client_uses_the_one_shared_tls_context() -> None:
+    opts = HttpOptions(api_key=None, base_url="https://a.example")
+    client = opts.get_async_client()
+    assert client._transport._pool._ssl_context is shared_ssl_context()  # type: ignore[attr-defined]
+    await opts.aclose()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "10"])
+def test_max_connections_must_be_a_positive_integer_or_none(bad: Any) -> None:
+    with pytest.raises(ConfigurationError, match="max_connections"):
+        HttpOptions(api_key=None, base_url="http://127.0.0.1:9", max_connections=bad)
