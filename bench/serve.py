@@ -131,17 +131,16 @@ async def fake_main(port: int, tokens: int, delay: float) -> None:
 
 
 def serve_main(args: argparse.Namespace) -> None:
-    import httpx
     import uvicorn
 
     from foundation_ai.agentic import InMemorySessionStore, SqliteSessionStore
     from foundation_ai.backends._openai_chat import openai_chat
     from foundation_ai.serve import Agent, Limits, ServeConfig, create_app
 
-    client = httpx.AsyncClient(
-        timeout=300, limits=httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    )
-    model = openai_chat("fake", base_url=args.model_url, api_key="unused", http_client=client, max_retries=0)
+    # the backend's own shared pool (what `serve` uses for a model string): shards of 10
+    # connections; one user httpx.AsyncClient with unlimited connections would pay httpcore's
+    # scan over all its pooled connections on every request and release
+    model = openai_chat("fake", base_url=args.model_url, api_key="unused", max_retries=0, timeout=300)
     data = Path(args.data_dir)
     app = create_app(
         ServeConfig(
