@@ -341,3 +341,34 @@ def test_keys_list_shows_control_characters_in_labels_escaped(tmp_path: Path) ->
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\u202e" not in r.stdout
     assert "\x9b" not in r.stdout
     assert "evil\\x1b[2J\\x07\\u202eok\\x9b" in r.stdout
+
+
+def test_deeply_nested_json_is_a_400_not_a_500(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    deep = b"[" * 5_000 + b"]" * 5_000
+    deep_args = json.dumps(
+        {
+            "model": "bot",
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "add", "arguments": deep.decode()},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "3"},
+            ],
+        }
+    ).encode()
+    with serving(tmp_path, no_auth=True) as (srv, _keys), httpx.Client(base_url=srv.url, timeout=30) as c:
+        for path in ("/v1/chat/completions", "/v1/responses", "/v1/sessions/s1/approvals/c1"):
+            assert _error(c.post(path, content=deep), 400)["code"] == "invalid_json", path
+        r = c.post("/v1/chat/completions", content=deep_args)
+        assert r.status_code in (200, 400), r.text  # the broken arguments are dropped or refused
+        assert "Traceback" not in r.text
+    assert "RecursionError" not in capfd.readouterr().err

@@ -20,6 +20,7 @@ from ..types import (
     TextContent,
     ToolCall,
     ToolResultMessage,
+    from_json,
 )
 from .errors import ApiError
 
@@ -56,7 +57,7 @@ def _arguments(raw: Any) -> dict[str, Any] | None:
         return raw
     if isinstance(raw, str):
         try:
-            value = json.loads(raw)
+            value: Any = from_json(raw, Any)  # nesting capped (MAX_NESTING)
         except ValueError:
             return None
         return value if isinstance(value, dict) else None

@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 from starlette.requests import Request
 
+from ..types import from_json
 from .errors import ApiError
 
 __all__ = [
@@ -75,7 +76,7 @@ async def read_json(request: Request) -> dict[str, Any]:
             raise ApiError(413, f"the request body is larger than {cap} bytes", code="body_too_large")
         chunks.append(chunk)
     try:
-        value = json.loads(b"".join(chunks) or b"null")
+        value: Any = from_json(b"".join(chunks) or b"null", Any)  # nesting capped (MAX_NESTING)
     except ValueError:
         raise ApiError(400, "the request body is not valid JSON", code="invalid_json") from None
     if not isinstance(value, dict):
