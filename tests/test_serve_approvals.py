@@ -85,6 +85,7 @@ def test_a_call_needing_approval_pauses_the_turn_and_approving_continues_it(tmp_
         # a new turn cannot start while a call waits
         busy = c.post(f"/v1/sessions/{sid}/turns", headers=h, json={"input": "hello"})
         assert busy.status_code == 409 and busy.json()["error"]["code"] == "approval_pending"
+        assert f"POST /v1/sessions/{sid}/approvals/{{call_id}}" in busy.json()["error"]["message"]
 
         r = c.post(f"/v1/sessions/{sid}/approvals/{call_id}", headers=h, json={"decision": "approve"})
         assert r.status_code == 200

@@ -234,6 +234,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 def test_no_auth_is_refused_on_a_non_loopback_bind(tmp_path: Path) -> None:
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert is_loopback("LOCALHOST")  # host names are case-insensitive
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
     for host in ("0.0.0.0", "192.168.1.5", "::"):
         r = _cli("serve", "--no-auth", "--host", host, env=_env(tmp_path))
@@ -372,3 +373,22 @@ def test_deeply_nested_json_is_a_400_not_a_500(tmp_path: Path, capfd: pytest.Cap
         assert r.status_code in (200, 400), r.text  # the broken arguments are dropped or refused
         assert "Traceback" not in r.text
     assert "RecursionError" not in capfd.readouterr().err
+
+
+def test_an_ipv6_loopback_server_gives_a_valid_url(tmp_path: Path) -> None:
+    config_agents = [scripted_agent()]
+    from foundation_ai.serve import ServeConfig, create_app
+
+    app = create_app(ServeConfig(agents=config_agents, no_auth=True, data_dir=tmp_path / "data"))
+    with ServerThread(app, host="::1") as srv:
+        assert srv.url.startswith("http://[::1]:")
+        assert httpx.get(srv.url + "/v1/models", timeout=30).status_code == 200
+
+
+def test_events_from_must_be_an_event_index(tmp_path: Path) -> None:
+    with serving(tmp_path, no_auth=True) as (srv, _keys), httpx.Client(base_url=srv.url, timeout=30) as c:
+        sid = c.post("/v1/sessions", json={"model": "bot"}).json()["id"]
+        assert c.post(f"/v1/sessions/{sid}/turns", json={"input": "hi"}).status_code == 202
+        for bad in ("abc", "-1", "5.5", "1e3", "\u0663"):
+            err = _error(c.get(f"/v1/sessions/{sid}/events", params={"from": bad}), 400)
+            assert err["code"] == "invalid_from" and err["param"] == "from"

@@ -14,7 +14,7 @@ __all__ = ["ServerThread", "is_loopback"]
 
 def is_loopback(host: str) -> bool:
     """True when ``host`` is a loopback address or ``localhost`` (``127.0.0.0/8``, ``::1``)."""
-    if host == "localhost":
+    if host.lower() == "localhost":
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -59,7 +59,8 @@ class ServerThread:
     @property
     def url(self) -> str:
         """``http://host:port`` (no trailing slash)."""
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal (RFC 3986)
+        return f"http://{host}:{self.port}"
 
     def start(self) -> ServerThread:
         """Start and wait until the server accepts connections."""

@@ -317,8 +317,14 @@ class SessionManager:
             )
         try:
             live = LiveTurn(session, owner, prompts)
-        except ApprovalPendingError as exc:
-            raise ApiError(409, str(exc), code="approval_pending") from None
+        except ApprovalPendingError:
+            pending = ", ".join(c.id for c in session.pending_approvals())
+            raise ApiError(
+                409,
+                f"the last turn is waiting for approval of tool call(s) {pending}: decide each with"
+                f" POST /v1/sessions/{sid}/approvals/{{call_id}} first",
+                code="approval_pending",
+            ) from None
         self._turns[sid] = live
         self._launch(owner, live)
         return live

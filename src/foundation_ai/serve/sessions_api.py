@@ -125,7 +125,11 @@ async def follow_events(request: Request) -> Response:
     if live is None:
         raise ApiError(404, "this session has no turn on this server", type="not_found_error", code="no_turn")
     raw = request.query_params.get("from", "0")
-    start = int(raw) if raw.isdigit() else 0
+    if not (raw.isascii() and raw.isdigit()):
+        raise ApiError(
+            400, "from must be a non-negative integer (an event index)", param="from", code="invalid_from"
+        )
+    start = int(raw)
     return StreamingResponse(
         _follow(live, start), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
     )
