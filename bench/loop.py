@@ -422,12 +422,27 @@ def instructions(k: int) -> None:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if args[:1] == ["--one"]:
-        one_case(int(args[1]))
-    elif args[:1] == ["--instructions"]:
-        instructions(int(args[1]) if len(args) > 1 else 1000)
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("turns", nargs="?", type=int, default=2000, help="turns per batch (default 2000)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--instructions",
+        nargs="?",
+        type=int,
+        const=1000,
+        metavar="K",
+        help="valgrind instructions per turn over K turns",
+    )
+    group.add_argument("--one", type=int, metavar="N", help=argparse.SUPPRESS)  # the valgrind child run
+    opts = parser.parse_args()
+    if opts.one is not None:
+        one_case(opts.one)
+    elif opts.instructions is not None:
+        instructions(opts.instructions)
     else:
-        turns = int(args[0]) if args else 2000
-        asyncio.run(run_all(turns))
-        foundation_ai_sync(turns)
+        asyncio.run(run_all(opts.turns))
+        foundation_ai_sync(opts.turns)
