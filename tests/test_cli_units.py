@@ -691,6 +691,14 @@ def test_sessions_into_a_closed_pipe_exits_141_quietly(tmp_path: Path) -> None:
             ["-m", "openai:x", "--base-url", "http://h:99999"],
             "argument --base-url: 'http://h:99999' has a bad port",
         ),
+        (
+            ["-m", "openai:x", "--base-url", "http://127.0.0.1:9/v1?api-version=1"],
+            "argument --base-url: 'http://127.0.0.1:9/v1?api-version=1' has a query or fragment",
+        ),
+        (
+            ["-m", "openai:x", "--base-url", "http://127.0.0.1:9/v1#frag"],
+            "argument --base-url: 'http://127.0.0.1:9/v1#frag' has a query or fragment",
+        ),
     ],
 )
 def test_invalid_option_values_are_one_line_usage_errors(

@@ -315,3 +315,20 @@ def test_non_positive_timeouts_and_deadlines_are_refused(option: str, value: obj
 
     with pytest.raises(ConfigurationError, match=f"{option} must be a positive number of seconds"):
         model("openai:x", api_key="k", **{option: value})
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:9/v1?api-version=1", "http://127.0.0.1:9/v1#x", "http://h/v1?"]
+)
+def test_a_base_url_with_a_query_or_fragment_is_refused(url: str) -> None:
+    """The API path is appended to the base URL: a query or fragment would send the request to
+    another endpoint (``/v1?q/chat/completions``) without a word."""
+    from foundation_ai import model
+    from foundation_ai.backends import anthropic, openai_chat
+
+    with pytest.raises(ConfigurationError, match="has a query or fragment"):
+        model("openai:x", base_url=url)
+    with pytest.raises(ConfigurationError, match="has a query or fragment"):
+        openai_chat("x", base_url=url, api_key="k")
+    with pytest.raises(ConfigurationError, match="has a query or fragment"):
+        anthropic("x", base_url=url, api_key="k")

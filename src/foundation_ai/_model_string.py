@@ -85,8 +85,8 @@ def check_base_url(base_url: str, *, flag: str = "base_url") -> str:
     a valid port; ``flag`` names the option in the error (``"--base-url"`` for the CLI).
 
     Raises:
-        ConfigurationError: not an http(s) URL, no host, or a bad port (the URL's password
-            masked).
+        ConfigurationError: not an http(s) URL, no host, a bad port, or a query or fragment
+            (the URL's password masked).
     """
     text = base_url.strip()
     try:
@@ -97,6 +97,11 @@ def check_base_url(base_url: str, *, flag: str = "base_url") -> str:
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise ConfigurationError(
             f"{flag} {mask_url(base_url)!r} is not an http(s) URL (e.g. http://127.0.0.1:8080/v1)"
+        )
+    if parts.query or parts.fragment or text.endswith(("?", "#")):
+        raise ConfigurationError(
+            f"{flag} {mask_url(base_url)!r} has a query or fragment: a base URL is scheme, host, port"
+            " and path only (the API path is appended to it)"
         )
     return text
 

@@ -235,11 +235,16 @@ def resolve_endpoint(
 
     Raises:
         ConfigurationError: the provider's own host and no key at all (the message names
-            ``key_env``, never a key).
+            ``key_env``, never a key); a base URL with a query or fragment.
     """
     env = os.environ if env is None else env
     env_base = (env.get(base_env) or "").strip() or None
     chosen = (base_url or "").strip() or env_base or default_base_url
+    if "?" in chosen or "#" in chosen:
+        raise ConfigurationError(
+            f"the base URL {mask_url(chosen)!r} has a query or fragment: a base URL is scheme, host,"
+            " port and path only (the API path is appended to it)"
+        )
     here = _origin(chosen)
     official = here == _origin(default_base_url) and here[0] == "https"
     key = api_key or None
