@@ -377,3 +377,18 @@ def test_run_json_reader_leaves_early_exit_141_turn_aborted(tmp_path: Path) -> N
     assert records[0]["message"]["content"]["content"] == "Write a very long story about a dragon."
     summaries = [r for r in records if r["type"] == "summary"]
     assert summaries and summaries[-1]["usage"]["output"] < 400
+
+
+@pytest.mark.parametrize(
+    ("entry", "needle"),
+    [
+        ('root = "/no/such/dir"', "agents.bot: root '/no/such/dir' is not a directory"),
+        ("root = 3", "agents.bot: root must be a path"),
+    ],
+)
+def test_a_bad_root_in_the_agents_file_is_a_one_line_exit_2(tmp_path: Path, entry: str, needle: str) -> None:
+    agents = tmp_path / "agents.toml"
+    agents.write_text(f'[agents.bot]\ntools = ["files"]\n{entry}\n', encoding="utf-8")
+    r = cli("serve", "--agents", str(agents), "--no-auth", "--port", "0", db=tmp_path / "s.db")
+    assert r.returncode == 2, r.stderr
+    assert f"{agents}: {needle}" in one_error_line(r.stderr)

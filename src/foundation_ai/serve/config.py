@@ -218,6 +218,11 @@ def _builtin_tools(names: Any, root: Any, where: str) -> list[Any]:
         raise ConfigurationError(f"{where}: tools must be a list of names")
     from .._cli.builtin_tools import files_tools, shell_tools
 
+    if root is not None:
+        if not isinstance(root, str):
+            raise ConfigurationError(f"{where}: root must be a path (a string)")
+        if not os.path.isdir(root):
+            raise ConfigurationError(f"{where}: root {root!r} is not a directory")
     tools: list[Any] = []
     for n in names:
         if n == "files":
