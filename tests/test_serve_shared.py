@@ -487,3 +487,21 @@ def test_the_answer_of_a_followed_turn_is_its_text_after_the_last_tool_result_wi
     ]
     assert answer_of(events) == "It is ok."
     assert answer_of(events[:2]) == "Let me look."
+
+
+def test_an_unreachable_database_is_one_line_with_its_cause_and_no_password(tmp_path: Path) -> None:
+    agents = tmp_path / "agents.toml"
+    agents.write_text('[agents.ops]\nmodel = "openai:fake"\n')
+    url = "postgresql://u:s3cret-pw@127.0.0.1:1/x"
+    for argv in (
+        ["serve", "--no-auth", "--db", url, "--agents", str(agents)],
+        ["serve", "keys", "list", "--db", url],
+    ):
+        r = subprocess.run(
+            [*CLI, *argv], env=cli_env(tmp_path, OPENAI_BASE_URL="http://127.0.0.1:9"),
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.strip().splitlines() == [
+            "foundation-ai: error: cannot reach the database postgresql://u@127.0.0.1:1/x: Connection refused"
+        ]

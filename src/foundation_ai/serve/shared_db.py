@@ -84,6 +84,12 @@ class SharedDatabase:
     def __init__(self, url: str, *, max_size: int = 8, timeout: float = 10.0) -> None:
         url = libpq_url(url)
         self.url = redact_url(url)
+        try:  # one plain connection first: an unreachable server is one line with its cause, at once
+            psycopg.connect(url, connect_timeout=max(int(timeout), 1)).close()
+        except psycopg.Error as exc:
+            first = " ".join((str(exc).strip().splitlines() or [type(exc).__name__])[0].split())
+            detail = first.rsplit(" failed: ", 1)[-1]  # libpq: '... port 1 failed: Connection refused'
+            raise ConfigurationError(f"cannot reach the database {self.url}: {detail}") from None
         self.pool = psycopg_pool.ConnectionPool(
             url,
             min_size=1,

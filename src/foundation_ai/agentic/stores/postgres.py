@@ -130,7 +130,8 @@ def redact_url(url: str) -> str:
         return "<unparsable connection string>"
     parts.pop("password", None)
     host = parts.get("host", "")
-    return f"postgresql://{parts.get('user', '')}@{host}/{parts.get('dbname', '')}"
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return f"postgresql://{parts.get('user', '')}@{host}{port}/{parts.get('dbname', '')}"
 
 
 class PostgresSessionStore:
