@@ -161,8 +161,8 @@ def test_a_session_on_another_server_records_its_base_url_and_resumes_against_it
     with FixtureServer() as srv:
         srv.queue(text_stream("One."), text_stream("Two."))
         host = srv.base_url.partition("://")[2]
-        # user info and a query are credentials, never recorded
-        url = f"http://user:secret@{host}/v1?api-key=secret"
+        # user info is a credential, never recorded (a query is refused: test_model_strings.py)
+        url = f"http://user:secret@{host}/v1"
         agent = AgentSession.builder(load_model("openai:remote-model", base_url=url, api_key="k"))
         first = agent.with_store(store).build()
         first.run_turn("first")
