@@ -1255,19 +1255,7 @@ async def astream_events(
         shard = -1
         try:
             try:
-                try:
-                    async with asyncio.timeout_at(clock.loop_due(loop, clock.first_due)):
-                        if pool is not None:
-                            shard = await pool.acquire()
-                            client = pool.client(shard)
-                        assert client is not None
-                        request = client.build_request(
-                            "POST", url, content=content, headers=hdrs, timeout=clock.httpx_timeout()
-                        )
-                        resp = await client.send(request, stream=True)
-                except TimeoutError:
-                    clock.expire("first_byte" if clock.first_due < clock.end else "deadline")
-                    raise _Expired from None
+                resp, shard = await _send(pool, client, clock, loop, url, content, hdrs)
                 started = True
                 try:
                     end = clock.loop_due(loop, clock.end)
@@ -1342,6 +1330,44 @@ async def astream_events(
 
 DRAIN_SECONDS = 0.25
 """Longest wait, after a stream's last event, for the rest of its body (see ``final``)."""
+
+
+async def _send(
+    pool: _AsyncPool | None,
+    client: httpx.AsyncClient | None,
+    clock: _Clock,
+    loop: asyncio.AbstractEventLoop,
+    url: str,
+    content: bytes,
+    hdrs: Mapping[str, str],
+) -> tuple[httpx.Response, int]:
+    """One attempt of :func:`astream_events` up to the response's headers, under the attempt's
+    first-byte (or total) deadline: ``(response, shard)``, ``shard`` the pool slot it holds
+    (-1 without a pool; the caller releases it). A slot taken by an attempt that fails here is
+    released here.
+
+    Raises:
+        _Expired: the deadline passed first (recorded on ``clock``).
+    """
+    shard = -1
+    try:
+        async with asyncio.timeout_at(clock.loop_due(loop, clock.first_due)):
+            if pool is not None:
+                shard = await pool.acquire()
+                client = pool.client(shard)
+            assert client is not None
+            request = client.build_request(
+                "POST", url, content=content, headers=hdrs, timeout=clock.httpx_timeout()
+            )
+            return await client.send(request, stream=True), shard
+    except BaseException as exc:
+        if shard >= 0:
+            assert pool is not None
+            pool.release(shard)
+        if isinstance(exc, TimeoutError):
+            clock.expire("first_byte" if clock.first_due < clock.end else "deadline")
+            raise _Expired from None
+        raise
 
 
 async def _drain(events: AsyncIterator[Any], loop: asyncio.AbstractEventLoop, end: float | None) -> None:
