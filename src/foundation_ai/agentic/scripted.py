@@ -262,18 +262,110 @@ class ScriptedModel:
         out = [" ".join(words[i : i + n]) for i in range(0, len(words), n)]
         return [p + " " if k < len(out) - 1 else p for k, p in enumerate(out)]
 
-    async def astream(
+    def astream(
         self, interaction: ModelInteraction, params: ModelParams | None = None
     ) -> AsyncIterator[ModelStream]:
-        """Play the next reply (see the module docstring)."""
+        """Play the next reply (see the module docstring). The reply is taken when iteration
+        starts; one with no :func:`pause`, no :func:`hook` and no ``chunk_delay`` is built at
+        once and handed out chunk by chunk (no async generator), the others are played live."""
+        return _Playback(self, interaction, params)
+
+    def _begin(self, interaction: ModelInteraction, params: ModelParams | None) -> Any:
+        """The chunks of the next reply: a list, or an async generator playing a reply that
+        sleeps or calls hooks."""
         self._remember(interaction, params)
         reply = self._next_reply(interaction)
+        usage_in = float(10 * len(interaction.messages))
+        if self.chunk_delay or any(type(o) is Pause or type(o) is Hook for o in reply.outputs):
+            return self._play(reply, usage_in)
+        return self._chunks(reply, usage_in)
+
+    def _chunks(self, reply: Reply, usage_in: float) -> list[ModelStream]:
+        """Every chunk of ``reply`` (no pauses, no hooks), in order."""
+        mid = self._model_id
+        snapshot = self.chunk_mode == "snapshot"
+        has_calls = False
+        words = 0
+        out: list[ModelStream] = [_INIT]
+        last_id: str | None = None
+        last_content: Any = None
+        for o in reply.outputs:
+            kind = type(o)
+            if kind is Fail:
+                out.append(_NEXT(_error_message(mid, o.detail, usage_in, words)))
+                out.append(_PENDING(ModelState.Error(o.detail)))
+                return out
+            oid = new_scru128()
+            if kind is Call:
+                has_calls = True
+                last_id, last_content = oid, o.call
+                out.append(
+                    _NEXT(
+                        _ASSISTANT(
+                            id=oid,
+                            model=mid,
+                            content=o.call,
+                            usage=UsageReport.of(usage_in, float(words)),
+                            provider="scripted",
+                        )
+                    )
+                )
+                continue
+            text = o.text
+            so_far = ""
+            for piece in self._pieces(text):
+                so_far += piece
+                words += 1 if piece.strip() else 0
+                shown = so_far if snapshot else piece
+                content: Any = TextContent(shown) if kind is Say else ThinkingContent(shown, o.signature)
+                out.append(
+                    _NEXT(
+                        _ASSISTANT(
+                            id=oid,
+                            model=mid,
+                            content=content,
+                            usage=UsageReport.of(usage_in, float(words)),
+                            provider="scripted",
+                        )
+                    )
+                )
+            last_id = oid
+            last_content = _final_content(o, text, snapshot)
+        out.append(_NEXT(self._final(reply, last_id, last_content, has_calls, usage_in, words)))
+        out.append(_FINISHED)
+        return out
+
+    def _final(
+        self, reply: Reply, last_id: str | None, content: Any, has_calls: bool, usage_in: float, words: int
+    ) -> Any:
+        """The closing chunk: the last output's id repeated with the stop reason and usage (an
+        empty reply: one empty text output)."""
+        usage = reply.usage or UsageReport.of(usage_in, float(max(words, 1)))
+        stop: Any = reply.stop_reason or (StopReason.ToolUse() if has_calls else StopReason.Stop())
+        if last_id is None:
+            return _ASSISTANT(
+                model=self._model_id,
+                content=TextContent(""),
+                usage=usage,
+                stop_reason=stop,
+                provider="scripted",
+            )
+        return _ASSISTANT(
+            id=last_id,
+            model=self._model_id,
+            content=content,
+            usage=usage,
+            stop_reason=stop,
+            provider="scripted",
+        )
+
+    async def _play(self, reply: Reply, usage_in: float) -> AsyncIterator[ModelStream]:
+        """Play ``reply`` live: sleeps (``pause``, ``chunk_delay``) and hooks happen between chunks."""
         mid = self._model_id
         delay = self.chunk_delay
         snapshot = self.chunk_mode == "snapshot"
         has_calls = any(isinstance(o, Call) for o in reply.outputs)
         words = 0
-        usage_in = float(10 * len(interaction.messages))
         yield Stream.Init()
         last_id: str | None = None
         last_content: Any = None
@@ -287,16 +379,7 @@ class ScriptedModel:
                     await res
                 continue
             if isinstance(out, Fail):
-                yield Stream.Next(
-                    Messages.Assistant(
-                        model=mid,
-                        content=TextContent(""),
-                        stop_reason=StopReason.Error(),
-                        error_detail=out.detail,
-                        usage=UsageReport.of(usage_in, float(words)),
-                        provider="scripted",
-                    )
-                )
+                yield Stream.Next(_error_message(mid, out.detail, usage_in, words))
                 yield Stream.Pending(ModelState.Error(out.detail))
                 return
             oid = new_scru128()
@@ -334,30 +417,8 @@ class ScriptedModel:
                     )
                 )
             last_id = oid
-            last_content = (
-                TextContent(text if snapshot else "")
-                if isinstance(out, Say)
-                else ThinkingContent(text if snapshot else "", out.signature)
-            )
-        usage = reply.usage or UsageReport.of(usage_in, float(max(words, 1)))
-        stop: Any = reply.stop_reason or (StopReason.ToolUse() if has_calls else StopReason.Stop())
-        if last_id is not None:
-            yield Stream.Next(
-                Messages.Assistant(
-                    id=last_id,
-                    model=mid,
-                    content=last_content,
-                    usage=usage,
-                    stop_reason=stop,
-                    provider="scripted",
-                )
-            )
-        else:  # an empty reply: one empty text output
-            yield Stream.Next(
-                Messages.Assistant(
-                    model=mid, content=TextContent(""), usage=usage, stop_reason=stop, provider="scripted"
-                )
-            )
+            last_content = _final_content(out, text, snapshot)
+        yield Stream.Next(self._final(reply, last_id, last_content, has_calls, usage_in, words))
         yield Stream.Pending(ModelState.Finished())
 
     def stream(
@@ -375,3 +436,65 @@ class ScriptedModel:
     ) -> list[Messages]:
         """``assemble`` of :meth:`astream`."""
         return assemble([i async for i in self.astream(interaction, params)], self.chunk_mode)
+
+
+_ASSISTANT = Messages.Assistant
+_NEXT, _PENDING = Stream.Next, Stream.Pending
+_INIT: ModelStream = Stream.Init()  # frozen: shared
+_FINISHED: ModelStream = Stream.Pending(ModelState.Finished())
+
+
+def _error_message(mid: ModelId, detail: str, usage_in: float, words: int) -> Any:
+    """A scripted provider error: an Assistant message with ``StopReason.Error``."""
+    return Messages.Assistant(
+        model=mid,
+        content=TextContent(""),
+        stop_reason=StopReason.Error(),
+        error_detail=detail,
+        usage=UsageReport.of(usage_in, float(words)),
+        provider="scripted",
+    )
+
+
+def _final_content(out: Say | Think, text: str, snapshot: bool) -> Any:
+    """The content of a text or thinking output's closing chunk (delta mode: empty)."""
+    if isinstance(out, Say):
+        return TextContent(text if snapshot else "")
+    return ThinkingContent(text if snapshot else "", out.signature)
+
+
+class _Playback:
+    """The async iterator ``ScriptedModel.astream`` returns: takes the reply on the first
+    ``__anext__``, then hands out its chunks (a list, or a live async generator)."""
+
+    __slots__ = ("_interaction", "_items", "_model", "_params", "_pos")
+
+    def __init__(
+        self, model: ScriptedModel, interaction: ModelInteraction, params: ModelParams | None
+    ) -> None:
+        self._model, self._interaction, self._params = model, interaction, params
+        self._items: Any = None
+        self._pos = 0
+
+    def __aiter__(self) -> _Playback:
+        return self
+
+    async def __anext__(self) -> ModelStream:
+        items = self._items
+        if items is None:
+            items = self._items = self._model._begin(self._interaction, self._params)
+        if type(items) is list:
+            pos = self._pos
+            if pos >= len(items):
+                raise StopAsyncIteration
+            self._pos = pos + 1
+            return items[pos]  # type: ignore[no-any-return]
+        return await items.__anext__()  # type: ignore[no-any-return]
+
+    async def aclose(self) -> None:
+        """Stop: no more chunks (a live reply's generator is closed)."""
+        items = self._items
+        if items is None or type(items) is list:
+            self._items = []
+            return
+        await items.aclose()

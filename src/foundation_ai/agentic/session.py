@@ -80,6 +80,7 @@ from .turn import (
     TurnState,
     run_turn,
 )
+from .turn.machine import quiet_ok, run_quiet
 from .turn.persist import flush as flush_pending
 
 __all__ = ["AgentSession", "AgentSessionBuilder", "Answer", "Turn"]
@@ -1026,9 +1027,12 @@ class AgentSession:
             emit=emit,
         )
         state.output_spec = self._spec(output_type, output_retries)
-        agen = run_turn(self, state, on_exit=self._enter)
-        if self.memory is not None:
-            agen = self.memory.wrap_turn(agen, state, emit)
+        if not emit and self.memory is None and quiet_ok(self):
+            agen: Any = run_quiet(self, state, on_exit=self._enter)  # a coroutine: no items
+        else:
+            agen = run_turn(self, state, on_exit=self._enter)
+            if self.memory is not None:
+                agen = self.memory.wrap_turn(agen, state, emit)
 
         def finish() -> Turn:
             return Turn(state, self.ledger.turn)
@@ -1114,11 +1118,14 @@ class AgentSession:
             FoundationAIError: a turn is already running.
         """
         agen, finish = self._start(prompt, tool_choice, False, output_type, output_retries)
-        try:
-            async for _ in agen:
-                pass
-        finally:
-            await agen.aclose()
+        if asyncio.iscoroutine(agen):
+            await agen
+        else:
+            try:
+                async for _ in agen:
+                    pass
+            finally:
+                await agen.aclose()
         turn: Turn = finish()
         if turn.outcome is not TurnOutcome.Refused:  # a refusal is an outcome: the turn returns
             turn.raise_for_outcome()
