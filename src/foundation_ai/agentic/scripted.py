@@ -491,6 +491,18 @@ class _Playback:
             return items[pos]  # type: ignore[no-any-return]
         return await items.__anext__()  # type: ignore[no-any-return]
 
+    def ready(self) -> list[ModelStream] | None:
+        """Every chunk at once, when the reply has no pause and no hook (the turn loop takes
+        them without awaiting each one), else ``None`` (iterate). Either way the reply is
+        taken now; the chunks are handed out once (iterating afterwards yields nothing)."""
+        items = self._items
+        if items is None:
+            items = self._items = self._model._begin(self._interaction, self._params)
+        if type(items) is not list:
+            return None
+        self._items = []
+        return items[self._pos :]
+
     async def aclose(self) -> None:
         """Stop: no more chunks (a live reply's generator is closed)."""
         items = self._items

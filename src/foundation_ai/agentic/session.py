@@ -892,8 +892,12 @@ class AgentSession:
         """What this session records about itself in the store now: the primary model's model
         string, the system prompt and the tool names (written with the next records when it
         changed)."""
-        key = (self.models[0], self.system_prompt, len(self.registry))
         cached = self._header
+        if cached is not None:
+            model, system, tools = cached[0]
+            if model is self.models[0] and system is self.system_prompt and tools == len(self.registry):
+                return cached[1]
+        key = (self.models[0], self.system_prompt, len(self.registry))
         if cached is None or cached[0] != key:
             cached = self._header = (
                 key,

@@ -37,6 +37,7 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Iterable
+from types import CoroutineType
 from typing import Any, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
 
 import msgspec
@@ -344,7 +345,7 @@ class FunctionTool:
             value = msgspec.convert(arguments, self._struct, strict=False, dec_hook=pydantic_dec_hook)
         except msgspec.ValidationError as exc:
             raise ToolArgumentError("$", "arguments matching the signature", str(exc)) from exc
-        return {n: getattr(value, n) for n in self._names}
+        return msgspec.structs.asdict(value)  # its fields are the parameters, in order
 
     async def run(self, definition: ToolDefinition, arguments: dict[str, Any]) -> Any:
         """Convert ``arguments`` to the parameter types and call the function."""
@@ -643,7 +644,7 @@ class ToolRegistry:
         try:
             if timeout is None:
                 result = t.run(definition, value)
-                if inspect.isawaitable(result):
+                if type(result) is _COROUTINE or inspect.isawaitable(result):
                     result = await result
             else:
                 result = await asyncio.wait_for(_maybe_await(t.run(definition, value)), timeout)
@@ -690,6 +691,7 @@ def nested_deeper_than(value: Any, limit: int) -> bool:
 
 
 _CONTAINERS = (dict, list, tuple)
+_COROUTINE = CoroutineType
 
 
 async def _maybe_await(value: Any) -> Any:

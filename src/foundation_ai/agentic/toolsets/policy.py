@@ -158,6 +158,7 @@ class PolicyExecutor:
         self.policy = policy
         self.tracker = tracker
         self._run = run
+        self._direct = run is None and policy.plain  # the registry runs calls as they are
 
     def prepare(self, call: ToolCall) -> Any:
         """Loop detection, then the registry's validation."""
@@ -182,9 +183,9 @@ class PolicyExecutor:
 
     async def execute(self, call: ToolCall, prepared: Any) -> ToolResultMessage:
         """Run ``call`` under the policy (through the ``run`` wrapper when given)."""
+        if self._direct:  # no retries, default errors: the registry runs it as is
+            return await self.registry.execute(call, prepared)
         if self._run is None:
-            if self.policy.plain:  # no retries, default errors: the registry runs it as is
-                return await self.registry.execute(call, prepared)
             return await self._execute(call, prepared)
         result = self._run(call, lambda: self._execute(call, prepared))
         if inspect.isawaitable(result):

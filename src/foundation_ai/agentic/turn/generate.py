@@ -187,8 +187,14 @@ class Generation:
         (``outputs``, ``error``, ``usage``, ``interrupted``), without an async generator."""
         steering, model, outputs = self.host.steering, self.model, self.outputs
         snapshot = getattr(model, "chunk_mode", "snapshot") != "delta"
-        task = asyncio.current_task()  # nothing is yielded: the same task awaits every chunk
         agen = model.astream(self.interaction, self.params)
+        ready = getattr(agen, "ready", None)
+        if ready is not None:  # a stream whose chunks are all there (``ScriptedModel``)
+            items = ready()
+            if items is not None:
+                self._take(items, snapshot)
+                return
+        task = asyncio.current_task()  # nothing is yielded: the same task awaits every chunk
         anext_ = agen.__anext__
         try:
             while True:
@@ -236,6 +242,24 @@ class Generation:
                 await agen.aclose()
             except Exception:
                 pass
+
+    def _take(self, items: list[Any], snapshot: bool) -> None:
+        """:meth:`run` over chunks that are all there: the same checks between chunks, no
+        awaits (an await that never suspends lets nothing else run either)."""
+        steering = self.host.steering
+        for item in items:
+            if steering.wanted:
+                self.interrupted = True
+                return
+            if isinstance(item, _NEXT):
+                self._fold(item.value, snapshot)
+            elif isinstance(item, _SPREAD):
+                for m in item.value:
+                    self._fold(m, snapshot)
+            elif (
+                isinstance(item, _PENDING) and isinstance(item.value, ModelState.Error) and self.error is None
+            ):
+                self.error = self._failed(item.value.message)
 
     def _fold(self, m: Any, snapshot: bool) -> None:
         if not isinstance(m, AssistantMessage):

@@ -161,9 +161,19 @@ def write_now(host: TurnHost) -> None:
     Raises:
         StoreError: the store failed; the records stay queued (nothing was written).
     """
-    batch, header = _batch(host)
-    host.store.append(host.session_id, batch, header)  # type: ignore[arg-type]
-    _written(host, len(batch), header)
+    pending = host.pending_records
+    batch = pending.copy()
+    header = host.session_header()
+    stored = host.stored_header
+    if header is stored or header == stored:
+        host.store.append(host.session_id, batch, None)
+    else:
+        host.store.append(host.session_id, batch, header)
+        host.stored_header = header
+    if len(batch) == len(pending):
+        pending.clear()
+    else:
+        del pending[: len(batch)]
 
 
 def flush_blocking(host: TurnHost) -> None:
