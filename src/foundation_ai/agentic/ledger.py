@@ -26,7 +26,7 @@ class TokenBudget(msgspec.Struct, frozen=True, kw_only=True):
 def price_usage(usage: UsageReport, descriptor: object | None) -> UsageReport:
     """``usage`` with an estimated cost from ``descriptor``'s prices (USD per million tokens)
     when the report carries none; unchanged otherwise."""
-    if usage.cost.status is not CostStatus.Unknown or descriptor is None:
+    if usage.cost.status is not _UNKNOWN or descriptor is None:
         return usage
     ip = getattr(descriptor, "input_price", None)
     op = getattr(descriptor, "output_price", None)
@@ -42,6 +42,9 @@ def price_usage(usage: UsageReport, descriptor: object | None) -> UsageReport:
         input=i, output=o, cache_read=cr, cache_write=cw, total=i + o + cr + cw, status=CostStatus.Estimated
     )
     return msgspec.structs.replace(usage, cost=cost)
+
+
+_UNKNOWN, _ACTUAL = CostStatus.Unknown, CostStatus.Actual  # an Enum attribute costs a lookup
 
 
 class _Totals:
@@ -69,7 +72,7 @@ class _Totals:
         self.ccw += k.cache_write
         self.c += k.total
         status = k.status  # compared by identity: hashing an Enum member runs Python code
-        r = 0 if status is CostStatus.Unknown else 2 if status is CostStatus.Actual else 1
+        r = 0 if status is _UNKNOWN else 2 if status is _ACTUAL else 1
         if self.rank < 0:
             self.rank = r
         elif self.rank != r or r == 1:
@@ -77,22 +80,9 @@ class _Totals:
 
     def report(self) -> UsageReport:
         status = _STATUS[max(self.rank, 0)]
-        cost = UsageCosting(
-            input=self.ci,
-            output=self.co,
-            cache_read=self.ccr,
-            cache_write=self.ccw,
-            total=self.c,
-            status=status,
-        )
-        return UsageReport(
-            input=self.i,
-            output=self.o,
-            cache_read=self.cr,
-            cache_write=self.cw,
-            total_tokens=self.tt,
-            cost=cost,
-        )
+        # positional, in field order (input, output, cache_read, cache_write, total, status)
+        cost = UsageCosting(self.ci, self.co, self.ccr, self.ccw, self.c, status)
+        return UsageReport(self.i, self.o, self.cr, self.cw, self.tt, cost)
 
 
 _EMPTY = UsageReport()
@@ -162,6 +152,4 @@ class TokenLedger:
     def snapshot(self, turn_only: bool = True) -> TokenSnapshot:
         """The turn's (or session's) totals as a ``TokenSnapshot``."""
         t = self._turn if turn_only else self._total
-        return TokenSnapshot(
-            input=t.i, output=t.o, cache_read=t.cr, cache_write=t.cw, total_tokens=t.tt, cost_usd=t.c
-        )
+        return TokenSnapshot(t.i, t.o, t.cr, t.cw, t.tt, t.c)  # positional, in field order

@@ -276,8 +276,11 @@ class ScriptedModel:
         self._remember(interaction, params)
         reply = self._next_reply(interaction)
         usage_in = float(10 * len(interaction.messages))
-        if self.chunk_delay or any(type(o) is Pause or type(o) is Hook for o in reply.outputs):
+        if self.chunk_delay:
             return self._play(reply, usage_in)
+        for o in reply.outputs:
+            if type(o) is Pause or type(o) is Hook:
+                return self._play(reply, usage_in)
         return self._chunks(reply, usage_in)
 
     def _chunks(self, reply: Reply, usage_in: float) -> list[ModelStream]:
@@ -313,7 +316,7 @@ class ScriptedModel:
                 continue
             text = o.text
             so_far = ""
-            for piece in self._pieces(text):
+            for piece in self._pieces(text) if self.chunk_words > 0 else (text,):
                 so_far += piece
                 words += 1 if piece.strip() else 0
                 shown = so_far if snapshot else piece

@@ -32,6 +32,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Sequence
+from types import CoroutineType
 from typing import Any, TypeVar, overload
 
 from ..errors import (
@@ -160,11 +161,13 @@ class Turn:
     def text(self) -> str:
         """The answer: the text outputs after the last tool result or user message (joined)."""
         out: list[str] = []
-        for m in self.messages():
-            if not isinstance(m, AssistantMessage):
-                out = []
-            elif isinstance(m, AssistantMessage) and isinstance(m.content, TextContent):
-                out.append(m.content.content)
+        for r in self.records:
+            if isinstance(r, SessionRecord.Conversation):
+                m = r.message
+                if not isinstance(m, AssistantMessage):
+                    out = []
+                elif isinstance(m.content, TextContent):
+                    out.append(m.content.content)
         return "".join(out)
 
     def tool_calls(self) -> list[ToolCall]:
@@ -1122,7 +1125,7 @@ class AgentSession:
             FoundationAIError: a turn is already running.
         """
         agen, finish = self._start(prompt, tool_choice, False, output_type, output_retries)
-        if asyncio.iscoroutine(agen):
+        if type(agen) is CoroutineType:
             await agen
         else:
             try:

@@ -673,6 +673,12 @@ class ToolRegistry:
 def nested_deeper_than(value: Any, limit: int) -> bool:
     """True when ``value`` (decoded JSON: dicts, lists, scalars) nests dicts/lists deeper than
     ``limit`` levels (``{}`` is level 1). Iterative: never recurses, stops at the first proof."""
+    if type(value) is dict and limit >= 1:  # the usual case: a flat object
+        for c in value.values():
+            if isinstance(c, _CONTAINERS):
+                break
+        else:
+            return False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()

@@ -116,6 +116,8 @@ class LoopTracker:
     """Counts identical calls within one turn (:func:`call_key`) and remembers why the turn
     must end: ``looped`` (the call repeated past the nudge) or ``failed`` (a ``"fail"`` error)."""
 
+    __slots__ = ("counts", "failed", "looped")
+
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}  # a plain dict: a Counter costs 1 us to make
         self.looped: ToolCall | None = None

@@ -185,47 +185,9 @@ async def run_quiet(
     if on_exit is not None and not on_exit(True):
         await _wait_to_enter(on_exit)
     try:
-        steering = host.steering
         cancelled = False
         try:
-            nxt = _OPEN
-            while True:  # one phase per pass, then what it queued is stored
-                phase = nxt
-                if phase is _DRAIN:
-                    nxt = drain_steering(host, state)
-                elif phase is _ADMIT:
-                    nxt = admit(host, state)
-                elif phase is _ASSEMBLE:
-                    nxt = await assemble_context(host, state)
-                elif phase is _GENERATE:
-                    await state.generation.run()  # type: ignore[union-attr]
-                    nxt = _DECIDE
-                elif phase is _DECIDE:
-                    nxt = decide(host, state)
-                    if nxt is _FOLLOW and steering.idle():
-                        nxt = take_follow_ups(host, state)
-                        if nxt is _FINISH:
-                            break  # the answer is written with the Summary
-                elif phase is _TOOLS:
-                    nxt = await execute_tools(host, state)
-                elif phase is _FOLLOW:
-                    nxt = take_follow_ups(host, state)
-                elif phase is _OPEN:
-                    open_turn(host, state)
-                    nxt = _TOOLS if state.resuming else _PROMPT
-                elif phase is _PROMPT:
-                    nxt = persist_prompt(host, state)
-                else:
-                    break
-                if host.pending_records:
-                    try:
-                        if getattr(host.store, "nonblocking", False):
-                            write_now(host)
-                        else:
-                            await flush(host)
-                    except StoreError as exc:
-                        _store_down(host, state, exc)
-                        break
+            await _quiet_phases(host, state)
             state.finished = True
         except asyncio.CancelledError:
             cancelled = True
@@ -248,6 +210,63 @@ async def run_quiet(
     finally:
         if on_exit is not None:
             on_exit(False)
+
+
+async def _quiet_phases(host: TurnHost, state: TurnState) -> None:
+    """The phases of :func:`run_quiet` up to ``finish``: one phase after the other, and what a
+    phase queued is stored before the next one runs. ``admit``, ``assemble_context`` and
+    ``generate`` queue nothing, so a phase that hands over to the next of them is followed at
+    once (the ``if`` chain below falls through in phase order)."""
+    steering = host.steering
+    nxt = _OPEN
+    while True:
+        if nxt is _DRAIN:
+            # nothing steered (``wanted`` is set with every steer and every abort): no-op
+            nxt = drain_steering(host, state) if steering.wanted else _ADMIT
+            if host.pending_records:
+                if not await _stored(host, state):
+                    return
+                continue
+        if nxt is _ADMIT:
+            nxt = admit(host, state)
+        if nxt is _ASSEMBLE:
+            nxt = await assemble_context(host, state)
+        if nxt is _GENERATE:
+            await state.generation.run()  # type: ignore[union-attr]
+            nxt = _DECIDE
+        if nxt is _DECIDE:
+            nxt = decide(host, state)
+            if nxt is _FOLLOW and steering.idle():
+                nxt = take_follow_ups(host, state)
+                if nxt is _FINISH:
+                    return  # the answer is written with the Summary
+        elif nxt is _TOOLS:
+            nxt = await execute_tools(host, state)
+        elif nxt is _FOLLOW:
+            nxt = take_follow_ups(host, state)
+        elif nxt is _OPEN:
+            open_turn(host, state)
+            nxt = _TOOLS if state.resuming else _PROMPT
+        elif nxt is _PROMPT:
+            nxt = persist_prompt(host, state)
+        else:  # finish
+            return
+        if host.pending_records and not await _stored(host, state):
+            return
+
+
+async def _stored(host: TurnHost, state: TurnState) -> bool:
+    """Write the queued records; False when the store failed (the turn is then failed, kind
+    ``"store"``, and ends)."""
+    try:
+        if getattr(host.store, "nonblocking", False):
+            write_now(host)
+        else:
+            await flush(host)
+    except StoreError as exc:
+        _store_down(host, state, exc)
+        return False
+    return True
 
 
 _OPEN, _PROMPT, _DRAIN, _ADMIT = Phase.OPEN, Phase.PROMPT, Phase.DRAIN_STEERING, Phase.ADMIT
