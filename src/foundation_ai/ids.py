@@ -86,6 +86,8 @@ def _generator() -> tuple[Callable[[], str], Callable[[], None]]:
     time_ns, urandom, t = time.time_ns, os.urandom, _TRIPLES or _fill_triples()
 
     def next_id() -> str:
+        """Return a fresh SCRU128 id (25 lowercase base-36 characters): time-ordered, each one
+        greater than the one made before it in this process."""
         nonlocal timestamp, counter_hi, counter_lo, ts_counter_hi, block, head, rest
         with lock:
             now = time_ns() // 1_000_000
@@ -149,10 +151,10 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset)
 
 
-def new_scru128() -> Id:
-    """Return a fresh SCRU128 id (25 lowercase base-36 characters): time-ordered, each one
-    greater than the one made before it in this process."""
-    return _next()
+new_scru128: Callable[[], Id] = _next
+"""``new_scru128()``: a fresh SCRU128 id (25 lowercase base-36 characters): time-ordered,
+each one greater than the one made before it in this process (the generator itself: no extra
+call per id)."""
 
 
 def is_scru128(value: str) -> bool:

@@ -57,26 +57,28 @@ class _Totals:
         self.ci = self.co = self.ccr = self.ccw = self.c = 0.0
         self.rank = -1  # -1: nothing added yet
 
-    def add(self, u: UsageReport) -> None:
+    def add(self, u: UsageReport, also: _Totals | None = None) -> None:
+        """Add ``u`` to these totals (and to ``also``: one pass for the session and the turn)."""
         if u == _EMPTY:  # the identity of UsageReport.__add__
             return
-        self.i += u.input
-        self.o += u.output
-        self.cr += u.cache_read
-        self.cw += u.cache_write
-        self.tt += u.total_tokens
         k = u.cost
-        self.ci += k.input
-        self.co += k.output
-        self.ccr += k.cache_read
-        self.ccw += k.cache_write
-        self.c += k.total
         status = k.status  # compared by identity: hashing an Enum member runs Python code
         r = 0 if status is _UNKNOWN else 2 if status is _ACTUAL else 1
-        if self.rank < 0:
-            self.rank = r
-        elif self.rank != r or r == 1:
-            self.rank = 1 if (self.rank or r) else 0
+        for t in (self,) if also is None else (self, also):
+            t.i += u.input
+            t.o += u.output
+            t.cr += u.cache_read
+            t.cw += u.cache_write
+            t.tt += u.total_tokens
+            t.ci += k.input
+            t.co += k.output
+            t.ccr += k.cache_read
+            t.ccw += k.cache_write
+            t.c += k.total
+            if t.rank < 0:
+                t.rank = r
+            elif t.rank != r or r == 1:
+                t.rank = 1 if (t.rank or r) else 0
 
     def report(self) -> UsageReport:
         status = _STATUS[max(self.rank, 0)]
@@ -123,8 +125,7 @@ class TokenLedger:
 
     def record(self, usage: UsageReport) -> None:
         """Add one generation's final (cumulative) usage."""
-        self._total.add(usage)
-        self._turn.add(usage)
+        self._total.add(usage, self._turn)
         self.generations += 1
 
     @property

@@ -273,7 +273,10 @@ class ScriptedModel:
     def _begin(self, interaction: ModelInteraction, params: ModelParams | None) -> Any:
         """The chunks of the next reply: a list, or an async generator playing a reply that
         sleeps or calls hooks."""
-        self._remember(interaction, params)
+        if self.record == 0:  # no request log: only the count
+            self.requests += 1
+        else:
+            self._remember(interaction, params)
         reply = self._next_reply(interaction)
         usage_in = float(10 * len(interaction.messages))
         if self.chunk_delay:
@@ -504,7 +507,7 @@ class _Playback:
         if type(items) is not list:
             return None
         self._items = []
-        return items[self._pos :]
+        return items if self._pos == 0 else items[self._pos :]
 
     async def aclose(self) -> None:
         """Stop: no more chunks (a live reply's generator is closed)."""

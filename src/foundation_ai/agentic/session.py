@@ -896,11 +896,17 @@ class AgentSession:
         string, the system prompt and the tool names (written with the next records when it
         changed)."""
         cached = self._header
+        registry = self.registry
         if cached is not None:
-            model, system, tools = cached[0]
-            if model is self.models[0] and system is self.system_prompt and tools == len(self.registry):
+            model, system, tools, version = cached[0]
+            if (
+                model is self.models[0]
+                and system is self.system_prompt
+                and tools is registry
+                and version == registry.version
+            ):
                 return cached[1]
-        key = (self.models[0], self.system_prompt, len(self.registry))
+        key = (self.models[0], self.system_prompt, registry, registry.version)
         if cached is None or cached[0] != key:
             cached = self._header = (
                 key,
@@ -1033,7 +1039,8 @@ class AgentSession:
             _tool_choices(tool_choice, self.registry) if tool_choice is not None else self.tool_choice,
             emit=emit,
         )
-        state.output_spec = self._spec(output_type, output_retries)
+        if output_type is not None or self.output_spec is not None:
+            state.output_spec = self._spec(output_type, output_retries)
         if not emit and self.memory is None and quiet_ok(self):
             agen: Any = run_quiet(self, state, on_exit=self._enter)  # a coroutine: no items
         else:
@@ -1134,8 +1141,8 @@ class AgentSession:
             finally:
                 await agen.aclose()
         turn: Turn = finish()
-        if turn.outcome is not TurnOutcome.Refused:  # a refusal is an outcome: the turn returns
-            turn.raise_for_outcome()
+        if turn.outcome is not TurnOutcome.Completed and turn.outcome is not TurnOutcome.Refused:
+            turn.raise_for_outcome()  # a refusal is an outcome: the turn returns
         return turn
 
     def run_turn(

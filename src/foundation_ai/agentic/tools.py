@@ -36,7 +36,7 @@ import contextvars
 import functools
 import inspect
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from types import CoroutineType
 from typing import Any, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
 
@@ -347,11 +347,20 @@ class FunctionTool:
             raise ToolArgumentError("$", "arguments matching the signature", str(exc)) from exc
         return msgspec.structs.asdict(value)  # its fields are the parameters, in order
 
-    async def run(self, definition: ToolDefinition, arguments: dict[str, Any]) -> Any:
-        """Convert ``arguments`` to the parameter types and call the function."""
+    def run(self, definition: ToolDefinition, arguments: dict[str, Any]) -> Awaitable[Any]:
+        """Convert ``arguments`` to the parameter types and call the function: an awaitable of
+        its result (an async function's own coroutine).
+
+        Raises:
+            ToolArgumentError: ``arguments`` do not match the parameters (at once).
+        """
         kwargs = self._kwargs(arguments)
         if self.is_async:
-            return await self.fn(**kwargs)
+            return self.fn(**kwargs)  # type: ignore[no-any-return]
+        return self._call(kwargs)
+
+    async def _call(self, kwargs: dict[str, Any]) -> Any:
+        """Run the sync function: on the event loop (``inline``) or in a daemon thread."""
         if self.inline:
             result = self.fn(**kwargs)
         else:
@@ -559,6 +568,8 @@ class ToolRegistry:
         self._tools: dict[str, AgentTool] = {}
         self.default_timeout = default_timeout
         self._decls: ToolDeclarations | None = None
+        self.version = 0
+        """Counts the tools added: it changes whenever the set of tools does (a cheap check)."""
         for t in tools:
             self.add(t)
 
@@ -574,6 +585,7 @@ class ToolRegistry:
             raise ConfigurationError(f"two tools are named {name!r}")
         self._tools[name] = t
         self._decls = None
+        self.version += 1
         return t
 
     def get(self, name: str) -> AgentTool | None:
@@ -629,9 +641,11 @@ class ToolRegistry:
         except ArgumentValidationError as exc:
             return error_result(call, _violations_text(exc))
         value = {} if args is None else args
-        violations = definition.arguments.violations(value)
-        if violations:
-            return error_result(call, _violations_text(ArgumentValidationError(violations)))
+        schema = definition.arguments
+        if not schema.validator.is_valid(value):  # the valid case builds no violation list
+            violations = schema.violations(value)
+            if violations:
+                return error_result(call, _violations_text(ArgumentValidationError(violations)))
         return t, definition, value
 
     async def execute(

@@ -161,6 +161,8 @@ class PolicyExecutor:
         self.tracker = tracker
         self._run = run
         self._direct = run is None and policy.plain  # the registry runs calls as they are
+        if self._direct:
+            self.execute = registry.execute  # type: ignore[method-assign]  # one frame less
 
     def prepare(self, call: ToolCall) -> Any:
         """Loop detection, then the registry's validation."""

@@ -45,11 +45,14 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     gen = state.generation
     assert gen is not None
     state.live = _NOTHING_LIVE  # from here on, every path persists or retracts the outputs before yielding
-    host.ledger.record(price_usage(gen.usage, getattr(gen.model, "descriptor", None)))
+    descriptor = getattr(gen.model, "descriptor", None)
+    host.ledger.record(price_usage(gen.usage, descriptor))
     produced = list(gen.outputs.values())
     if gen.interrupted:
         return after_interrupt(host, state, produced)
-    if gen.error is not None or overflowed(host, state, produced):
+    if gen.error is not None or (
+        getattr(descriptor, "context_window", None) is not None and overflowed(host, state, produced)
+    ):
         return after_error(host, state, produced)
     out, emit = state.out, state.emit
     calls = [m.content for m in produced if isinstance(m.content, ToolCall)]

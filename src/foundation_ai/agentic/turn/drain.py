@@ -39,7 +39,8 @@ def admit(host: TurnHost, state: TurnState) -> Phase:
     if state.inner >= host.max_inner:
         fail(state, "iteration_limit", f"reached the limit of {host.max_inner} model calls in one turn")
         return Phase.FINISH
-    why = host.ledger.exhausted()
+    ledger = host.ledger
+    why = None if ledger.budget is None else ledger.exhausted()
     if why is not None:
         fail(state, "budget_exhausted", why)
         return Phase.FINISH

@@ -52,6 +52,7 @@ class Generation:
     its result ``outputs`` (merged messages by id), ``error``, ``usage``, ``interrupted``."""
 
     __slots__ = (
+        "_stream",
         "emit",
         "error",
         "host",
@@ -77,6 +78,7 @@ class Generation:
         self.error: AssistantMessage | None = None
         self.usage = _NO_USAGE
         self.interrupted = False
+        self._stream: Any = None  # the model's stream when ``take_ready`` found it live
 
     @property
     def key(self) -> str:
@@ -187,7 +189,7 @@ class Generation:
         (``outputs``, ``error``, ``usage``, ``interrupted``), without an async generator."""
         steering, model, outputs = self.host.steering, self.model, self.outputs
         snapshot = getattr(model, "chunk_mode", "snapshot") != "delta"
-        agen = model.astream(self.interaction, self.params)
+        agen = self._stream if self._stream is not None else model.astream(self.interaction, self.params)
         ready = getattr(agen, "ready", None)
         if ready is not None:  # a stream whose chunks are all there (``ScriptedModel``)
             items = ready()
@@ -243,16 +245,40 @@ class Generation:
             except Exception:
                 pass
 
+    def take_ready(self) -> bool:
+        """Call the model; when its stream holds every chunk at once (a ``ready()`` method
+        returning them, as :class:`~foundation_ai.agentic.ScriptedModel`'s does), take them
+        now, with the result :meth:`run` would give, and return True. Otherwise return False:
+        :meth:`run` then reads that same stream."""
+        model = self.model
+        stream = model.astream(self.interaction, self.params)
+        ready = getattr(stream, "ready", None)
+        items = ready() if ready is not None else None
+        if items is None:
+            self._stream = stream
+            return False
+        self._take(items, getattr(model, "chunk_mode", "snapshot") != "delta")
+        return True
+
     def _take(self, items: list[Any], snapshot: bool) -> None:
         """:meth:`run` over chunks that are all there: the same checks between chunks, no
         awaits (an await that never suspends lets nothing else run either)."""
-        steering = self.host.steering
+        steering, outputs = self.host.steering, self.outputs
         for item in items:
             if steering.wanted:
                 self.interrupted = True
                 return
             if isinstance(item, _NEXT):
-                self._fold(item.value, snapshot)
+                m = item.value
+                if not isinstance(m, AssistantMessage):
+                    continue
+                self.usage = m.usage
+                if isinstance(m.stop_reason, _ERROR):
+                    self.error = m
+                elif snapshot:
+                    outputs[m.id] = m
+                else:
+                    outputs[m.id] = merge_chunk(outputs.get(m.id), m, "delta")
             elif isinstance(item, _SPREAD):
                 for m in item.value:
                     self._fold(m, snapshot)

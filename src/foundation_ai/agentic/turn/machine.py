@@ -9,7 +9,7 @@ from typing import Any
 from ...errors import FoundationAIError
 from ...types import AgentProgress, Stream
 from ..errors import StoreError
-from .assemble import assemble_context
+from .assemble import assemble_context, assemble_plain
 from .begin import open_turn, persist_prompt
 from .decide import decide
 from .drain import admit, drain_steering
@@ -218,21 +218,28 @@ async def _quiet_phases(host: TurnHost, state: TurnState) -> None:
     ``generate`` queue nothing, so a phase that hands over to the next of them is followed at
     once (the ``if`` chain below falls through in phase order)."""
     steering = host.steering
+    nonblocking = getattr(host.store, "nonblocking", False)  # written on the loop, no await
     nxt = _OPEN
     while True:
         if nxt is _DRAIN:
             # nothing steered (``wanted`` is set with every steer and every abort): no-op
             nxt = drain_steering(host, state) if steering.wanted else _ADMIT
             if host.pending_records:
-                if not await _stored(host, state):
+                if not (_written(host, state) if nonblocking else await _stored(host, state)):
                     return
                 continue
         if nxt is _ADMIT:
             nxt = admit(host, state)
         if nxt is _ASSEMBLE:
-            nxt = await assemble_context(host, state)
+            hooks = host.hooks
+            if hooks.context is None and hooks.can_spend is None:
+                nxt = assemble_plain(host, state)
+            else:
+                nxt = await assemble_context(host, state)
         if nxt is _GENERATE:
-            await state.generation.run()  # type: ignore[union-attr]
+            gen = state.generation
+            if not gen.take_ready():  # type: ignore[union-attr]
+                await gen.run()  # type: ignore[union-attr]
             nxt = _DECIDE
         if nxt is _DECIDE:
             nxt = decide(host, state)
@@ -251,18 +258,27 @@ async def _quiet_phases(host: TurnHost, state: TurnState) -> None:
             nxt = persist_prompt(host, state)
         else:  # finish
             return
-        if host.pending_records and not await _stored(host, state):
+        if host.pending_records and not (
+            _written(host, state) if nonblocking else await _stored(host, state)
+        ):
             return
 
 
-async def _stored(host: TurnHost, state: TurnState) -> bool:
-    """Write the queued records; False when the store failed (the turn is then failed, kind
-    ``"store"``, and ends)."""
+def _written(host: TurnHost, state: TurnState) -> bool:
+    """Write the queued records to a ``nonblocking`` store; False when the store failed (the
+    turn is then failed, kind ``"store"``, and ends)."""
     try:
-        if getattr(host.store, "nonblocking", False):
-            write_now(host)
-        else:
-            await flush(host)
+        write_now(host)
+    except StoreError as exc:
+        _store_down(host, state, exc)
+        return False
+    return True
+
+
+async def _stored(host: TurnHost, state: TurnState) -> bool:
+    """:func:`_written` for any store (written off the event loop)."""
+    try:
+        await flush(host)
     except StoreError as exc:
         _store_down(host, state, exc)
         return False

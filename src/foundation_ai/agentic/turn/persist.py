@@ -75,7 +75,9 @@ def persist(host: TurnHost, state: TurnState, msgs: Sequence[Messages]) -> None:
     queue them for the store (written by the driver's next :func:`flush`)."""
     if not msgs:
         return
-    recs = [_CONVERSATION(message=m) for m in msgs]
+    recs = []
+    for m in msgs:  # a loop: no comprehension frame for the usual one or two messages
+        recs.append(_CONVERSATION(message=m))
     host.messages.extend(msgs)
     state.records.extend(recs)
     state.persisted += len(msgs)
