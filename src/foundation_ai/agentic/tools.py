@@ -58,6 +58,8 @@ from ..types import (
     ToolDefinition,
     ToolResultMessage,
 )
+from ..types._text import scrub_surrogates
+from ..types.serialization import to_json
 from .threads import run_in_daemon_thread
 
 __all__ = [
@@ -239,19 +241,24 @@ def schema_for(fn: Callable[..., Any], name: str, arg_docs: dict[str, str]) -> d
 
 def to_content(value: Any) -> TextContent | ImageContent:
     """A tool's return value as ``UserModelContent``: ``str`` as is, text/image content as is,
-    ``None`` as ``""``, anything else as JSON (msgspec: structs, dataclasses, dicts, lists)."""
+    ``None`` as ``""``, anything else as JSON (msgspec: structs, dataclasses, dicts, lists).
+    Lone surrogates (a non-UTF-8 file name from ``os.listdir``) become U+FFFD
+    (docs/json-format.md, "Text")."""
     if isinstance(value, str):
-        return TextContent(value)
+        return TextContent(value if value.isascii() else scrub_surrogates(value))
     if type(value) is int:  # its JSON is its decimal digits
         return TextContent(str(value))
-    if isinstance(value, TextContent | ImageContent):
+    if isinstance(value, TextContent):
+        clean = scrub_surrogates(value.content)
+        return value if clean is value.content else msgspec.structs.replace(value, content=clean)
+    if isinstance(value, ImageContent):
         return value
     if value is None:
         return TextContent("")
     try:
-        return TextContent(msgspec.json.encode(value).decode())
+        return TextContent(to_json(value).decode())
     except (TypeError, msgspec.EncodeError):
-        return TextContent(str(value))
+        return TextContent(scrub_surrogates(str(value)))
 
 
 def error_result(call: ToolCall, detail: str, *, short: str | None = None) -> ToolResultMessage:

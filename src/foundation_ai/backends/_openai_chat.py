@@ -92,6 +92,7 @@ from ._http import (
     stream_events,
 )
 from ._reasoning_tokens import billed_output
+from ._responses_request import is_reasoning_model
 from ._sanitize import OPENAI_CHAT, sanitize_history
 from ._wire_cache import Prefix, PrefixCache, encode_raw
 from ._wire_text import as_name, decode_event, final, has_surrogate_escape, join, join_all, visible
@@ -688,7 +689,9 @@ def build_request(
     ``response_format`` instead of ``tools`` (see ``openai_chat(forced_tool_mode=...)``).
 
     ``ModelParams`` mapping: ``max_tokens`` (``max_completion_tokens`` on OpenAI's host),
-    ``temperature``, ``top_p`` (both left out when a reasoning effort is set), ``seed``,
+    ``temperature``, ``top_p`` (both left out when a reasoning effort is set, and for OpenAI
+    reasoning models ``o1*``, ``o3*``, ``o4*``, ``gpt-5*``, ``codex*``, which reject them:
+    https://platform.openai.com/docs/guides/reasoning), ``seed``,
     ``stop`` (first 4 of ``stop_tokens``), ``frequency_penalty``, ``presence_penalty``,
     ``logit_bias``, ``reasoning_effort`` (from ``thinking_level``), ``prompt_cache_retention``
     (``"24h"`` for ``CacheRetention.Long``, OpenAI's host only), ``response_format`` (from
@@ -719,7 +722,7 @@ def build_request(
     effort = params.thinking_level
     if effort is not None and effort is not ThinkingLevel.Off:
         body["reasoning_effort"] = effort.value
-    else:
+    elif not is_reasoning_model(model):  # o1/o3/o4/gpt-5/codex answer 400 to either
         body["temperature"] = params.temperature
         body["top_p"] = params.top_p
     if params.seed is not None:
