@@ -336,8 +336,22 @@ class ScriptedModel:
                     )
                 )
             last_id = oid
-            last_content = _final_content(o, text, snapshot)
-        out.append(_NEXT(self._final(reply, last_id, last_content, has_calls, usage_in, words)))
+            if snapshot and kind is Say and content.content == text:  # frozen: shared
+                last_content = content
+            else:
+                last_content = _final_content(o, text, snapshot)
+        if last_id is None or reply.usage is not None or reply.stop_reason is not None:
+            final = self._final(reply, last_id, last_content, has_calls, usage_in, words)
+        else:  # the usual closing chunk, without a call
+            final = _ASSISTANT(
+                id=last_id,
+                model=mid,
+                content=last_content,
+                usage=UsageReport.of(usage_in, float(max(words, 1))),
+                stop_reason=_TOOL_USE if has_calls else StopReason.STOP,
+                provider="scripted",
+            )
+        out.append(_NEXT(final))
         out.append(_FINISHED)
         return out
 
@@ -448,6 +462,7 @@ _ASSISTANT = Messages.Assistant
 _NEXT, _PENDING = Stream.Next, Stream.Pending
 _INIT: ModelStream = Stream.Init()  # frozen: shared
 _FINISHED: ModelStream = Stream.Pending(ModelState.Finished())
+_TOOL_USE = StopReason.ToolUse()
 
 
 def _error_message(mid: ModelId, detail: str, usage_in: float, words: int) -> Any:

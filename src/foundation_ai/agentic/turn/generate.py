@@ -34,6 +34,8 @@ __all__ = ["Generation", "GenerationRecord", "generate"]
 
 _NO_USAGE = UsageReport()  # frozen: shared
 _NEXT, _SPREAD, _PENDING, _ERROR = Stream.Next, Stream.Spread, Stream.Pending, StopReason.Error
+# the exact type, checked first (``type(x) is T``), then ``isinstance`` for subclasses
+_NEXT_T = type(Stream.Next(None))
 
 
 class GenerationRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -264,15 +266,16 @@ class Generation:
         """:meth:`run` over chunks that are all there: the same checks between chunks, no
         awaits (an await that never suspends lets nothing else run either)."""
         steering, outputs = self.host.steering, self.outputs
+        usage = None
         for item in items:
             if steering.wanted:
                 self.interrupted = True
-                return
-            if isinstance(item, _NEXT):
+                break
+            if type(item) is _NEXT_T or isinstance(item, _NEXT):
                 m = item.value
-                if not isinstance(m, AssistantMessage):
+                if type(m) is not AssistantMessage and not isinstance(m, AssistantMessage):
                     continue
-                self.usage = m.usage
+                usage = m.usage
                 if isinstance(m.stop_reason, _ERROR):
                     self.error = m
                 elif snapshot:
@@ -280,12 +283,16 @@ class Generation:
                 else:
                     outputs[m.id] = merge_chunk(outputs.get(m.id), m, "delta")
             elif isinstance(item, _SPREAD):
+                if usage is not None:
+                    self.usage, usage = usage, None
                 for m in item.value:
                     self._fold(m, snapshot)
             elif (
                 isinstance(item, _PENDING) and isinstance(item.value, ModelState.Error) and self.error is None
             ):
                 self.error = self._failed(item.value.message)
+        if usage is not None:  # the last report of the chunks taken
+            self.usage = usage
 
     def _fold(self, m: Any, snapshot: bool) -> None:
         if not isinstance(m, AssistantMessage):

@@ -93,7 +93,7 @@ def persist_summary(host: TurnHost, state: TurnState) -> SessionRecord:
     summary = SessionRecord.Summary(
         message_count=state.persisted,
         usage=host.ledger.snapshot(),
-        awaiting_approval=[c.id for c in state.awaiting],
+        awaiting_approval=[c.id for c in state.awaiting] if state.awaiting else [],
     )
     state.snapshot = summary.usage
     replay: Replay | None = getattr(host, "replay", None)
