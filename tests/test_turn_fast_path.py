@@ -23,6 +23,7 @@ from foundation_ai.agentic import (
     call,
     fail,
     hook,
+    rate_limited,
     say,
     tool,
 )
@@ -124,24 +125,38 @@ def scenarios() -> dict[str, Scenario]:
         "aborted while generating": ([], {}, abort_later),
         "iteration limit": ([[call("add", {"a": 1, "b": 2}, id="c1")], say("3")], {"inner": 1}, None),
         "token budget": ([[call("add", {"a": 1, "b": 2}, id="c1")], say("3")], {"budget": 5}, None),
+        "tool choice per generation": (
+            [[call("add", {"a": 1, "b": 2}, id="c1")], say("3")],
+            {"choice": ["add", "none"]},
+            None,
+        ),
+        "rate limited, then the fallback model": (
+            [rate_limited()],
+            {"fallback": [say("from the fallback")]},
+            None,
+        ),
+        "silent context overflow": ([say("too long"), say("still")], {"window": 5}, None),
         "loop detected": ([[call("add", {"a": 1, "b": 1}, id=f"c{i}")] for i in range(5)], {}, None),
     }
 
 
 def build(script: list[Any], opts: dict[str, Any], store: Any, general: bool) -> AgentSession:
-    b = AgentSession.builder(ScriptedModel(script)).with_tools(add, boom).with_store(store)
+    model = ScriptedModel(script, input_price=1.0, output_price=2.0, context_window=opts.get("window"))
+    b = AgentSession.builder(model).with_tools(add, boom).with_store(store).with_system_prompt("Be brief.")
     if "inner" in opts:
         b = b.with_max_iterations(inner=opts["inner"])
     if "budget" in opts:
         b = b.with_token_budget(opts["budget"])
+    if "fallback" in opts:
+        b = b.with_fallback_models(ScriptedModel(opts["fallback"], name="fallback"))
     if general:
         b = b.with_phase_hooks(PhaseHooks())  # any phase hook: the general driver
     return b.build()
 
 
-def run(agent: AgentSession, prompt: str = "1+2?") -> Any:
+def run(agent: AgentSession, prompt: str = "1+2?", choice: Any = None) -> Any:
     try:
-        return agent.run_turn(prompt)
+        return agent.run_turn(prompt, tool_choice=choice)
     except TurnFailedError as exc:
         return exc.turn
 
@@ -157,6 +172,8 @@ def observed(agent: AgentSession, turn: Any, store: InMemorySessionStore) -> dic
         "messages": plain(agent.messages),
         "stored": plain(store.load(agent.session_id)),
         "pending": plain(agent.pending_records),
+        "requests": plain(agent.model.interactions),  # what each generation was sent
+        "params": plain(agent.model.params),
     }
 
 
@@ -170,7 +187,7 @@ def test_the_quiet_driver_gives_the_same_turn_as_the_general_one(name: str) -> N
         assert quiet_ok(agent) is not general
         if setup is not None:
             setup(agent)
-        seen.append(observed(agent, run(agent), store))
+        seen.append(observed(agent, run(agent, choice=opts.get("choice")), store))
     quiet, full = seen
     assert quiet == full
     assert quiet["records"]  # the turn did something: the comparison is not vacuous

@@ -72,8 +72,18 @@ def assemble_plain(host: TurnHost, state: TurnState) -> Phase:
     """:func:`assemble_context` for a session with no context assembler and no spend check
     (nothing to await): :func:`default_interaction` and its :class:`Generation`. Next:
     ``generate``."""
-    interaction = default_interaction(host, state)
-    state.step += 1
+    choices, step, cut, registry = state.choices, state.step, host.context_cut, host.registry
+    interaction = ModelInteraction(  # default_interaction, inlined
+        messages=host.messages[host.context_start :]
+        if cut is None
+        else window(host.messages, host.context_start, cut),
+        system_prompt=host.system_prompt,
+        soul=host.soul,
+        tools_shed=registry._decls or registry.declarations(),
+        tool_choice=choices[step] if step < len(choices) else None,
+        chat_template=host.chat_template,
+    )
+    state.step = step + 1
     gen = Generation(host, state, host.models[state.model_index], interaction)
     state.generation = gen
     state.live = gen.outputs

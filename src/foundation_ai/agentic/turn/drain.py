@@ -44,7 +44,9 @@ def admit(host: TurnHost, state: TurnState) -> Phase:
     if why is not None:
         fail(state, "budget_exhausted", why)
         return Phase.FINISH
-    index = host.breaker.pick(len(host.models))
+    breaker = host.breaker
+    # no breaker open (the usual case): the primary model, as ``pick`` answers
+    index = (0 if host.models else None) if not breaker._open_until else breaker.pick(len(host.models))
     if index is None:
         fail(state, "rate_limited", "every model is rate limited (circuit breakers open)", retryable=True)
         return Phase.FINISH

@@ -189,15 +189,11 @@ class Generation:
     async def run(self) -> None:
         """:meth:`stream` for a caller that takes no items (``emit`` False): the same result
         (``outputs``, ``error``, ``usage``, ``interrupted``), without an async generator."""
+        if self._stream is None and self.take_ready():
+            return  # the chunks were all there
         steering, model, outputs = self.host.steering, self.model, self.outputs
         snapshot = getattr(model, "chunk_mode", "snapshot") != "delta"
-        agen = self._stream if self._stream is not None else model.astream(self.interaction, self.params)
-        ready = getattr(agen, "ready", None)
-        if ready is not None:  # a stream whose chunks are all there (``ScriptedModel``)
-            items = ready()
-            if items is not None:
-                self._take(items, snapshot)
-                return
+        agen = self._stream
         task = asyncio.current_task()  # nothing is yielded: the same task awaits every chunk
         anext_ = agen.__anext__
         try:
@@ -250,8 +246,9 @@ class Generation:
     def take_ready(self) -> bool:
         """Call the model; when its stream holds every chunk at once (a ``ready()`` method
         returning them, as :class:`~foundation_ai.agentic.ScriptedModel`'s does), take them
-        now, with the result :meth:`run` would give, and return True. Otherwise return False:
-        :meth:`run` then reads that same stream."""
+        now, with the result :meth:`run` would give, and return True: the same checks between
+        chunks, no awaits (an await that never suspends lets nothing else run either).
+        Otherwise return False: :meth:`run` then reads that same stream."""
         model = self.model
         stream = model.astream(self.interaction, self.params)
         ready = getattr(stream, "ready", None)
@@ -259,12 +256,7 @@ class Generation:
         if items is None:
             self._stream = stream
             return False
-        self._take(items, getattr(model, "chunk_mode", "snapshot") != "delta")
-        return True
-
-    def _take(self, items: list[Any], snapshot: bool) -> None:
-        """:meth:`run` over chunks that are all there: the same checks between chunks, no
-        awaits (an await that never suspends lets nothing else run either)."""
+        snapshot = getattr(model, "chunk_mode", "snapshot") != "delta"
         steering, outputs = self.host.steering, self.outputs
         usage = None
         for item in items:
@@ -293,6 +285,7 @@ class Generation:
                 self.error = self._failed(item.value.message)
         if usage is not None:  # the last report of the chunks taken
             self.usage = usage
+        return True
 
     def _fold(self, m: Any, snapshot: bool) -> None:
         if not isinstance(m, AssistantMessage):

@@ -265,13 +265,26 @@ async def _quiet_phases(host: TurnHost, state: TurnState) -> None:
 
 
 def _written(host: TurnHost, state: TurnState) -> bool:
-    """Write the queued records to a ``nonblocking`` store; False when the store failed (the
-    turn is then failed, kind ``"store"``, and ends)."""
+    """:func:`~.persist.write_now` (the queued records to a ``nonblocking`` store, on the
+    loop), inlined; False when the store failed (the turn is then failed, kind ``"store"``, and
+    ends; the records stay queued)."""
+    pending = host.pending_records
+    batch = pending.copy()
+    header = host.session_header()
+    stored = host.stored_header
     try:
-        write_now(host)
+        if header is stored or header == stored:
+            host.store.append(host.session_id, batch, None)
+        else:
+            host.store.append(host.session_id, batch, header)
+            host.stored_header = header
     except StoreError as exc:
         _store_down(host, state, exc)
         return False
+    if len(batch) == len(pending):
+        pending.clear()
+    else:
+        del pending[: len(batch)]
     return True
 
 
