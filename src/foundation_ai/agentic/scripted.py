@@ -24,8 +24,10 @@ the script is exhausted each generation fails with "script exhausted".
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -213,6 +215,7 @@ class ScriptedModel:
         self.interactions: list[ModelInteraction] = []
         self.params: list[ModelParams | None] = []
         self._pos = 0
+        self._usages: dict[tuple[float, int], UsageReport] = {}
 
     @property
     def model_id(self) -> ModelId:
@@ -286,10 +289,20 @@ class ScriptedModel:
                 return self._play(reply, usage_in)
         return self._chunks(reply, usage_in)
 
+    def _usage(self, usage_in: float, words: int) -> UsageReport:
+        """``UsageReport.of(usage_in, words)``, kept (frozen: one per pair of counts)."""
+        report = self._usages.get((usage_in, words))
+        if report is None:
+            if len(self._usages) >= 1024:
+                self._usages.clear()
+            report = self._usages[usage_in, words] = UsageReport.of(usage_in, float(words))
+        return report
+
     def _chunks(self, reply: Reply, usage_in: float) -> list[ModelStream]:
         """Every chunk of ``reply`` (no pauses, no hooks), in order."""
         mid = self._model_id
         snapshot = self.chunk_mode == "snapshot"
+        usage, usages = self._usage, self._usages  # the reports of this model, kept (frozen)
         has_calls = False
         words = 0
         out: list[ModelStream] = [_INIT]
@@ -311,8 +324,9 @@ class ScriptedModel:
                             id=oid,
                             model=mid,
                             content=o.call,
-                            usage=UsageReport.of(usage_in, float(words)),
+                            usage=usages.get((usage_in, words)) or usage(usage_in, words),
                             provider="scripted",
+                            timestamp=_utcnow(),
                         )
                     )
                 )
@@ -330,8 +344,9 @@ class ScriptedModel:
                             id=oid,
                             model=mid,
                             content=content,
-                            usage=UsageReport.of(usage_in, float(words)),
+                            usage=usages.get((usage_in, words)) or usage(usage_in, words),
                             provider="scripted",
+                            timestamp=_utcnow(),
                         )
                     )
                 )
@@ -347,9 +362,10 @@ class ScriptedModel:
                 id=last_id,
                 model=mid,
                 content=last_content,
-                usage=UsageReport.of(usage_in, float(max(words, 1))),
+                usage=usages.get((usage_in, max(words, 1))) or usage(usage_in, max(words, 1)),
                 stop_reason=_TOOL_USE if has_calls else StopReason.STOP,
                 provider="scripted",
+                timestamp=_utcnow(),
             )
         out.append(_NEXT(final))
         out.append(_FINISHED)
@@ -459,6 +475,7 @@ class ScriptedModel:
 
 
 _ASSISTANT = Messages.Assistant
+_utcnow = functools.partial(datetime.now, UTC)  # ``utc_now`` without a Python frame
 _NEXT, _PENDING = Stream.Next, Stream.Pending
 _INIT: ModelStream = Stream.Init()  # frozen: shared
 _FINISHED: ModelStream = Stream.Pending(ModelState.Finished())

@@ -37,6 +37,7 @@ import functools
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
 from types import CoroutineType
 from typing import Any, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
 
@@ -681,7 +682,9 @@ class ToolRegistry:
             return error_result(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
         finally:
             _TOOL_LOOP.reset(token)
-        return Messages.ToolResult(tool_call_id=call.id, name=call.name, content=to_content(result))
+        return Messages.ToolResult(
+            tool_call_id=call.id, name=call.name, content=to_content(result), timestamp=_utcnow()
+        )
 
     async def run(self, call: ToolCall) -> ToolResultMessage:
         """Validate then run one call; always a result (see :meth:`prepare`, :meth:`execute`)."""
@@ -719,6 +722,7 @@ def nested_deeper_than(value: Any, limit: int) -> bool:
 
 _CONTAINERS = (dict, list, tuple)
 _COROUTINE = CoroutineType
+_utcnow = functools.partial(datetime.now, UTC)  # ``utc_now`` without a Python frame
 
 
 async def _maybe_await(value: Any) -> Any:
