@@ -60,7 +60,7 @@ from ..types import (
     ToolResultMessage,
 )
 from ..types._text import scrub_surrogates
-from ..types.serialization import to_json
+from ..types.serialization import nesting_exceeds, to_json
 from .threads import run_in_daemon_thread
 
 __all__ = [
@@ -262,6 +262,14 @@ def to_content(value: Any) -> TextContent | ImageContent:
         return TextContent(scrub_surrogates(str(value)))
 
 
+def _too_deep(call: ToolCall) -> ToolResultMessage:
+    return error_result(
+        call,
+        f"the arguments nest arrays/objects deeper than {MAX_ARGUMENT_NESTING} levels; "
+        "the tool was not run, send the call again with flatter arguments",
+    )
+
+
 def error_result(call: ToolCall, detail: str, *, short: str | None = None) -> ToolResultMessage:
     """A ``Messages.ToolResult`` reporting a failure of ``call`` (``error_detail`` = ``detail``)."""
     return Messages.ToolResult(
@@ -304,6 +312,10 @@ class FunctionTool:
     A sync call abandoned by a timeout, a steer or an abort keeps running in the background
     until it returns (its result is dropped); being a daemon thread, it does not delay the
     interpreter's exit (see :mod:`.threads`).
+
+    Raises:
+        ConfigurationError: a bad tool name, ``*args``/``**kwargs``, a parameter type with no
+            JSON Schema, or a generator function (a tool returns its result).
     """
 
     def __init__(
@@ -320,6 +332,11 @@ class FunctionTool:
         tool_name = name or fn.__name__
         if not _NAME_OK.match(tool_name):
             raise ConfigurationError(f"tool name {tool_name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$")
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+            raise ConfigurationError(
+                f"tool {tool_name!r} is a generator function: a tool returns its result (e.g. "
+                "collect the items into a list and return it)"
+            )
         summary, arg_docs = parse_docstring(fn.__doc__)
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn)
@@ -632,6 +649,8 @@ class ToolRegistry:
             known = ", ".join(self._tools) or "none"
             return error_result(call, f"unknown tool {call.name!r}; available tools: {known}")
         if call.arguments is None and call.raw_arguments is not None:
+            if nesting_exceeds(call.raw_arguments.encode("utf-8", "replace"), MAX_ARGUMENT_NESTING):
+                return _too_deep(call)  # too deep for the JSON decoder (~1,000 levels) too
             shown = call.raw_arguments if len(call.raw_arguments) <= 200 else call.raw_arguments[:200] + "..."
             return error_result(
                 call,
@@ -639,11 +658,7 @@ class ToolRegistry:
                 "the tool was not run, send the call again with valid JSON arguments",
             )
         if call.arguments is not None and nested_deeper_than(call.arguments, MAX_ARGUMENT_NESTING):
-            return error_result(
-                call,
-                f"the arguments nest arrays/objects deeper than {MAX_ARGUMENT_NESTING} levels; "
-                "the tool was not run, send the call again with flatter arguments",
-            )
+            return _too_deep(call)
         try:
             definition, args = t.declaration.resolve(call.arguments)
         except ArgumentValidationError as exc:

@@ -1007,6 +1007,8 @@ def _parse_args(text: str) -> tuple[dict[str, Any] | None, str | None, list[Any]
         return {}, None, None
     try:
         value = msgspec.json.decode(text)
+    except RecursionError:  # nested past msgspec's depth limit (~1,000): kept as text, never run
+        return None, text, None
     except msgspec.DecodeError:
         many = split_json_objects(text)
         if many and len(many) > 1 and all(isinstance(v, dict) for v in many):
@@ -1019,7 +1021,7 @@ def _parse_args(text: str) -> tuple[dict[str, Any] | None, str | None, list[Any]
             inner = msgspec.json.decode(value)
             if isinstance(inner, dict):
                 return inner, None, None
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             pass
     return None, text, None
 
@@ -1388,7 +1390,7 @@ class ChatStreamParser:
         text = final(self.text)
         try:
             doc = msgspec.json.decode(text)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             doc = None
         name = doc.get("name") if isinstance(doc, dict) else None
         args = doc.get("arguments") if isinstance(doc, dict) else None
