@@ -64,17 +64,19 @@ class _Totals:
         k = u.cost
         status = k.status  # compared by identity: hashing an Enum member runs Python code
         r = 0 if status is _UNKNOWN else 2 if status is _ACTUAL else 1
+        i, o, cr, cw, tt = u.input, u.output, u.cache_read, u.cache_write, u.total_tokens
+        ci, co, ccr, ccw, c = k.input, k.output, k.cache_read, k.cache_write, k.total
         for t in (self,) if also is None else (self, also):
-            t.i += u.input
-            t.o += u.output
-            t.cr += u.cache_read
-            t.cw += u.cache_write
-            t.tt += u.total_tokens
-            t.ci += k.input
-            t.co += k.output
-            t.ccr += k.cache_read
-            t.ccw += k.cache_write
-            t.c += k.total
+            t.i += i
+            t.o += o
+            t.cr += cr
+            t.cw += cw
+            t.tt += tt
+            t.ci += ci
+            t.co += co
+            t.ccr += ccr
+            t.ccw += ccw
+            t.c += c
             if t.rank < 0:
                 t.rank = r
             elif t.rank != r or r == 1:
