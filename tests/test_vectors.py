@@ -10,6 +10,7 @@ from foundation_ai.errors import FoundationAIError
 from foundation_ai.vectors import (
     DimensionMismatchError,
     InMemoryVectorStore,
+    InvalidVectorError,
     Metric,
     VectorEntry,
     VectorMatch,
@@ -112,11 +113,14 @@ def test_dimension_mismatch_raises() -> None:
         fixed.upsert([entry("a", [1.0, 2.0])])
 
 
-def test_zero_vector_cosine_scores_zero() -> None:
+def test_zero_vector_is_refused_under_cosine_and_kept_under_dot() -> None:
     s = InMemoryVectorStore()
-    s.upsert([entry("zero", [0.0, 0.0]), entry("one", [1.0, 0.0])])
-    scores = {m.id: m.score for m in s.search([1.0, 0.0])}
-    assert scores == {"one": pytest.approx(1.0), "zero": 0.0}
+    with pytest.raises(InvalidVectorError, match="zero vector"):
+        s.upsert([entry("zero", [0.0, 0.0]), entry("one", [1.0, 0.0])])
+    assert len(s) == 0
+    dot = InMemoryVectorStore(Metric.Dot)
+    dot.upsert([entry("zero", [0.0, 0.0]), entry("one", [1.0, 0.0])])
+    assert [(m.id, m.score) for m in dot.search([1.0, 0.0])] == [("one", 1.0), ("zero", 0.0)]
 
 
 def test_label_filter_matches_key_value_tags() -> None:
