@@ -435,6 +435,31 @@ def test_ask_and_tool_choice_first_generation_only() -> None:
     assert m.params[0] == ModelParams(temperature=0.0)
 
 
+def test_ask_answer_equals_its_text_and_says_when_it_was_cut() -> None:
+    agent = build(ScriptedModel([say("yes"), Reply([say("The answer is")], stop_reason=StopReason.Length())]))
+    answer = agent.ask("Yes or no?")
+    assert answer == "yes" and answer != "no" and hash(answer) == hash("yes")
+    assert "yes" == answer  # noqa: SIM300 - str.__eq__ defers to Answer.__eq__
+    assert not answer.truncated
+    cut = agent.ask("Why?")
+    assert cut == "The answer is" and cut.truncated  # an incomplete text is returned, flagged
+
+
+def test_ask_raises_instead_of_an_empty_answer_cut_at_max_tokens() -> None:
+    """A reasoning model can spend every ``max_tokens`` on reasoning: the answer is empty with
+    stop ``Length``. ``ask`` raises ``TurnFailedError(kind="length")`` rather than return ``""``;
+    ``run_turn`` returns the turn as it is."""
+    cut = Reply([think("pondering"), say("")], stop_reason=StopReason.Length())
+    agent = build(ScriptedModel([cut] * 6))  # a vacuous answer is retried once: 2 per turn
+    with pytest.raises(TurnFailedError, match="cut at max_tokens before any text") as err:
+        agent.ask("Hi")
+    assert err.value.kind == "length"
+    with pytest.raises(TurnFailedError):
+        agent.ask("Hi", output_type=str)
+    turn = agent.run_turn("Hi")
+    assert turn.text() == "" and turn.ok
+
+
 async def test_async_twins() -> None:
     m = ScriptedModel([call("add", {"a": 1, "b": 2}), say("3"), say("again"), say("streamed")])
     agent = build(m)
