@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -12,10 +13,12 @@ from foundation_ai.vectors import (
     InMemoryVectorStore,
     InvalidVectorError,
     Metric,
+    SqliteVecStore,
     VectorEntry,
     VectorMatch,
     VectorMetadata,
     VectorStore,
+    default_vector_path,
 )
 
 
@@ -143,3 +146,30 @@ def test_metadata_matches() -> None:
     meta = VectorMetadata(tags=["a", "b"], labels={"k": "v"})
     assert meta.matches(None) and meta.matches([]) and meta.matches(["a"]) and meta.matches({"k": "v"})
     assert not meta.matches(["a", "c"]) and not meta.matches({"k": "w"}) and not meta.matches({"x": "v"})
+
+
+def test_default_vector_path_sits_beside_the_default_session_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from foundation_ai.agentic.stores import HOME_ENV, default_store_path
+
+    home = tmp_path / "fa-home"
+    monkeypatch.setenv(HOME_ENV, str(home))
+    assert default_vector_path() == home / "vectors.sqlite3"
+    assert default_vector_path().parent == default_store_path().parent
+    monkeypatch.delenv(HOME_ENV)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # platformdirs on Linux
+    assert default_vector_path().parent == default_store_path().parent
+    assert default_vector_path().name == "vectors.sqlite3"
+
+
+def test_a_store_opened_without_a_path_lands_in_foundation_ai_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FOUNDATION_AI_HOME", str(tmp_path / "home"))
+    s = SqliteVecStore(dimensions=2)
+    try:
+        s.upsert([entry("a", [1.0, 0.0])])
+    finally:
+        s.close()
+    assert (tmp_path / "home" / "vectors.sqlite3").is_file()
