@@ -492,6 +492,38 @@ def test_one_turn_at_a_time() -> None:
     assert agent.run_turn("z").text() == "b"
 
 
+def test_a_blocking_turn_from_a_second_thread_is_refused_with_the_typed_error() -> None:
+    """Two threads calling ``run_turn`` on one session: the second used to get asyncio's
+    ``RuntimeError: This event loop is already running`` and "coroutine was never awaited"
+    warnings; it now gets ``FoundationAIError`` at once and the first turn is unharmed."""
+    import threading
+    import warnings
+
+    from foundation_ai.agentic import pause
+    from foundation_ai.errors import FoundationAIError
+
+    agent = build(ScriptedModel([[pause(0.5), say("one")], say("two")]))
+    started = threading.Event()
+    results: dict[str, Any] = {}
+
+    def first() -> None:
+        started.set()
+        results["first"] = agent.run_turn("slow").text()
+
+    t = threading.Thread(target=first)
+    t.start()
+    started.wait()
+    while not agent._loop_lock.locked():  # the first thread is inside its blocking call
+        threading.Event().wait(0.005)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "coroutine ... was never awaited"
+        with pytest.raises(FoundationAIError, match="a turn is already running"):
+            agent.run_turn("fast")
+    t.join()
+    assert results["first"] == "one"
+    assert agent.run_turn("again").text() == "two"  # the session is usable afterwards
+
+
 def test_builder_accepts_a_provider_router() -> None:
     from foundation_ai.errors import ConfigurationError
     from foundation_ai.router import Provider, ProviderRouter

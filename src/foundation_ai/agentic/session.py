@@ -912,6 +912,7 @@ class AgentSession:
         self._decisions: dict[str, Any] = {}
         self._busy = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_lock = threading.Lock()  # one blocking call at a time drives ``_loop``
         self._closed = False
         self.memory: Any = None
         """The session's ``MemoryManager`` (``with_memory``), else ``None``."""
@@ -1373,10 +1374,15 @@ class AgentSession:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
+            if not self._loop_lock.acquire(blocking=False):  # another thread's blocking call
+                raise FoundationAIError("a turn is already running on this session") from None
             try:
                 return self._own_loop().run_until_complete(make())
             finally:
-                self._settle()
+                try:
+                    self._settle()
+                finally:
+                    self._loop_lock.release()
         box: list[Any] = []
 
         def work() -> None:

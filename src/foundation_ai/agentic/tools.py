@@ -310,6 +310,10 @@ class FunctionTool:
     A sync call abandoned by a timeout, a steer or an abort keeps running in the background
     until it returns (its result is dropped); being a daemon thread, it does not delay the
     interpreter's exit (see :mod:`.threads`).
+
+    Raises:
+        ConfigurationError: a bad tool name, ``*args``/``**kwargs``, a parameter type with no
+            JSON Schema, or a generator function (a tool returns its result).
     """
 
     def __init__(
@@ -326,6 +330,11 @@ class FunctionTool:
         tool_name = name or fn.__name__
         if not _NAME_OK.match(tool_name):
             raise ConfigurationError(f"tool name {tool_name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$")
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+            raise ConfigurationError(
+                f"tool {tool_name!r} is a generator function: a tool returns its result (e.g. "
+                "collect the items into a list and return it)"
+            )
         summary, arg_docs = parse_docstring(fn.__doc__)
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn)
