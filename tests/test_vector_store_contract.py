@@ -359,3 +359,10 @@ def test_an_unreachable_postgres_is_a_store_error() -> None:
     with pytest.raises(VectorStoreError, match=rf"127\.0\.0\.1:{port}") as caught:
         PgVectorStore(f"postgresql://user:secret@127.0.0.1:{port}/db?connect_timeout=5", dimensions=2)
     assert "secret" not in str(caught.value.where)
+
+
+def test_a_vector_of_text_is_refused_as_invalid(make_store: StoreFactory) -> None:
+    s = make_store(2, Metric.L2)
+    with pytest.raises(InvalidVectorError, match="'words' is not a sequence of numbers"):
+        s.upsert([entry("ok", [1.0, 2.0]), entry("words", ["a", "b"])])  # type: ignore[list-item]
+    assert len(s) == 0  # type: ignore[arg-type]

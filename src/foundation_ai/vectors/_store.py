@@ -163,6 +163,18 @@ def check_k(k: int) -> int:
     return min(k, MAX_K)
 
 
+def _numbers(vector: Any) -> bool:
+    """True when every component of ``vector`` converts to a float (text does not count)."""
+    try:
+        for x in vector:
+            if isinstance(x, str | bytes):
+                return False
+            float(x)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def checked_rows(
     vectors: Sequence[Sequence[float]], ids: Sequence[str] | None, dimensions: int, metric: Metric
 ) -> Any:
@@ -188,7 +200,11 @@ def checked_rows(
                 f"{who(i)} has {len(v)} dimensions, store has {dimensions}", id=ident(i)
             )
     with np.errstate(over="ignore", invalid="ignore"):
-        rows = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), dimensions)
+        try:
+            rows = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), dimensions)
+        except (TypeError, ValueError):
+            bad = next((i for i, v in enumerate(vectors) if not _numbers(v)), 0)
+            raise InvalidVectorError(f"{who(bad)} is not a sequence of numbers", id=ident(bad)) from None
         finite = np.isfinite(rows).all(axis=1)
         if not finite.all():
             i = int(np.flatnonzero(~finite)[0])
