@@ -832,6 +832,8 @@ class AgentSessionBuilder:
                 model = _recorded_model(meta.model, meta.base_url)
         system = self._system if self._system is not None else (meta.system_prompt if meta else None)
         own = _MEMORY_TOOLS if self._memory is not None else frozenset()
+        if self._shed is not None:  # the shed's tools are reached through it, not the catalog
+            own = own | self._shed.names()
         tools = self._tools or _tools_named(self._catalog, meta.tools if meta else (), own)
         session = self._make(store, session_id, model, system, tools)
         session.meta = meta
