@@ -357,7 +357,7 @@ class ScriptedModel:
                 last_content = _final_content(o, text, snapshot)
         if last_id is None or reply.usage is not None or reply.stop_reason is not None:
             final = self._final(reply, last_id, last_content, has_calls, usage_in, words)
-        else:  # the usual closing chunk, without a call
+        else:  # the usual closing chunk (no scripted usage or stop reason)
             final = _ASSISTANT(
                 id=last_id,
                 model=mid,
