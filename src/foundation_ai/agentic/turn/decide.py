@@ -55,7 +55,10 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     ):
         return after_error(host, state, produced)
     out, emit = state.out, state.emit
-    calls = [m.content for m in produced if isinstance(m.content, ToolCall)]
+    calls = []
+    for m in produced:  # a loop: no comprehension frame for the usual one or two outputs
+        if isinstance(m.content, ToolCall):
+            calls.append(m.content)
     if not calls:
         refusal = None
         for m in reversed(produced):
@@ -70,7 +73,11 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
             if emit:
                 out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
             return Phase.FOLLOW_UPS
-        text = "".join([m.content.content for m in produced if isinstance(m.content, TextContent)])
+        if len(produced) == 1:  # the usual answer: one output, no comprehension frame
+            only = produced[0].content
+            text = only.content if isinstance(only, TextContent) else ""
+        else:
+            text = "".join([m.content.content for m in produced if isinstance(m.content, TextContent)])
         spec = state.output_spec
         if spec is not None:
             verdict = check_output(spec, state, produced, text)
