@@ -186,8 +186,57 @@ async def run_quiet(
         await _wait_to_enter(on_exit)
     try:
         cancelled = False
+        steering = host.steering
+        nonblocking = getattr(host.store, "nonblocking", False)  # written on the loop, no await
         try:
-            await _quiet_phases(host, state)
+            # the phases up to ``finish``, one after the other; what a phase queued is stored
+            # before the next one runs. ``admit``, ``assemble_context`` and ``generate`` queue
+            # nothing, so a phase that hands over to the next of them is followed at once (the
+            # ``if`` chain below falls through in phase order). One coroutine: no frame per turn
+            # for a helper.
+            nxt = _OPEN
+            while True:
+                if nxt is _DRAIN:
+                    # nothing steered (``wanted`` is set with every steer and every abort): no-op
+                    nxt = drain_steering(host, state) if steering.wanted else _ADMIT
+                    if host.pending_records:
+                        if not (_written(host, state) if nonblocking else await _stored(host, state)):
+                            break
+                        continue
+                if nxt is _ADMIT:
+                    nxt = admit(host, state)
+                if nxt is _ASSEMBLE:
+                    hooks = host.hooks
+                    if hooks.context is None and hooks.can_spend is None:
+                        nxt = assemble_plain(host, state)
+                    else:
+                        nxt = await assemble_context(host, state)
+                if nxt is _GENERATE:
+                    gen = state.generation
+                    if not gen.take_ready():  # type: ignore[union-attr]
+                        await gen.run()  # type: ignore[union-attr]
+                    nxt = _DECIDE
+                if nxt is _DECIDE:
+                    nxt = decide(host, state)
+                    if nxt is _FOLLOW and steering.idle():
+                        nxt = take_follow_ups(host, state)
+                        if nxt is _FINISH:
+                            break  # the answer is written with the Summary
+                elif nxt is _TOOLS:
+                    nxt = await execute_tools(host, state)
+                elif nxt is _FOLLOW:
+                    nxt = take_follow_ups(host, state)
+                elif nxt is _OPEN:
+                    open_turn(host, state)
+                    nxt = _TOOLS if state.resuming else _PROMPT
+                elif nxt is _PROMPT:
+                    nxt = persist_prompt(host, state)
+                else:  # finish
+                    break
+                if host.pending_records and not (
+                    _written(host, state) if nonblocking else await _stored(host, state)
+                ):
+                    break
             state.finished = True
         except asyncio.CancelledError:
             cancelled = True
@@ -202,7 +251,11 @@ async def run_quiet(
                 flush_blocking(host)
         finish(host, state)
         try:
-            await flush(host)
+            if host.pending_records:
+                if nonblocking:
+                    write_now(host)  # flush's own path for such a store, without its coroutine
+                else:
+                    await flush(host)
         except StoreError as exc:
             if state.error is None or state.error.kind != "store":
                 _failed_at_the_end(state, exc)
@@ -210,58 +263,6 @@ async def run_quiet(
     finally:
         if on_exit is not None:
             on_exit(False)
-
-
-async def _quiet_phases(host: TurnHost, state: TurnState) -> None:
-    """The phases of :func:`run_quiet` up to ``finish``: one phase after the other, and what a
-    phase queued is stored before the next one runs. ``admit``, ``assemble_context`` and
-    ``generate`` queue nothing, so a phase that hands over to the next of them is followed at
-    once (the ``if`` chain below falls through in phase order)."""
-    steering = host.steering
-    nonblocking = getattr(host.store, "nonblocking", False)  # written on the loop, no await
-    nxt = _OPEN
-    while True:
-        if nxt is _DRAIN:
-            # nothing steered (``wanted`` is set with every steer and every abort): no-op
-            nxt = drain_steering(host, state) if steering.wanted else _ADMIT
-            if host.pending_records:
-                if not (_written(host, state) if nonblocking else await _stored(host, state)):
-                    return
-                continue
-        if nxt is _ADMIT:
-            nxt = admit(host, state)
-        if nxt is _ASSEMBLE:
-            hooks = host.hooks
-            if hooks.context is None and hooks.can_spend is None:
-                nxt = assemble_plain(host, state)
-            else:
-                nxt = await assemble_context(host, state)
-        if nxt is _GENERATE:
-            gen = state.generation
-            if not gen.take_ready():  # type: ignore[union-attr]
-                await gen.run()  # type: ignore[union-attr]
-            nxt = _DECIDE
-        if nxt is _DECIDE:
-            nxt = decide(host, state)
-            if nxt is _FOLLOW and steering.idle():
-                nxt = take_follow_ups(host, state)
-                if nxt is _FINISH:
-                    return  # the answer is written with the Summary
-        elif nxt is _TOOLS:
-            nxt = await execute_tools(host, state)
-        elif nxt is _FOLLOW:
-            nxt = take_follow_ups(host, state)
-        elif nxt is _OPEN:
-            open_turn(host, state)
-            nxt = _TOOLS if state.resuming else _PROMPT
-        elif nxt is _PROMPT:
-            nxt = persist_prompt(host, state)
-        else:  # finish
-            return
-        if host.pending_records and not (
-            _written(host, state) if nonblocking else await _stored(host, state)
-        ):
-            return
 
 
 def _written(host: TurnHost, state: TurnState) -> bool:
