@@ -8,7 +8,7 @@ Commands::
     foundation-ai sessions                     stored sessions, newest first
     foundation-ai show ID                      a stored session's transcript
     foundation-ai models                       the bundled and configured models, with prices
-    foundation-ai keys set NAME | list | path  API keys kept in the user config directory
+    foundation-ai keys set PROVIDER|list|path  API keys kept in the user config directory
     foundation-ai serve                        agents over an OpenAI-compatible HTTP API (docs/serve.md)
     foundation-ai worker | submit | status | follow | steer | abort | recover    durable turns
 
