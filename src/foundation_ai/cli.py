@@ -91,6 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
+    from ._cli.prompt_input import tolerant_stdio
+
+    tolerant_stdio()  # typed or piped bytes that are not valid text become U+FFFD, never a crash
     try:
         return _handler(args.command)(args)
     except ConfigurationError as exc:

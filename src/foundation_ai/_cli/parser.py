@@ -63,7 +63,8 @@ exit status: 0 ok, 1 the turn failed, 2 bad usage or configuration, 130 interrup
 RUN_EPILOG = """input:
   PROMPT              the prompt; '-' reads it from stdin
   piped stdin         with a PROMPT, the piped text is sent first, then the PROMPT
-                      (cat file | foundation-ai run "summarize"); without one it is the prompt
+                      (cat file | foundation-ai run "summarize"); without one it is the prompt.
+                      Read as UTF-8: bytes that are not (Latin-1 'caf\\xe9') become U+FFFD
 
 output:
   on a terminal the answer is streamed, then shown as Markdown (--plain: as plain text);
@@ -265,7 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PATH|URL",
-        help="attach an image (png, jpeg, gif, webp) or a UTF-8 text file; a URL is passed on as is",
+        help="attach an image (png, jpeg, gif, webp) or a text file (UTF-8; invalid bytes become "
+        "U+FFFD); a URL is passed on as is",
     )
     o.add_argument(
         "--schema",
