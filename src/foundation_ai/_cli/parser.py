@@ -45,14 +45,16 @@ EPILOG = """examples:
   foundation-ai chat --tools files,shell --root ./project
 
 where things are kept (on Linux; other systems use their own user directories):
-  config.toml, keys.json   defaults for --model, --system, --tools (and more), and the keys of
-                           `keys set`: in $XDG_CONFIG_HOME/foundation-ai (~/.config/foundation-ai)
-  sessions.sqlite3         the session store of run, chat, sessions and show (--db PATH picks
-                           another file): in $FOUNDATION_AI_HOME when that variable is set, else
-                           in $XDG_DATA_HOME/foundation-ai (~/.local/share/foundation-ai).
-                           To move your sessions: quit foundation-ai, move sessions.sqlite3 to
-                           the new directory and export FOUNDATION_AI_HOME=it. The durable commands' default
-                           durable.sqlite3 lives beside it; `serve` keeps its data elsewhere
+  config.toml, keys.json   defaults for --model, --system, --tools (and more), and the keys
+                           of `keys set`: in $XDG_CONFIG_HOME/foundation-ai
+                           (default ~/.config/foundation-ai)
+  sessions.sqlite3         the session store of run, chat, sessions and show (--db PATH
+                           picks another file): in $FOUNDATION_AI_HOME when that variable is
+                           set, else in $XDG_DATA_HOME/foundation-ai (default
+                           ~/.local/share/foundation-ai). To move your sessions: quit
+                           foundation-ai, move sessions.sqlite3 to a new directory DIR and
+                           export FOUNDATION_AI_HOME=DIR. The durable commands' default
+                           durable.sqlite3 lives beside it; serve keeps its data elsewhere
                            (serve --data-dir).
 
 exit status: 0 ok, 1 the turn failed, 2 bad usage or configuration, 130 interrupted,
