@@ -60,7 +60,7 @@ from ..types import (
 )
 from ..types.choices import tool_choice_of
 from .context import dangling_calls, interrupted_results, window
-from .errors import ApprovalPendingError, SessionClosedError, SessionExistsError
+from .errors import ApprovalPendingError, SessionClosedError, SessionExistsError, SessionNotFoundError
 from .events import TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
 from .output import OutputSpec, output_spec
@@ -258,6 +258,15 @@ class Answer:
 
     def __repr__(self) -> str:
         return f"Answer({self.text!r})"
+
+
+def _unique_prefix(store: Any, prefix: str) -> str:
+    """The one stored session id starting with ``prefix`` (``SessionNotFoundError`` otherwise)."""
+    text = prefix.strip()
+    matches: list[str] = sorted(i for i in store.sessions() if i.startswith(text)) if text else []
+    if len(matches) != 1:
+        raise SessionNotFoundError(prefix, matches)
+    return matches[0]
 
 
 def _cut_at_max_tokens(turn: Turn) -> bool:
@@ -792,8 +801,12 @@ class AgentSessionBuilder:
         stored :class:`~foundation_ai.agentic.stores.SessionMeta` (``None`` for a store without
         metadata).
 
+        ``session_id`` may be the start of a stored id (as the CLI's ``-S`` takes it) when
+        exactly one stored session starts with it.
+
         Raises:
-            FoundationAIError: the store has no such session.
+            SessionNotFoundError: the store has no such session (nor one starting with it), or
+                the prefix matches several.
             ConfigurationError: no model was given and the session recorded none (or one that
                 cannot be loaded here).
             StoreError: the store could not be read or written.
@@ -801,7 +814,8 @@ class AgentSessionBuilder:
         store = self._store if self._store is not None else SqliteSessionStore()
         records = store.load(session_id)
         if not records:
-            raise FoundationAIError(f"no stored session {session_id!r}")
+            session_id = _unique_prefix(store, session_id)
+            records = store.load(session_id)
         meta = _meta_of(store, session_id)
         model = self._model
         if model is None:
@@ -814,6 +828,8 @@ class AgentSessionBuilder:
                 model = _recorded_model(meta.model, meta.base_url)
         system = self._system if self._system is not None else (meta.system_prompt if meta else None)
         own = _MEMORY_TOOLS if self._memory is not None else frozenset()
+        if self._shed is not None:  # the shed's tools are reached through it, not the catalog
+            own = own | self._shed.names()
         tools = self._tools or _tools_named(self._catalog, meta.tools if meta else (), own)
         session = self._make(store, session_id, model, system, tools)
         session.meta = meta
