@@ -54,8 +54,8 @@ where things are kept (on Linux; other systems use their own user directories):
                            ~/.local/share/foundation-ai). To move your sessions: quit
                            foundation-ai, move sessions.sqlite3 to a new directory DIR and
                            export FOUNDATION_AI_HOME=DIR. The durable commands' default
-                           durable.sqlite3 lives beside it; serve keeps its data elsewhere
-                           (serve --data-dir).
+                           durable.sqlite3 and the default vector store vectors.sqlite3 live
+                           beside it; serve keeps its data elsewhere (serve --data-dir).
 
 exit status: 0 ok, 1 the turn failed, 2 bad usage or configuration, 130 interrupted,
   141 stdout closed early (e.g. `| head -1`): exits quietly; a running turn is aborted and stored
