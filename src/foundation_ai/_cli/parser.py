@@ -284,13 +284,21 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--plain", action="store_true", help="plain text on a terminal too (no Markdown)")
     _add_agent_options(run)
 
-    sessions = sub.add_parser("sessions", help="list stored sessions", description="List stored sessions.")
+    sessions = sub.add_parser(
+        "sessions",
+        help="list stored sessions",
+        description="List stored sessions, newest first. Only reads the store (a read-only file "
+        "works; a missing one is empty and is not created).",
+    )
     sessions.add_argument("--limit", type=_positive_int, default=50, metavar="N", help="show at most N")
     sessions.add_argument("--json", action="store_true", help="one JSON object per session")
     _add_store_option(sessions)
 
     show = sub.add_parser(
-        "show", help="print a stored session's transcript", description="Print a transcript."
+        "show",
+        help="print a stored session's transcript",
+        description="Print a stored session's transcript; a turn that was interrupted is marked "
+        "'(turn interrupted)'. Only reads the store (a read-only file works).",
     )
     show.add_argument("session_id", metavar="ID", help="the session id (a unique prefix works)")
     show.add_argument("--json", action="store_true", help="print the stored records as JSON lines")
