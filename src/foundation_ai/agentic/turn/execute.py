@@ -44,7 +44,7 @@ async def execute_tools(host: TurnHost, state: TurnState) -> Phase:
     if not interrupted:
         steering.waiting = asyncio.current_task()  # the task a steer or an abort interrupts
         try:
-            executor = _ungated(host, state, tracker)
+            executor: CallExecutor | None = _ungated(host, state, tracker)
             if executor is None:  # a gate, a human decision or a tool that asks: decide first
                 executor = await _executor(host, state, tracker)
                 if executor is None:
