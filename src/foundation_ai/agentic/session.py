@@ -31,7 +31,7 @@ import dataclasses
 import logging
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import CoroutineType
 from typing import Any, TypeVar, overload
 
@@ -114,7 +114,9 @@ class Turn:
         "summary",
     )
 
-    def __init__(self, state: TurnState, usage: UsageReport) -> None:
+    def __init__(self, state: TurnState, usage: UsageReport | Callable[[], UsageReport]) -> None:
+        """``usage``: the turn's cumulative usage, or a function returning it (called once,
+        when first needed: see :meth:`TokenLedger.turn_usage`)."""
         self.records: list[SessionRecord] = state.records
         self.outcome: TurnOutcome = state.outcome
         self.error: AgenticError | None = state.error
@@ -129,7 +131,7 @@ class Turn:
         self.summary = TurnSummary(
             outcome=state.outcome,
             message_count=state.persisted,
-            usage=state.snapshot or TokenSnapshot.from_usage(usage),
+            usage=state.snapshot or TokenSnapshot.from_usage(self.usage()),
             generations=state.generations,
             error=state.error,
             refusal=state.refusal,
@@ -184,7 +186,11 @@ class Turn:
 
     def usage(self) -> UsageReport:
         """Cumulative usage of the turn (tokens; cost in USD)."""
-        return self._usage
+        usage = self._usage
+        if isinstance(usage, UsageReport):
+            return usage
+        self._usage = made = usage()  # the ledger's report, built on first need
+        return made
 
     @property
     def output(self) -> Any:
@@ -1102,7 +1108,7 @@ class AgentSession:
                 agen = self.memory.wrap_turn(agen, state, emit)
 
         def finish() -> Turn:
-            return Turn(state, self.ledger.turn)
+            return Turn(state, self.ledger.turn_usage())
 
         return agen, finish
 
@@ -1326,7 +1332,7 @@ class AgentSession:
                 pass
         finally:
             await agen.aclose()
-        return Turn(state, self.ledger.turn)
+        return Turn(state, self.ledger.turn_usage())
 
     async def aapprove(self, call_id: str) -> Turn | None:
         """Approve a pending tool call; once every pending call is decided the paused turn
@@ -1374,7 +1380,7 @@ class AgentSession:
     def _continue_stream(self) -> TurnStream:
         agen, state = self._continuation(True)
         return TurnStream(
-            agen, self._drive, lambda: self._finish_stream(lambda: Turn(state, self.ledger.turn))
+            agen, self._drive, lambda: self._finish_stream(lambda: Turn(state, self.ledger.turn_usage()))
         )
 
     def approve(self, call_id: str) -> Turn | None:

@@ -219,9 +219,9 @@ async def run_quiet(
                 if nxt is _DECIDE:
                     nxt = decide(host, state)
                     if nxt is _FOLLOW and steering.idle():
-                        nxt = take_follow_ups(host, state)
-                        if nxt is _FINISH:
-                            break  # the answer is written with the Summary
+                        # nothing queued: ``take_follow_ups`` would find none and answer ``finish``;
+                        # the answer is written with the Summary
+                        break
                 elif nxt is _TOOLS:
                     nxt = await execute_tools(host, state)
                 elif nxt is _FOLLOW:
