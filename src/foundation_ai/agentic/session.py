@@ -58,6 +58,7 @@ from ..types import (
     ToolCall,
     ToolResultMessage,
     UsageReport,
+    UserMessage,
 )
 from ..types.choices import tool_choice_of
 from .context import dangling_calls, interrupted_results, window
@@ -88,6 +89,7 @@ __all__ = ["AgentSession", "AgentSessionBuilder", "Answer", "Turn"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+_CONVERSATION, _SUMMARY = SessionRecord.Conversation, SessionRecord.Summary
 
 
 class Turn:
@@ -164,12 +166,20 @@ class Turn:
         """The answer: the text outputs after the last tool result or user message (joined)."""
         out: list[str] = []
         for r in self.records:
-            if isinstance(r, SessionRecord.Conversation):
-                m = r.message
-                if not isinstance(m, AssistantMessage):
-                    out = []
-                elif isinstance(m.content, TextContent):
-                    out.append(m.content.content)
+            # exact types first: ``isinstance`` on these classes is the slower check
+            kind = type(r)
+            if kind is not _CONVERSATION and (kind is _SUMMARY or not isinstance(r, _CONVERSATION)):
+                continue
+            m = r.message  # type: ignore[attr-defined]
+            kind = type(m)
+            if kind is not AssistantMessage and (
+                kind is UserMessage or kind is ToolResultMessage or not isinstance(m, AssistantMessage)
+            ):
+                out = []
+                continue
+            c = m.content
+            if type(c) is TextContent or (type(c) is not ToolCall and isinstance(c, TextContent)):
+                out.append(c.content)
         return "".join(out)
 
     def tool_calls(self) -> list[ToolCall]:

@@ -18,6 +18,8 @@ from .state import TurnState, fail
 __all__ = ["decide"]
 
 _MESSAGE_STOP = type(StopReason.Message("refusal"))
+_PLAIN_STOPS = frozenset(type(s) for s in (StopReason.Stop(), StopReason.ToolUse(), StopReason.Length()))
+"""Exact types of the usual stop reasons (none is a ``Message``): no ``isinstance`` for them."""
 
 _NOTHING_LIVE: dict[str, Any] = {}
 """``state.live`` between generations (shared, never written: a generation has its own)."""
@@ -57,12 +59,18 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     out, emit = state.out, state.emit
     calls = []
     for m in produced:  # a loop: no comprehension frame for the usual one or two outputs
-        if isinstance(m.content, ToolCall):
-            calls.append(m.content)
+        c = m.content
+        if type(c) is ToolCall or (type(c) is not TextContent and isinstance(c, ToolCall)):
+            calls.append(c)
     if not calls:
         refusal = None
         for m in reversed(produced):
-            if m.metadata is None and not isinstance(m.stop_reason, _MESSAGE_STOP):
+            stop = type(m.stop_reason)
+            if (
+                m.metadata is None
+                and stop is not _MESSAGE_STOP
+                and (stop in _PLAIN_STOPS or not issubclass(stop, _MESSAGE_STOP))
+            ):
                 continue  # no refusal metadata, and only a ``Message`` stop can be a refusal
             refusal = m.refusal()
             if refusal is not None:
@@ -75,7 +83,7 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
             return Phase.FOLLOW_UPS
         if len(produced) == 1:  # the usual answer: one output, no comprehension frame
             only = produced[0].content
-            text = only.content if isinstance(only, TextContent) else ""
+            text = only.content if type(only) is TextContent or isinstance(only, TextContent) else ""
         else:
             text = "".join([m.content.content for m in produced if isinstance(m.content, TextContent)])
         spec = state.output_spec

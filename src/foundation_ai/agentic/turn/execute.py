@@ -56,7 +56,7 @@ async def execute_tools(host: TurnHost, state: TurnState) -> Phase:
                 prepared = executor.prepare(c)
                 results[0] = (
                     prepared
-                    if isinstance(prepared, ToolResultMessage)
+                    if type(prepared) is not tuple and isinstance(prepared, ToolResultMessage)
                     else await executor.execute(c, prepared)
                 )
             else:
@@ -68,7 +68,10 @@ async def execute_tools(host: TurnHost, state: TurnState) -> Phase:
         finally:
             steering.waiting = None
     state.decisions = {}
-    done = [r for r in results if r is not None]
+    done = []
+    for r in results:  # a loop: no comprehension frame for the usual one or two results
+        if r is not None:
+            done.append(r)
     if interrupted:
         why = "aborted" if steering.aborted else "steered"
         missing = [c for c, r in zip(calls, results, strict=True) if r is None]
