@@ -362,7 +362,7 @@ def _prompt_messages(prompt: object) -> list[Messages]:
             starts so nothing unloadable is ever persisted.
         ValueError: an empty text, or an empty list.
     """
-    if isinstance(prompt, str | Messages):
+    if type(prompt) is str or isinstance(prompt, str | Messages):
         return [checked_message(prompt)]
     if isinstance(prompt, Sequence) and not isinstance(prompt, bytes | bytearray):
         if not prompt:
