@@ -63,29 +63,14 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
         if type(c) is ToolCall or (type(c) is not TextContent and isinstance(c, ToolCall)):
             calls.append(c)
     if not calls:
-        refusal = None
-        for m in reversed(produced):
-            stop = type(m.stop_reason)
-            if (
-                m.metadata is None
-                and stop is not _MESSAGE_STOP
-                and (stop in _PLAIN_STOPS or not issubclass(stop, _MESSAGE_STOP))
-            ):
-                continue  # no refusal metadata, and only a ``Message`` stop can be a refusal
-            refusal = m.refusal()
-            if refusal is not None:
-                break
+        refusal = _refusal(produced)
         if refusal is not None:  # a typed outcome: one model call, the refusal kept
             persist(host, state, produced)
             state.outcome, state.refusal = TurnOutcome.Refused, refusal
             if emit:
                 out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
             return Phase.FOLLOW_UPS
-        if len(produced) == 1:  # the usual answer: one output, no comprehension frame
-            only = produced[0].content
-            text = only.content if type(only) is TextContent or isinstance(only, TextContent) else ""
-        else:
-            text = "".join([m.content.content for m in produced if isinstance(m.content, TextContent)])
+        text = _text(produced)
         spec = state.output_spec
         if spec is not None:
             verdict = check_output(spec, state, produced, text)
@@ -117,3 +102,23 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
         out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
         out.append(Stream.Pending(AgentProgress.ExecutingTools(total=len(calls), completed=0)))
     return Phase.EXECUTE_TOOLS
+
+
+def _refusal(produced: list[Any]) -> str | None:
+    """The refusal text of the last output that reports one, else ``None``."""
+    for m in reversed(produced):
+        stop = m.stop_reason  # exact types first: ``isinstance`` on these classes is slower
+        if m.metadata is None and (type(stop) in _PLAIN_STOPS or not isinstance(stop, _MESSAGE_STOP)):
+            continue  # no refusal metadata, and only a ``Message`` stop can be a refusal
+        refusal = m.refusal()
+        if refusal is not None:
+            return refusal  # type: ignore[no-any-return]
+    return None
+
+
+def _text(produced: list[Any]) -> str:
+    """The text outputs, joined."""
+    if len(produced) == 1:  # the usual answer: one output, no comprehension frame
+        only = produced[0].content
+        return only.content if type(only) is TextContent or isinstance(only, TextContent) else ""
+    return "".join([m.content.content for m in produced if isinstance(m.content, TextContent)])
