@@ -435,6 +435,31 @@ def test_ask_and_tool_choice_first_generation_only() -> None:
     assert m.params[0] == ModelParams(temperature=0.0)
 
 
+def test_ask_answer_equals_its_text_and_says_when_it_was_cut() -> None:
+    agent = build(ScriptedModel([say("yes"), Reply([say("The answer is")], stop_reason=StopReason.Length())]))
+    answer = agent.ask("Yes or no?")
+    assert answer == "yes" and answer != "no" and hash(answer) == hash("yes")
+    assert "yes" == answer  # noqa: SIM300 - str.__eq__ defers to Answer.__eq__
+    assert not answer.truncated
+    cut = agent.ask("Why?")
+    assert cut == "The answer is" and cut.truncated  # an incomplete text is returned, flagged
+
+
+def test_ask_raises_instead_of_an_empty_answer_cut_at_max_tokens() -> None:
+    """A reasoning model can spend every ``max_tokens`` on reasoning: the answer is empty with
+    stop ``Length``. ``ask`` raises ``TurnFailedError(kind="length")`` rather than return ``""``;
+    ``run_turn`` returns the turn as it is."""
+    cut = Reply([think("pondering"), say("")], stop_reason=StopReason.Length())
+    agent = build(ScriptedModel([cut] * 6))  # a vacuous answer is retried once: 2 per turn
+    with pytest.raises(TurnFailedError, match="cut at max_tokens before any text") as err:
+        agent.ask("Hi")
+    assert err.value.kind == "length"
+    with pytest.raises(TurnFailedError):
+        agent.ask("Hi", output_type=str)
+    turn = agent.run_turn("Hi")
+    assert turn.text() == "" and turn.ok
+
+
 async def test_async_twins() -> None:
     m = ScriptedModel([call("add", {"a": 1, "b": 2}), say("3"), say("again"), say("streamed")])
     agent = build(m)
@@ -465,6 +490,38 @@ def test_one_turn_at_a_time() -> None:
     list(s)
     agent.run_turn_stream("never iterated")  # creating a stream does not hold the session
     assert agent.run_turn("z").text() == "b"
+
+
+def test_a_blocking_turn_from_a_second_thread_is_refused_with_the_typed_error() -> None:
+    """Two threads calling ``run_turn`` on one session: the second used to get asyncio's
+    ``RuntimeError: This event loop is already running`` and "coroutine was never awaited"
+    warnings; it now gets ``FoundationAIError`` at once and the first turn is unharmed."""
+    import threading
+    import warnings
+
+    from foundation_ai.agentic import pause
+    from foundation_ai.errors import FoundationAIError
+
+    agent = build(ScriptedModel([[pause(0.5), say("one")], say("two")]))
+    started = threading.Event()
+    results: dict[str, Any] = {}
+
+    def first() -> None:
+        started.set()
+        results["first"] = agent.run_turn("slow").text()
+
+    t = threading.Thread(target=first)
+    t.start()
+    started.wait()
+    while not agent._loop_lock.locked():  # the first thread is inside its blocking call
+        threading.Event().wait(0.005)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "coroutine ... was never awaited"
+        with pytest.raises(FoundationAIError, match="a turn is already running"):
+            agent.run_turn("fast")
+    t.join()
+    assert results["first"] == "one"
+    assert agent.run_turn("again").text() == "two"  # the session is usable afterwards
 
 
 def test_builder_accepts_a_provider_router() -> None:

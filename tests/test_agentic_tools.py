@@ -8,6 +8,7 @@ import dataclasses
 import enum
 import subprocess
 import sys
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Literal, TypedDict
 
@@ -122,6 +123,22 @@ def test_bad_tool_names_and_varargs_rejected() -> None:
 
     with pytest.raises(ConfigurationError):
         tool(f)
+
+
+def test_generator_functions_are_refused_as_tools() -> None:
+    """A generator tool used to run as ``'<generator object ...>'`` sent to the model: now
+    decorating one raises ``ConfigurationError`` saying a tool returns its result."""
+
+    def lines(n: int) -> Iterator[int]:
+        yield from range(n)
+
+    async def alines(n: int) -> AsyncIterator[int]:
+        for i in range(n):
+            yield i
+
+    for fn in (lines, alines):
+        with pytest.raises(ConfigurationError, match="generator function: a tool returns its result"):
+            tool(fn)
 
 
 async def test_nested_values_converted_before_call() -> None:

@@ -582,32 +582,54 @@ def test_show_to_a_file_does_not_hard_wrap(
 
 def test_cost_is_shown_alike_in_run_chat_and_show() -> None:
     """Tester defect 7: a local turn's cost read `$0 (local)` in run/chat but `$0.000000` in
-    show. The transcript's usage line now matches the live one: `$0 (local)` when the turn's
-    model ran in-process (provider llamacpp), the stored USD figure otherwise."""
+    show; and an unpriced model's turn read `n/a` in run/chat but `$0.000000` in show. The
+    transcript's usage line now matches the live one: `$0 (local)` when the turn's model ran
+    in-process (provider llamacpp), `n/a` when nothing was charged and no answer of the turn had
+    a known price, the stored USD figure otherwise (also a priced turn that cost $0)."""
+    from foundation_ai.types import CostStatus, UsageCosting, UsageReport
+
     usage = TokenSnapshot(input=10, output=5, total_tokens=15, cost_usd=0.0)
+    charged = TokenSnapshot(input=10, output=5, total_tokens=15, cost_usd=0.0125)
 
     class S:
         pass
 
     S.usage = usage  # type: ignore[attr-defined]
     live = usage_line(S(), LOCAL)
+
+    class Unpriced:
+        class descriptor:  # the shape of a model's descriptor
+            input_price = None
+
     local_answer = Messages.Assistant(model="smollm2", content=TextContent("hi"), provider="llamacpp")
-    cloud_answer = Messages.Assistant(model="gpt", content=TextContent("hi"), provider="openai")
+    unpriced_answer = Messages.Assistant(model="my-model", content=TextContent("hi"), provider="openai")
+    estimated = UsageReport(input=10, output=5, cost=UsageCosting(status=CostStatus.Estimated))
+    priced_free = Messages.Assistant(
+        model="gpt", content=TextContent("hi"), provider="openai", usage=estimated
+    )
     records = [
         SessionRecord.Conversation(message=Messages.user("a")),
         SessionRecord.Conversation(message=local_answer),
         SessionRecord.Summary(message_count=2, usage=usage),
         SessionRecord.Conversation(message=Messages.user("b")),
-        SessionRecord.Conversation(message=cloud_answer),
+        SessionRecord.Conversation(message=unpriced_answer),
         SessionRecord.Summary(message_count=2, usage=usage),
+        SessionRecord.Conversation(message=Messages.user("c")),
+        SessionRecord.Conversation(message=priced_free),
+        SessionRecord.Summary(message_count=2, usage=usage),
+        SessionRecord.Conversation(message=Messages.user("d")),
+        SessionRecord.Conversation(message=unpriced_answer),
+        SessionRecord.Summary(message_count=2, usage=charged),  # an earlier turn was charged
     ]
     console = recording_console()
     render_records(console, records)
     usage_lines = [ln for ln in console.export_text().splitlines() if ln.startswith("tokens:")]
-    assert usage_lines == [live, usage_line(S(), ModelChoice("openai", "gpt"))]
+    assert usage_lines[:2] == [live, usage_line(S(), ModelChoice("openai", "my-model"), Unpriced())]
     assert usage_lines == [
         "tokens: 10 in · 5 out · cost $0 (local)",
+        "tokens: 10 in · 5 out · cost n/a",
         "tokens: 10 in · 5 out · cost $0.000000",
+        "tokens: 10 in · 5 out · cost $0.012500",
     ]
 
 

@@ -312,3 +312,74 @@ def test_fuzz_tool_arguments_always_give_a_result(args: dict[str, Any], extra_de
 def typed(q: str, n: int = 1, tags: list[str] | None = None) -> str:
     """Typed."""
     return q * n
+
+
+def deep_argument_text(depth: int) -> str:
+    """Argument text nesting ``depth`` objects: past the JSON decoders' own depth limits
+    (msgspec and the standard library raise ``RecursionError`` near 1,000 levels)."""
+    return '{"x": ' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize("depth", [1_000, 5_000])
+def test_argument_text_too_deep_to_decode_is_kept_as_text_by_every_backend(depth: int) -> None:
+    """Each wire format's parser keeps arguments nested past the decoder's limit as
+    ``raw_arguments`` (never a RecursionError that fails the whole response), and the agent
+    answers the call with the nesting error."""
+    from foundation_ai.backends._anthropic_stream import tool_arguments
+    from foundation_ai.backends._llama_tools import parse_tool_calls
+    from foundation_ai.backends._openai_chat import _parse_args
+
+    text = deep_argument_text(depth)
+    assert _parse_args(text) == (None, text, None)  # Chat Completions
+    assert tool_arguments(text) == (None, text)  # Anthropic Messages and Responses
+    with pytest.raises(ValueError, match="not valid JSON"):  # llama.cpp: kept as text
+        parse_tool_calls('{"name": "echo", "arguments": ' + text + "}", lambda: "call_1")
+    registry = ToolRegistry([echo])
+    result = asyncio.run(registry.run(ToolCall(id="c1", name="echo", arguments=None, raw_arguments=text)))
+    assert result.error_detail is not None
+    assert f"deeper than {MAX_ARGUMENT_NESTING} levels" in result.error_detail
+
+
+def test_a_streamed_call_nested_past_the_decoder_limit_ends_with_an_error_result_and_the_turn_goes_on() -> (
+    None
+):
+    """Over a real loopback Chat Completions stream: 2,000 levels of arguments. The turn
+    completes (was: ``TurnFailedError`` "malformed stream (RecursionError ...)" with only the
+    prompt stored), the call gets the nesting error, the model's next answer is kept."""
+    from foundation_ai.backends._openai_chat import openai_chat
+
+    from ._fixture_server import Canned, FixtureServer, sse
+
+    text = deep_argument_text(2_000)
+    call_chunk = {
+        "id": "c1",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "echo", "arguments": text},
+                        }
+                    ],
+                },
+            }
+        ],
+    }
+    finish = {"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+    answer = {"id": "c2", "choices": [{"index": 0, "delta": {"content": "sorry"}, "finish_reason": "stop"}]}
+    with FixtureServer() as srv:
+        srv.queue(Canned(chunks=sse([call_chunk, finish, "[DONE]"])), Canned(chunks=sse([answer, "[DONE]"])))
+        model = openai_chat("m", base_url=srv.base_url + "/v1", api_key="k")
+        agent = AgentSession.builder(model).with_tools(echo).with_store(InMemorySessionStore()).build()
+        turn = agent.run_turn("go")
+    assert turn.ok and turn.text() == "sorry"
+    (result,) = turn.tool_results()
+    assert (
+        result.error_detail is not None
+        and f"deeper than {MAX_ARGUMENT_NESTING} levels" in result.error_detail
+    )

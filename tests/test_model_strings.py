@@ -290,6 +290,16 @@ def test_options_go_to_the_backend_and_unknown_ones_raise(srv: FixtureServer) ->
         model("openai:x", base_url=srv.base_url, temprature=0.2)
 
 
+def test_a_misspelt_local_model_option_raises_instead_of_being_ignored() -> None:
+    """``llama_cpp.Llama`` takes ``**kwargs`` and ignores what it does not know: ``model("local",
+    bogus=1)`` used to load the model as if nothing was said. Options it names still pass."""
+    from foundation_ai import model
+
+    with pytest.raises(ConfigurationError, match=r"unknown llama.cpp option\(s\) bogus, n_ctxx"):
+        model("local", bogus=1, n_ctxx=512)
+    assert model("local", n_batch=64, n_ctx=512).descriptor.context_window == 512
+
+
 def test_a_model_that_is_not_a_string_is_a_configuration_error() -> None:
     from foundation_ai import model
 

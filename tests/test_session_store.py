@@ -88,6 +88,27 @@ def test_build_on_an_existing_id_refuses_and_points_at_resume() -> None:
     assert AgentSession.builder(ScriptedModel()).with_store(store).build("bob").session_id == "bob"
 
 
+def test_resume_takes_a_unique_id_prefix_and_names_what_it_cannot_find(tmp_path: Path) -> None:
+    """As the CLI's ``-S``: a prefix of exactly one stored id resumes it; no match and an
+    ambiguous prefix raise ``SessionNotFoundError`` (a ``FoundationAIError``), the ambiguous one
+    listing the candidates."""
+    from foundation_ai.agentic import SessionNotFoundError
+
+    store = SqliteSessionStore(tmp_path / "s.db")
+    for sid in ("ada-1", "ada-2", "bob-1"):
+        AgentSession.builder(ScriptedModel([say("hi")])).with_store(store).build(sid).run_turn("hello")
+    resumed = AgentSession.builder(ScriptedModel()).with_store(store).resume("bob")
+    assert resumed.session_id == "bob-1" and len(resumed.messages) == 2
+    with pytest.raises(SessionNotFoundError, match="ambiguous") as amb:
+        AgentSession.builder(ScriptedModel()).with_store(store).resume("ada")
+    assert amb.value.candidates == ["ada-1", "ada-2"]
+    for missing in ("carl", "", "   "):
+        with pytest.raises(SessionNotFoundError, match="no stored session") as info:
+            AgentSession.builder(ScriptedModel()).with_store(store).resume(missing)
+        assert isinstance(info.value, FoundationAIError) and info.value.candidates == []
+    store.close()
+
+
 def test_a_session_records_model_system_prompt_and_tools(tmp_path: Path) -> None:
     store = SqliteSessionStore(tmp_path / "s.db")
     model = ScriptedModel([[call("add", {"a": 1, "b": 2})], say("3")], name="tiny")

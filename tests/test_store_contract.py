@@ -34,6 +34,7 @@ from foundation_ai.agentic.stores.base import paused_gc
 from foundation_ai.types import (
     AgenticError,
     ImageContent,
+    MessageRole,
     Messages,
     MimeType,
     ModelId,
@@ -41,6 +42,7 @@ from foundation_ai.types import (
     TextContent,
     TokenSnapshot,
     ToolCall,
+    UserMessage,
 )
 
 
@@ -522,3 +524,25 @@ def test_paused_gc_keeps_a_collector_the_caller_disabled_disabled() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_text_that_is_not_utf8_is_stored_with_replacement_characters(kind: StoreKind, store: Any) -> None:
+    """Lone surrogates (a Latin-1 file name as ``os.listdir`` decodes it) in a message built
+    around the constructors, in the system prompt and in a tool name: the write succeeds, and a
+    store that writes UTF-8 (SQLite, PostgreSQL) holds U+FFFD in each place (docs/json-format.md,
+    "Text"); the in-memory store keeps the Python strings as given."""
+    bad = "caf" + b"\xe9".decode("utf-8", "surrogateescape")
+    message = UserMessage(role=MessageRole.User, content=TextContent(f"read {bad}"))
+    header = SessionHeader(model=f"openai:{bad}", system_prompt=f"Be {bad}.", tools=[f"t_{bad}"])
+    store.append("s", [SessionRecord.Conversation(message=message), answer(bad)], header)
+    meta = store.session_meta("s")
+    assert meta is not None
+    name = bad if kind.sql is None else "caf\ufffd"
+    assert (meta.title, meta.model, meta.system_prompt, meta.tools) == (
+        "read caf\ufffd",  # titles are always valid text
+        f"openai:{name}",
+        f"Be {name}.",
+        (f"t_{name}",),
+    )
+    loaded = [r.message.content for r in store.load("s")]
+    assert loaded == [TextContent(f"read {name}"), TextContent(name)]

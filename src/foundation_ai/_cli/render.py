@@ -19,6 +19,7 @@ from rich.text import Text
 
 from ..types import (
     AssistantMessage,
+    CostStatus,
     ImageContent,
     MessageRole,
     Messages,
@@ -266,8 +267,10 @@ def render_records(console: Console, records: Iterable[Any]) -> int:
     Messages are printed in order, the way ``conversation_of`` rebuilds them: a message id is
     printed once, in its latest version, and messages named by a ``Retracted`` record are left
     out. ``Summary`` records print a usage line, with the cost shown as ``run`` and ``chat``
-    show it (``$0 (local)`` when the turn's assistant messages came from an in-process model,
-    ``ModelProviders.LlamaCpp``). Returns the number of messages printed.
+    show it: ``$0 (local)`` when the turn's assistant messages came from an in-process model
+    (``ModelProviders.LlamaCpp``), ``n/a`` when nothing was charged and none of the turn's
+    answers had a known price (``CostStatus.Unknown``, e.g. an unknown model behind a base URL),
+    the stored USD figure otherwise. Returns the number of messages printed.
     """
     items = list(records)
     hidden: set[str] = set()
@@ -280,20 +283,23 @@ def render_records(console: Console, records: Iterable[Any]) -> int:
             latest[message.id] = message
     printed: set[str] = set()
     turn_local = False  # the turn's model ran in-process (its assistant messages say so)
+    turn_priced = False  # an answer of the turn was priced (its usage cost is not Unknown)
     for rec in items:
         message = _message_of(rec)
         if message is not None:
             if isinstance(message, AssistantMessage):
                 turn_local = message.provider in LOCAL_PROVIDERS
+                turn_priced = turn_priced or message.usage.cost.status is not CostStatus.Unknown
             if message.id in hidden or message.id in printed:
                 continue
             printed.add(message.id)
             _message_lines(console, latest[message.id])
         elif isinstance(rec, SessionRecord.Summary):
             u = rec.usage
-            line = format_usage(u.input, u.output, u.cost_usd, u.cache_read, u.cache_write, local=turn_local)
+            cost = u.cost_usd if (u.cost_usd or turn_priced) else None  # nothing priced: n/a
+            line = format_usage(u.input, u.output, cost, u.cache_read, u.cache_write, local=turn_local)
             console.print(Text(line, style="dim"), soft_wrap=True)
-            turn_local = False
+            turn_local = turn_priced = False
     return len(printed)
 
 

@@ -14,7 +14,13 @@ trimming), ``stores`` (in-memory and SQLite), ``scripted`` (a deterministic ``Mo
 from __future__ import annotations
 
 from ..types import ToolArgs
-from .errors import CorruptRecordError, SessionClosedError, SessionExistsError, StoreError
+from .errors import (
+    CorruptRecordError,
+    SessionClosedError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StoreError,
+)
 from .events import TurnEvent, TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
 from .scripted import Reply, ScriptedModel, call, fail, hook, overflow, pause, rate_limited, say, think
@@ -35,6 +41,7 @@ __all__ = [
     "ScriptedModel",
     "SessionClosedError",
     "SessionExistsError",
+    "SessionNotFoundError",
     "SessionHeader",
     "SessionMeta",
     "SessionStore",

@@ -9,6 +9,7 @@ __all__ = [
     "CorruptRecordError",
     "SessionClosedError",
     "SessionExistsError",
+    "SessionNotFoundError",
     "StoreError",
 ]
 
@@ -70,3 +71,24 @@ class SessionExistsError(FoundationAIError):
             f"continue it with AgentSession.builder(model).resume({session_id!r}) or build with a new id"
         )
         self.session_id = session_id
+
+
+class SessionNotFoundError(FoundationAIError):
+    """``AgentSessionBuilder.resume(session_id)`` found no stored session with that id, nor a
+    single one whose id starts with it (``candidates`` lists the ids a prefix matched when it
+    was ambiguous, up to 10).
+
+    Attributes:
+        session_id: the id or prefix asked for.
+        candidates: the matching ids when the prefix was ambiguous, else empty.
+    """
+
+    def __init__(self, session_id: str, candidates: list[str] | None = None) -> None:
+        self.session_id = session_id
+        self.candidates = list(candidates or [])
+        if self.candidates:
+            shown = ", ".join(self.candidates[:10])
+            message = f"session prefix {session_id!r} is ambiguous ({shown}); give more characters"
+        else:
+            message = f"no stored session {session_id!r}"
+        super().__init__(message)

@@ -60,7 +60,7 @@ from ..types import (
 )
 from ..types.choices import tool_choice_of
 from .context import dangling_calls, interrupted_results, window
-from .errors import ApprovalPendingError, SessionClosedError, SessionExistsError
+from .errors import ApprovalPendingError, SessionClosedError, SessionExistsError, SessionNotFoundError
 from .events import TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
 from .output import OutputSpec, output_spec
@@ -223,13 +223,30 @@ class Turn:
 
 
 class Answer:
-    """The result of :meth:`AgentSession.ask`: ``text`` plus the ``turn`` behind it."""
+    """The result of :meth:`AgentSession.ask`: ``text`` plus the ``turn`` behind it. It
+    compares equal to its text (``agent.ask("Yes or no?") == "yes"``) and prints as it."""
 
     __slots__ = ("text", "turn")
 
     def __init__(self, turn: Turn) -> None:
         self.turn = turn
         self.text = turn.text()
+
+    @property
+    def truncated(self) -> bool:
+        """True when the answer was cut at ``ModelParams.max_tokens`` (its last output stopped
+        with ``StopReason.Length``): the text is incomplete."""
+        return _cut_at_max_tokens(self.turn)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Answer):
+            return self.text == other.text and self.turn is other.turn
+        if isinstance(other, str):
+            return self.text == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.text)
 
     @property
     def usage(self) -> UsageReport:
@@ -243,9 +260,37 @@ class Answer:
         return f"Answer({self.text!r})"
 
 
+def _unique_prefix(store: Any, prefix: str) -> str:
+    """The one stored session id starting with ``prefix`` (``SessionNotFoundError`` otherwise)."""
+    text = prefix.strip()
+    matches: list[str] = sorted(i for i in store.sessions() if i.startswith(text)) if text else []
+    if len(matches) != 1:
+        raise SessionNotFoundError(prefix, matches)
+    return matches[0]
+
+
+def _cut_at_max_tokens(turn: Turn) -> bool:
+    for m in reversed(turn.messages()):
+        if isinstance(m, AssistantMessage):
+            return isinstance(m.stop_reason, StopReason.Length)
+    return False
+
+
 def _answer(turn: Turn, output_type: Any) -> Any:
     """What ``ask`` returns: the text for ``output_type=str``, the validated output for an
-    output type, else an :class:`Answer`."""
+    output type, else an :class:`Answer`.
+
+    Raises:
+        TurnFailedError: ``kind`` ``"length"``: the answer was cut at ``max_tokens`` before any
+            text (a reasoning model can spend them all on reasoning): never an empty answer.
+    """
+    if turn.output_spec is None and not turn.text() and _cut_at_max_tokens(turn):
+        raise TurnFailedError(
+            turn,
+            "length",
+            "the answer was cut at max_tokens before any text (a reasoning model may spend them"
+            " all on reasoning): raise ModelParams.max_tokens",
+        )
     if output_type is str:
         return turn.text()
     return Answer(turn) if turn.output_spec is None else turn.output
@@ -756,8 +801,12 @@ class AgentSessionBuilder:
         stored :class:`~foundation_ai.agentic.stores.SessionMeta` (``None`` for a store without
         metadata).
 
+        ``session_id`` may be the start of a stored id (as the CLI's ``-S`` takes it) when
+        exactly one stored session starts with it.
+
         Raises:
-            FoundationAIError: the store has no such session.
+            SessionNotFoundError: the store has no such session (nor one starting with it), or
+                the prefix matches several.
             ConfigurationError: no model was given and the session recorded none (or one that
                 cannot be loaded here).
             StoreError: the store could not be read or written.
@@ -765,7 +814,8 @@ class AgentSessionBuilder:
         store = self._store if self._store is not None else SqliteSessionStore()
         records = store.load(session_id)
         if not records:
-            raise FoundationAIError(f"no stored session {session_id!r}")
+            session_id = _unique_prefix(store, session_id)
+            records = store.load(session_id)
         meta = _meta_of(store, session_id)
         model = self._model
         if model is None:
@@ -876,6 +926,7 @@ class AgentSession:
         self._decisions: dict[str, Any] = {}
         self._busy = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_lock = threading.Lock()  # one blocking call at a time drives ``_loop``
         self._closed = False
         self.memory: Any = None
         """The session's ``MemoryManager`` (``with_memory``), else ``None``."""
@@ -1175,7 +1226,9 @@ class AgentSession:
 
         Raises:
             TurnFailedError: the turn ended without an answer (see :meth:`arun_turn`); never
-                an empty answer in place of an error. ``OutputValidationError`` (no valid
+                an empty answer in place of an error (an answer cut at ``max_tokens`` before
+                any text: ``kind`` ``"length"``; a cut answer with text is returned, see
+                :attr:`Answer.truncated`). ``OutputValidationError`` (no valid
                 output) and ``RefusalError`` (the model refused) are ``TurnFailedError``s.
         """
         turn = await self.arun_turn(
@@ -1335,10 +1388,15 @@ class AgentSession:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
+            if not self._loop_lock.acquire(blocking=False):  # another thread's blocking call
+                raise FoundationAIError("a turn is already running on this session") from None
             try:
                 return self._own_loop().run_until_complete(make())
             finally:
-                self._settle()
+                try:
+                    self._settle()
+                finally:
+                    self._loop_lock.release()
         box: list[Any] = []
 
         def work() -> None:

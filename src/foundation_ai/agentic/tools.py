@@ -57,6 +57,8 @@ from ..types import (
     ToolDefinition,
     ToolResultMessage,
 )
+from ..types._text import scrub_surrogates
+from ..types.serialization import nesting_exceeds, to_json
 from .threads import run_in_daemon_thread
 
 __all__ = [
@@ -238,19 +240,32 @@ def schema_for(fn: Callable[..., Any], name: str, arg_docs: dict[str, str]) -> d
 
 def to_content(value: Any) -> TextContent | ImageContent:
     """A tool's return value as ``UserModelContent``: ``str`` as is, text/image content as is,
-    ``None`` as ``""``, anything else as JSON (msgspec: structs, dataclasses, dicts, lists)."""
+    ``None`` as ``""``, anything else as JSON (msgspec: structs, dataclasses, dicts, lists).
+    Lone surrogates (a non-UTF-8 file name from ``os.listdir``) become U+FFFD
+    (docs/json-format.md, "Text")."""
     if isinstance(value, str):
-        return TextContent(value)
+        return TextContent(value if value.isascii() else scrub_surrogates(value))
     if type(value) is int:  # its JSON is its decimal digits
         return TextContent(str(value))
-    if isinstance(value, TextContent | ImageContent):
+    if isinstance(value, TextContent):
+        clean = scrub_surrogates(value.content)
+        return value if clean is value.content else msgspec.structs.replace(value, content=clean)
+    if isinstance(value, ImageContent):
         return value
     if value is None:
         return TextContent("")
     try:
-        return TextContent(msgspec.json.encode(value).decode())
+        return TextContent(to_json(value).decode())
     except (TypeError, msgspec.EncodeError):
-        return TextContent(str(value))
+        return TextContent(scrub_surrogates(str(value)))
+
+
+def _too_deep(call: ToolCall) -> ToolResultMessage:
+    return error_result(
+        call,
+        f"the arguments nest arrays/objects deeper than {MAX_ARGUMENT_NESTING} levels; "
+        "the tool was not run, send the call again with flatter arguments",
+    )
 
 
 def error_result(call: ToolCall, detail: str, *, short: str | None = None) -> ToolResultMessage:
@@ -295,6 +310,10 @@ class FunctionTool:
     A sync call abandoned by a timeout, a steer or an abort keeps running in the background
     until it returns (its result is dropped); being a daemon thread, it does not delay the
     interpreter's exit (see :mod:`.threads`).
+
+    Raises:
+        ConfigurationError: a bad tool name, ``*args``/``**kwargs``, a parameter type with no
+            JSON Schema, or a generator function (a tool returns its result).
     """
 
     def __init__(
@@ -311,6 +330,11 @@ class FunctionTool:
         tool_name = name or fn.__name__
         if not _NAME_OK.match(tool_name):
             raise ConfigurationError(f"tool name {tool_name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$")
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+            raise ConfigurationError(
+                f"tool {tool_name!r} is a generator function: a tool returns its result (e.g. "
+                "collect the items into a list and return it)"
+            )
         summary, arg_docs = parse_docstring(fn.__doc__)
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn)
@@ -611,6 +635,8 @@ class ToolRegistry:
             known = ", ".join(self._tools) or "none"
             return error_result(call, f"unknown tool {call.name!r}; available tools: {known}")
         if call.arguments is None and call.raw_arguments is not None:
+            if nesting_exceeds(call.raw_arguments.encode("utf-8", "replace"), MAX_ARGUMENT_NESTING):
+                return _too_deep(call)  # too deep for the JSON decoder (~1,000 levels) too
             shown = call.raw_arguments if len(call.raw_arguments) <= 200 else call.raw_arguments[:200] + "..."
             return error_result(
                 call,
@@ -618,11 +644,7 @@ class ToolRegistry:
                 "the tool was not run, send the call again with valid JSON arguments",
             )
         if call.arguments is not None and nested_deeper_than(call.arguments, MAX_ARGUMENT_NESTING):
-            return error_result(
-                call,
-                f"the arguments nest arrays/objects deeper than {MAX_ARGUMENT_NESTING} levels; "
-                "the tool was not run, send the call again with flatter arguments",
-            )
+            return _too_deep(call)
         try:
             definition, args = t.declaration.resolve(call.arguments)
         except ArgumentValidationError as exc:

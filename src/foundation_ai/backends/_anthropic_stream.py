@@ -134,7 +134,7 @@ def tool_arguments(raw: str, initial: Any = None) -> tuple[dict[str, Any] | None
         return (initial if isinstance(initial, dict) else {}), None
     try:
         value = _DECODE(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # RecursionError: nested past ~1,000 levels
         return None, raw
     if isinstance(value, dict):
         return value, None

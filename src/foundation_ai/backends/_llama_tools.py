@@ -154,7 +154,7 @@ def _to_call(obj: Any, new_id: Callable[[], str]) -> ToolCall:
     if isinstance(args, str):
         try:
             decoded = json.loads(args) if args.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             return ToolCall(id=new_id(), name=name, arguments=None, raw_arguments=args)
         args = decoded
     if args is None:
@@ -175,7 +175,7 @@ def parse_tool_calls(content: str, new_id: Callable[[], str] = new_call_id) -> l
     text = _FENCE.sub("", content.strip())
     try:
         values = _json_values(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past ~1,000 levels
         raise ValueError(f"not valid JSON: {exc}") from None
     flat: list[Any] = []
     for v in values:

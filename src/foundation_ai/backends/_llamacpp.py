@@ -55,6 +55,7 @@ import atexit
 import codecs
 import functools
 import importlib
+import inspect
 import json
 import logging
 import os
@@ -756,6 +757,12 @@ def _threaded_iter(produce: Callable[[threading.Event], Iterator[ModelStream]]) 
 # Factories
 
 
+def _llama_options(llama_class: Any) -> frozenset[str]:
+    """The named parameters of ``llama_cpp.Llama.__init__``."""
+    params = inspect.signature(llama_class.__init__).parameters
+    return frozenset(n for n, p in params.items() if p.kind is not p.VAR_KEYWORD and n != "self")
+
+
 def llamacpp(
     model: str | os.PathLike[str] | Any | None = None,
     *,
@@ -797,7 +804,8 @@ def llamacpp(
 
     Raises:
         ConfigurationError: llama-cpp-python is missing, the file does not exist or does not load,
-            the repository has no matching GGUF file, or loading options come with a ``Llama``.
+            the repository has no matching GGUF file, loading options come with a ``Llama``, or
+            an option ``llama_cpp.Llama`` does not name (a misspelling is never ignored).
     """
     lib = _llama_cpp()
     if isinstance(model, lib.Llama):
@@ -814,6 +822,13 @@ def llamacpp(
             chat_template=chat_template,
             seed=seed,
             embedding=embeds,
+        )
+    known = _llama_options(lib.Llama)
+    unknown = sorted(k for k in llama_kwargs if k not in known)
+    if unknown:  # llama_cpp.Llama takes **kwargs and would ignore a misspelt option
+        raise ConfigurationError(
+            f"unknown llama.cpp option(s) {', '.join(unknown)}: see llama_cpp.Llama "
+            "(https://llama-cpp-python.readthedocs.io/en/latest/api-reference/#llama_cpp.Llama)"
         )
     kwargs: dict[str, Any] = {
         "n_ctx": n_ctx or DEFAULT_N_CTX,

@@ -92,6 +92,7 @@ from ._http import (
     stream_events,
 )
 from ._reasoning_tokens import billed_output
+from ._responses_request import is_reasoning_model
 from ._sanitize import OPENAI_CHAT, sanitize_history
 from ._wire_cache import Prefix, PrefixCache, encode_raw
 from ._wire_text import as_name, decode_event, final, has_surrogate_escape, join, join_all, visible
@@ -688,7 +689,9 @@ def build_request(
     ``response_format`` instead of ``tools`` (see ``openai_chat(forced_tool_mode=...)``).
 
     ``ModelParams`` mapping: ``max_tokens`` (``max_completion_tokens`` on OpenAI's host),
-    ``temperature``, ``top_p`` (both left out when a reasoning effort is set), ``seed``,
+    ``temperature``, ``top_p`` (both left out when a reasoning effort is set, and for OpenAI
+    reasoning models ``o1*``, ``o3*``, ``o4*``, ``gpt-5*``, ``codex*``, which reject them:
+    https://platform.openai.com/docs/guides/reasoning), ``seed``,
     ``stop`` (first 4 of ``stop_tokens``), ``frequency_penalty``, ``presence_penalty``,
     ``logit_bias``, ``reasoning_effort`` (from ``thinking_level``), ``prompt_cache_retention``
     (``"24h"`` for ``CacheRetention.Long``, OpenAI's host only), ``response_format`` (from
@@ -719,7 +722,7 @@ def build_request(
     effort = params.thinking_level
     if effort is not None and effort is not ThinkingLevel.Off:
         body["reasoning_effort"] = effort.value
-    else:
+    elif not is_reasoning_model(model):  # o1/o3/o4/gpt-5/codex answer 400 to either
         body["temperature"] = params.temperature
         body["top_p"] = params.top_p
     if params.seed is not None:
@@ -1004,6 +1007,8 @@ def _parse_args(text: str) -> tuple[dict[str, Any] | None, str | None, list[Any]
         return {}, None, None
     try:
         value = msgspec.json.decode(text)
+    except RecursionError:  # nested past msgspec's depth limit (~1,000): kept as text, never run
+        return None, text, None
     except msgspec.DecodeError:
         many = split_json_objects(text)
         if many and len(many) > 1 and all(isinstance(v, dict) for v in many):
@@ -1016,7 +1021,7 @@ def _parse_args(text: str) -> tuple[dict[str, Any] | None, str | None, list[Any]
             inner = msgspec.json.decode(value)
             if isinstance(inner, dict):
                 return inner, None, None
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             pass
     return None, text, None
 
@@ -1385,7 +1390,7 @@ class ChatStreamParser:
         text = final(self.text)
         try:
             doc = msgspec.json.decode(text)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             doc = None
         name = doc.get("name") if isinstance(doc, dict) else None
         args = doc.get("arguments") if isinstance(doc, dict) else None

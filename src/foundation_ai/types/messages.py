@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, ClassVar
 import msgspec
 
 from ..ids import Id, new_scru128
+from ._text import scrub_surrogates
 from .content import (
     GenerationMetadata,
     GenerationMetadataT,
@@ -73,7 +74,7 @@ def as_utc(value: datetime) -> datetime:
 def _text_arg(text: object, ctor: str) -> str:
     if not isinstance(text, str):
         raise TypeError(f"Messages.{ctor}() takes a str, got {type(text).__name__}: {text!r:.60}")
-    return text
+    return text if text.isascii() else scrub_surrogates(text)
 
 
 def _utc_field(obj: msgspec.Struct, name: str) -> None:

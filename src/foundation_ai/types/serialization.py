@@ -27,6 +27,7 @@ from typing import Any, TypeVar, get_args, get_origin
 import msgspec
 
 from ..errors import JsonFormatError
+from ._text import scrub_surrogates
 from .content import (
     GenerationMetadata,
     GenerationMetadataT,
@@ -113,8 +114,26 @@ def _decoder(tp: Any) -> msgspec.json.Decoder[Any]:
 
 
 def to_json(value: Any) -> bytes:
-    """Encode any foundation_ai value (or list/dict of them) as JSON bytes (format version 1)."""
-    return _encoder.encode(value)
+    """Encode any foundation_ai value (or list/dict of them) as JSON bytes (format version 1).
+
+    A string holding a lone surrogate (text decoded with ``errors="surrogateescape"``, such as a
+    non-UTF-8 file name) cannot be UTF-8: it is written with U+FFFD in its place
+    (docs/json-format.md, "Text"), never raising ``UnicodeEncodeError``."""
+    try:
+        return _encoder.encode(value)
+    except UnicodeEncodeError:
+        return _encoder.encode(_scrubbed(msgspec.to_builtins(value)))
+
+
+def _scrubbed(value: Any) -> Any:
+    """A ``msgspec.to_builtins`` tree with every string passed through ``scrub_surrogates``."""
+    if isinstance(value, str):
+        return scrub_surrogates(value)
+    if isinstance(value, list):
+        return [_scrubbed(v) for v in value]
+    if isinstance(value, dict):
+        return {scrub_surrogates(k) if isinstance(k, str) else k: _scrubbed(v) for k, v in value.items()}
+    return value
 
 
 def _format_error(exc: msgspec.DecodeError) -> JsonFormatError:

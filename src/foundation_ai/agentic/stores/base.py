@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from ...types import Messages, SessionRecord, TextContent, UserMessage
+from ...types._text import scrub_surrogates
 
 __all__ = [
     "SessionHeader",
@@ -145,14 +146,15 @@ class SessionStore(Protocol):
 
 def title_of(records: Iterable[SessionRecord]) -> str | None:
     """The title a batch gives a session: the first line of its first user text, cut to
-    :data:`TITLE_CHARS` characters (``None`` when the batch holds no user text)."""
+    :data:`TITLE_CHARS` characters (``None`` when the batch holds no user text); a lone
+    surrogate becomes U+FFFD (docs/json-format.md, "Text")."""
     for r in records:
         if type(r) is SessionRecord.Conversation:
             m = r.message
             if isinstance(m, UserMessage) and isinstance(m.content, TextContent):
                 line = m.content.content.strip().split("\n", 1)[0].strip()
                 if line:
-                    return line[:TITLE_CHARS]
+                    return scrub_surrogates(line[:TITLE_CHARS])
     return None
 
 

@@ -47,6 +47,7 @@ from psycopg.types.json import Jsonb
 
 from ...errors import FoundationAIError
 from ...types import SessionRecord, from_json, to_json
+from ...types._text import scrub_surrogates
 from ..errors import CorruptRecordError, SessionClosedError, StoreError
 from .base import SessionHeader, SessionMeta, meta_delta, paused_gc
 
@@ -396,11 +397,13 @@ class PostgresSessionStore:
 
 
 def _text(value: str | None) -> str | None:
-    """PostgreSQL text cannot hold NUL: metadata keeps U+FFFD in its place (records, stored as
-    JSON, keep every character)."""
-    if value is None or "\x00" not in value:
+    """PostgreSQL text cannot hold NUL (nor a lone surrogate, as no UTF-8 can): metadata keeps
+    U+FFFD in their place (records, stored as JSON, keep every character but lone surrogates)."""
+    if value is None:
         return value
-    return value.replace("\x00", "\ufffd")
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    return scrub_surrogates(value)
 
 
 def _metas(rows: list[Any]) -> list[SessionMeta]:

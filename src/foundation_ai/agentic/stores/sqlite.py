@@ -48,6 +48,7 @@ import msgspec
 
 from ...errors import FoundationAIError
 from ...types import SessionRecord, from_json, to_json
+from ...types._text import scrub_surrogates
 from ..errors import CorruptRecordError, SessionClosedError, StoreError
 from .base import SessionHeader, SessionMeta, meta_delta, paused_gc, title_of
 
@@ -307,9 +308,9 @@ class SqliteSessionStore:
                     c.execute(
                         "UPDATE sessions SET model=?, system_prompt=?, tools=?, base_url=? WHERE session_id=?",
                         (
-                            header.model,
-                            header.system_prompt,
-                            msgspec.json.encode(list(header.tools)),
+                            None if header.model is None else scrub_surrogates(header.model),
+                            None if header.system_prompt is None else scrub_surrogates(header.system_prompt),
+                            to_json(list(header.tools)),
                             header.base_url,
                             session_id,
                         ),
