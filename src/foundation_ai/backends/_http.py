@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import email.utils
 import heapq
 import itertools
@@ -666,13 +667,15 @@ class _AsyncPool:
     idle connection), so one client holding thousands of connections would cost
     O(connections) to O(connections squared) per request; small shards keep that scan short."""
 
-    __slots__ = ("_busy", "_clients", "_gate", "_key", "_timeout", "users")
+    __slots__ = ("_busy", "_clients", "_key", "_timeout", "gate", "users")
 
     def __init__(self, timeout: Any, max_connections: int | None, key: Any = None) -> None:
         self._timeout = timeout
         self._clients: list[httpx.AsyncClient] = []
         self._busy: list[int] = []
-        self._gate = asyncio.Semaphore(max_connections) if max_connections is not None else None
+        self.gate = asyncio.Semaphore(max_connections) if max_connections is not None else None
+        """The wait for a slot (``None``: no limit); :meth:`acquire` is ``gate.acquire()`` then
+        :meth:`take`."""
         self._key = key
         self.users = 0
         """How many :class:`HttpOptions` send through this pool (see :meth:`leave`)."""
@@ -694,8 +697,13 @@ class _AsyncPool:
     async def acquire(self) -> int:
         """Wait for a slot; the index of the shard to send through (release it with
         :meth:`release`)."""
-        if self._gate is not None:
-            await self._gate.acquire()
+        if self.gate is not None:
+            await self.gate.acquire()
+        return self.take()
+
+    def take(self) -> int:
+        """The index of the shard to send through, once a slot of :attr:`gate` is held (or
+        without a gate); release it with :meth:`release`."""
         busy = self._busy
         i = 0
         while i < len(busy) and busy[i] >= SHARD_CONNECTIONS:
@@ -707,8 +715,8 @@ class _AsyncPool:
     def release(self, i: int) -> None:
         """Give back the slot taken by :meth:`acquire`."""
         self._busy[i] -= 1
-        if self._gate is not None:
-            self._gate.release()
+        if self.gate is not None:
+            self.gate.release()
 
     async def aclose(self) -> None:
         """Close every client (requests still in flight fail)."""
@@ -1362,28 +1370,50 @@ async def _send(
     (-1 without a pool; the caller releases it). A slot taken by an attempt that fails here is
     released here.
 
+    The deadline is a :class:`_ReadDeadline` timer (what ``asyncio.timeout_at`` does, with
+    fewer objects kept alive by a request waiting for its pool slot: thousands may wait).
+
     Raises:
         _Expired: the deadline passed first (recorded on ``clock``).
     """
     shard = -1
+    task = asyncio.current_task(loop)
+    assert task is not None
+    base = task.cancelling()
+    guard = _ReadDeadline(loop, clock.loop_due(loop, clock.first_due))
+    guard.task = task
     try:
-        async with asyncio.timeout_at(clock.loop_due(loop, clock.first_due)):
-            if pool is not None:
-                shard = await pool.acquire()
-                client = pool.client(shard)
-            assert client is not None
-            request = client.build_request(
-                "POST", url, content=content, headers=hdrs, timeout=clock.httpx_timeout()
-            )
-            return await client.send(request, stream=True), shard
+        if guard.fired:
+            raise asyncio.CancelledError  # a due time already past: expired at once
+        if pool is not None:
+            if pool.gate is not None:
+                await pool.gate.acquire()
+            shard = pool.take()
+            client = pool.client(shard)
+        assert client is not None
+        request = client.build_request(
+            "POST", url, content=content, headers=hdrs, timeout=clock.httpx_timeout()
+        )
+        return await client.send(request, stream=True), shard
     except BaseException as exc:
         if shard >= 0:
             assert pool is not None
             pool.release(shard)
-        if isinstance(exc, TimeoutError):
+        expired = isinstance(exc, TimeoutError)
+        if guard.fired:
+            # as asyncio.timeout: our cancellation becomes the deadline error
+            undone = task.uncancel() <= base if guard.cancelled else True
+            guard.cancelled = False
+            expired = expired or (undone and isinstance(exc, asyncio.CancelledError))
+        if expired:
             clock.expire("first_byte" if clock.first_due < clock.end else "deadline")
             raise _Expired from None
         raise
+    finally:
+        guard.task = None
+        guard.cancel()
+        if guard.cancelled:  # fired as the attempt finished: take our cancellation back
+            task.uncancel()
 
 
 async def _drain(events: AsyncIterator[Any], loop: asyncio.AbstractEventLoop, end: float | None) -> None:
@@ -1413,6 +1443,11 @@ def _task_getter(loop: asyncio.AbstractEventLoop) -> Any:
     return asyncio.current_task
 
 
+_TIMER_CONTEXT = contextvars.Context()
+"""The context the deadline timers run in: their callback reads no context variable, and one
+shared empty context spares a copy of the caller's per timer."""
+
+
 class _ReadDeadline:
     """The deadline of the reads of one streamed answer: one timer for the whole stream
     instead of one ``asyncio.timeout_at`` per event. The reader sets ``task`` while it awaits
@@ -1425,10 +1460,14 @@ class _ReadDeadline:
     __slots__ = ("_handle", "cancelled", "fired", "task")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, end: float | None) -> None:
-        self.fired = False
+        self.fired = end is not None and end <= loop.time()
         self.cancelled = False
         self.task: asyncio.Task[Any] | None = None
-        self._handle = loop.call_at(end, self._fire) if end is not None else None
+        self._handle = (
+            loop.call_at(end, self._fire, context=_TIMER_CONTEXT)
+            if end is not None and not self.fired
+            else None
+        )
 
     def _fire(self) -> None:
         self.fired = True

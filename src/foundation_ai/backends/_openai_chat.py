@@ -295,11 +295,11 @@ class OpenAIChatModel(HttpBackend):
         return msgspec.json.encode(body)
 
     def _parser(self, interaction: ModelInteraction) -> ChatStreamParser:
-        names = [f.name for f in interaction.tools_shed.functions()]
+        names = tuple(f.name for f in interaction.tools_shed.functions())
         emulated = self._emulating(interaction)
         choice = interaction.tool_choice
         if emulated and isinstance(choice, ToolChoice.Function):
-            names = [choice.name]
+            names = (choice.name,)
         return ChatStreamParser(
             self._model_id, self._price_key, names, emulated_call=emulated, origin=self.origin
         )
@@ -1069,14 +1069,16 @@ class ChatStreamParser:
         self.thinking = ""
         self.thinking_id: str | None = None
         self.last: str | None = None  # "text" | "thinking": the output streamed last
-        self.calls: list[_Call] = []
+        self.calls: tuple[_Call, ...] = ()
+        """The streamed tool calls (a tuple, grown per new call: most answers have none, and a
+        stream waiting for its first byte then holds no list for the cycle collector)."""
         self.by_index: dict[Any, _Call] = {}
         self.usage = UsageReport()
         self.finish_reason: str | None = None
         self.refusal = ""
         self.fingerprint: str | None = None
-        self.details: list[dict[str, Any]] = []
-        """OpenRouter ``reasoning_details``, merged across deltas."""
+        self.details: list[dict[str, Any]] | None = None
+        """OpenRouter ``reasoning_details``, merged across deltas (``None`` until the first)."""
         self.extra: dict[str, Any] = {}
         """The message's ``extra_content`` (Gemini: ``{"google": {"thought_signature"}}``)."""
         self.reasoning_content = ""
@@ -1189,8 +1191,11 @@ class ChatStreamParser:
                 t, r = _part_text(part)
                 text += t
                 reasoning += r
-        if _merge_details(self.details, d.reasoning_details):
-            self.timer.first()
+        if d.reasoning_details is not None:
+            if self.details is None:
+                self.details = []
+            if _merge_details(self.details, d.reasoning_details):
+                self.timer.first()
         _merge_extra(self.extra, d.extra_content)
         if reasoning:
             self.timer.first()
@@ -1258,7 +1263,7 @@ class ChatStreamParser:
             new = True  # a complete object after the current call's arguments: another call
         if new:
             cur = _Call(call_id, name)
-            self.calls.append(cur)
+            self.calls += (cur,)
             if key is not None:
                 self.by_index[key] = cur
         else:
