@@ -163,7 +163,7 @@ class ThinkingContent(ModelOutput, tag="thinking", frozen=True, gc=False):
     """OpenAI Responses: the reasoning item's ``id`` (``"rs_…"``), needed to replay it."""
 
 
-class ToolCall(ModelOutput, tag="tool_call", frozen=True):
+class ToolCall(ModelOutput, tag="tool_call", frozen=True, gc=False):
     """A request to run a tool (docs/concepts.md: Outputs). JSON tag ``"tool_call"``."""
 
     id: str
@@ -185,7 +185,7 @@ class ToolCall(ModelOutput, tag="tool_call", frozen=True):
     for example); ``None`` when ``arguments`` holds the parsed object."""
 
 
-class Embedding(ModelOutput, tag="embedding", frozen=True):
+class Embedding(ModelOutput, tag="embedding", frozen=True, gc=False):
     """An embedding vector (docs/concepts.md: Outputs). JSON tag ``"embedding"``."""
 
     dimensions: int
@@ -355,7 +355,7 @@ class GenerationMetadata(msgspec.Struct, frozen=True, tag_field="type", omit_def
     RefusalReason: ClassVar[type[_RefusalReason]]
 
 
-class _LogProbs(GenerationMetadata, tag="log_probs", frozen=True):
+class _LogProbs(GenerationMetadata, tag="log_probs", frozen=True, gc=False):
     """``GenerationMetadata.LogProbs(tokens)``: per-token natural-log probabilities. JSON tag ``"log_probs"``."""
 
     tokens: list[TokenLogProb]
