@@ -1048,7 +1048,8 @@ class _Watch:
         self.active = True
 
     def arm(self, due: float, kind: str) -> None:
-        """Fire at ``due`` (monotonic seconds) as ``kind`` (``"first_byte"`` / ``"deadline"``)."""
+        """Fire at ``due`` (monotonic seconds) as ``kind`` (``"first_byte"`` / ``"deadline"``;
+        ``"drain"``: shut the socket without expiring the clock, see :func:`_drain_sync`)."""
         if self._entry is not None:
             _REAPER.cancel(self._entry)
             self._entry = None
@@ -1076,7 +1077,8 @@ class _Watch:
         with self._lock:
             if not self.active:
                 return
-            self.clock.expire(self._kind)
+            if self._kind != "drain":  # the end of a drain is no deadline
+                self.clock.expire(self._kind)
             sock = self._sock
             if sock is not None:
                 try:  # the plain socket's shutdown, also under an SSL socket: wakes a blocked read
@@ -1126,7 +1128,12 @@ def _is_cert_error(exc: BaseException) -> bool:
 
 
 def stream_events(
-    opts: HttpOptions, url: str, body: bytes | Mapping[str, Any], headers: Mapping[str, str]
+    opts: HttpOptions,
+    url: str,
+    body: bytes | Mapping[str, Any],
+    headers: Mapping[str, str],
+    *,
+    final: str | None = None,
 ) -> Iterator[SseEvent]:
     """POST ``body`` (JSON bytes or an object) to ``url`` and yield its server-sent events.
 
@@ -1138,6 +1145,11 @@ def stream_events(
     client (on a private event loop in a worker thread,
     :func:`~foundation_ai.backends.base._sync_iter`, with ``Connection: close`` so no pooled
     connection outlives that loop), never through a client of our own.
+
+    ``final``: as in :func:`astream_events`, the ``data`` of the stream's last event; when it
+    arrives the rest of the body is read first (for at most :data:`DRAIN_SECONDS`, the
+    watchdog shutting the socket of a server that holds the body open), so the connection goes
+    back to the pool for the next request.
 
     Raises:
         HttpStreamError: HTTP error status, connection failure, TLS certificate failure (never
@@ -1185,8 +1197,11 @@ def stream_events(
                         yield SseEvent("json", raw.decode("utf-8", "replace"))
                         return
                     _check_event_stream(resp, opts)
-                    for sse in EventSource(resp).iter_sse():
+                    events = EventSource(resp).iter_sse()
+                    for sse in events:
                         clock.check()
+                        if final is not None and sse.data == final:
+                            _drain_sync(events, watch, clock)
                         yielded = True
                         yield SseEvent(sse.event, sse.data)
                     clock.check()  # a socket shut by the watchdog can look like a clean end
@@ -1429,6 +1444,21 @@ async def _drain(events: AsyncIterator[Any], loop: asyncio.AbstractEventLoop, en
                 pass
     except (TimeoutError, *_STREAM_ERRORS):
         pass
+
+
+def _drain_sync(events: Iterator[Any], watch: _Watch, clock: _Clock) -> None:
+    """The sync :func:`_drain`: read what is left of ``events`` for at most
+    :data:`DRAIN_SECONDS` (never past the deadline); at the due time the watchdog shuts the
+    socket (the connection is then closed instead of reused). Anything read is dropped, any
+    failure ignored; the deadline watch is restored after."""
+    watch.arm(min(time.monotonic() + DRAIN_SECONDS, clock.end), "drain")
+    try:
+        for _ in events:
+            pass
+    except _STREAM_ERRORS:
+        pass
+    finally:
+        watch.arm(clock.end, "deadline")
 
 
 def _task_getter(loop: asyncio.AbstractEventLoop) -> Any:

@@ -80,6 +80,7 @@ from ._common import LOCAL_HOSTS, HttpBackend, describe, price_key
 from ._http import (
     DEFAULT_DEADLINE,
     DEFAULT_FIRST_BYTE_TIMEOUT,
+    MAX_CONNECTIONS,
     HttpOptions,
     HttpStreamError,
     SseEvent,
@@ -124,6 +125,7 @@ def openai_chat(
     tool_call_content: Literal[""] | None = None,
     deadline: float | None = DEFAULT_DEADLINE,
     first_byte_timeout: float | None = DEFAULT_FIRST_BYTE_TIMEOUT,
+    max_connections: int | None = MAX_CONNECTIONS,
 ) -> OpenAIChatModel:
     """A Chat Completions backend for ``model`` (the name sent as ``"model"``).
 
@@ -160,12 +162,18 @@ def openai_chat(
             (default 900; ``None``: none). A server trickling bytes cannot hold a call longer.
         first_byte_timeout: seconds each attempt may wait for the response to start (default
             300; ``None``: none); an attempt that times out is retried while time is left.
+        max_connections: requests of this backend's own async clients in flight at once
+            (default 1,000; ``None``: no limit); more wait their turn, the wait counting toward
+            ``first_byte_timeout``. Shared by every backend with the same ``timeout`` and
+            ``max_connections`` on an event loop (``docs/scaling.md``, "Many sessions in one
+            process"); a client given as ``http_client`` keeps its own limits.
         tool_call_content: the ``content`` of a replayed assistant message that holds only
             tool calls: ``None`` sends JSON ``null`` (the default, what OpenAI documents);
             ``""`` for servers that reject ``null`` there (``docs/sanitation.md``).
 
     Raises:
-        ConfigurationError: OpenAI's host and no key in the argument or ``OPENAI_API_KEY``.
+        ConfigurationError: OpenAI's host and no key in the argument or ``OPENAI_API_KEY``; ``max_connections`` not a positive
+            integer or ``None``.
     """
     ep = resolve_endpoint(
         api_key=api_key,
@@ -188,6 +196,7 @@ def openai_chat(
         max_retry_delay=max_retry_delay,
         deadline=deadline,
         first_byte_timeout=first_byte_timeout,
+        max_connections=max_connections,
     )
     return OpenAIChatModel(
         model,
@@ -314,11 +323,12 @@ class OpenAIChatModel(HttpBackend):
         yield Stream.Init()
         p.timer.start()
         try:
-            for ev in stream_events(self.options, self.url, body, self._headers()):
+            # after [DONE] the rest of the body is read (bounded) so the connection is reused
+            for ev in stream_events(self.options, self.url, body, self._headers(), final="[DONE]"):
                 out = p.feed(ev)
                 if out:
                     yield from out
-                if p.done:  # (the sync path does not wait for the rest: a server may hold it open)
+                if p.done:
                     break
             yield from p.finish()
         except (HttpStreamError, WireError) as exc:
