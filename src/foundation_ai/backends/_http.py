@@ -925,19 +925,22 @@ class _Expired(Exception):
     """An asyncio deadline fired (the kind is in the request's ``_Clock``)."""
 
 
-class _Clock:
+class _Clock(msgspec.Struct, gc=False):
     """The deadlines of one request: ``end`` (total, monotonic seconds) and, per attempt,
     ``first_due`` (the response must have started by then). ``expired`` names the one that
-    fired: ``"deadline"`` or ``"first_byte"``."""
+    fired: ``"deadline"`` or ``"first_byte"``. Made as ``_Clock(opts)``; it references only
+    the options and numbers, so it is not tracked by the cycle collector (msgspec ``gc=False``:
+    thousands of requests may wait for a pool slot at once)."""
 
-    __slots__ = ("end", "expired", "first_due", "opts")
+    opts: HttpOptions
+    end: float = math.inf
+    first_due: float = math.inf
+    expired: str | None = None
 
-    def __init__(self, opts: HttpOptions) -> None:
-        self.opts = opts
-        d = opts.deadline
+    def __post_init__(self) -> None:
+        d = self.opts.deadline
         self.end = time.monotonic() + d if d is not None else math.inf
         self.first_due = self.end
-        self.expired: str | None = None
 
     def new_attempt(self) -> None:
         fb = self.opts.first_byte_timeout
@@ -1583,18 +1586,16 @@ def error_items(
     return [Stream.Next(msg), Stream.Pending(ModelState.Error(detail))]
 
 
-class Timer:
+class Timer(msgspec.Struct, gc=False):
     """Wall-clock timing of one generation (``time.perf_counter``; seconds).
 
     ``start()`` when the request is sent, ``first()`` at the first output (idempotent),
-    ``metadata(output_tokens)`` for the ``GenerationMetadata.Timing`` to attach.
+    ``metadata(output_tokens)`` for the ``GenerationMetadata.Timing`` to attach. Holds two
+    floats: not tracked by the cycle collector (msgspec ``gc=False``).
     """
 
-    __slots__ = ("t0", "t_first")
-
-    def __init__(self) -> None:
-        self.t0 = time.perf_counter()
-        self.t_first: float | None = None
+    t0: float = msgspec.field(default_factory=time.perf_counter)
+    t_first: float | None = None
 
     def start(self) -> None:
         """Restart the clock (call right before sending the request)."""

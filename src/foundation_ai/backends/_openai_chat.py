@@ -1048,54 +1048,51 @@ def _num(value: Any) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
-class ChatStreamParser:
+class ChatStreamParser(msgspec.Struct, gc=False):
     """Turns Chat Completions stream events (or one whole ``chat.completion`` JSON answer) into
     ``Stream`` items. ``feed`` per event, then ``finish`` (or ``fail`` with an error text).
+    Made as ``ChatStreamParser(model_id, price_key, tool_names, emulated_call=..., origin=...)``;
+    the other fields are its running state.
 
     ``origin`` names the server (its host) for continuation tokens: a message that carries one
     (a Gemini ``thought_signature``, OpenRouter ``reasoning_details``) gets
     ``Messages.Assistant.origin = origin`` (docs/providers.md).
+
+    The parser holds only the stream's data and nothing that refers back to it, so it is not
+    tracked by the cycle collector (msgspec ``gc=False``; the lists and dicts it holds still
+    are): a process with thousands of streams in flight scans fewer objects.
     """
 
-    def __init__(
-        self,
-        model_id: ModelId,
-        price_key: tuple[str | None, str | None] | None,
-        tool_names: Sequence[str],
-        *,
-        emulated_call: bool = False,
-        origin: str | None = None,
-    ) -> None:
-        self.emulated_call = emulated_call
-        """True when the text answer is a JSON tool call (``forced_tool_mode``): not streamed
-        as text, parsed into one ``ToolCall`` at the end."""
-        self.model_id = model_id
-        self.price_key = price_key
-        self.tool_names = tool_names
-        self.origin = origin
-        self.timer = Timer()
-        self.text = ""
-        self.text_id: str | None = None
-        self.thinking = ""
-        self.thinking_id: str | None = None
-        self.last: str | None = None  # "text" | "thinking": the output streamed last
-        self.calls: tuple[_Call, ...] = ()
-        """The streamed tool calls (a tuple, grown per new call: most answers have none, and a
-        stream waiting for its first byte then holds no list for the cycle collector)."""
-        self.by_index: dict[Any, _Call] = {}
-        self.usage = UsageReport()
-        self.finish_reason: str | None = None
-        self.refusal = ""
-        self.fingerprint: str | None = None
-        self.details: list[dict[str, Any]] | None = None
-        """OpenRouter ``reasoning_details``, merged across deltas (``None`` until the first)."""
-        self.extra: dict[str, Any] = {}
-        """The message's ``extra_content`` (Gemini: ``{"google": {"thought_signature"}}``)."""
-        self.reasoning_content = ""
-        """The reasoning text when sent as ``reasoning_content``, for replay (see
-        :meth:`message_fields`)."""
-        self.done = False
-        self.events = 0
+    model_id: ModelId
+    price_key: tuple[str | None, str | None] | None
+    tool_names: Sequence[str]
+    emulated_call: bool = False
+    """True when the text answer is a JSON tool call (``forced_tool_mode``): not streamed
+    as text, parsed into one ``ToolCall`` at the end."""
+    origin: str | None = None
+    timer: Timer = msgspec.field(default_factory=Timer)
+    text: str = ""
+    text_id: str | None = None
+    thinking: str = ""
+    thinking_id: str | None = None
+    last: str | None = None
+    """``"text"`` or ``"thinking"``: the output streamed last."""
+    calls: tuple[_Call, ...] = ()
+    """The streamed tool calls (a tuple, grown per new call: most answers have none)."""
+    by_index: dict[Any, _Call] = msgspec.field(default_factory=dict)
+    usage: UsageReport = msgspec.field(default_factory=UsageReport)
+    finish_reason: str | None = None
+    refusal: str = ""
+    fingerprint: str | None = None
+    details: list[dict[str, Any]] | None = None
+    """OpenRouter ``reasoning_details``, merged across deltas (``None`` until the first)."""
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The message's ``extra_content`` (Gemini: ``{"google": {"thought_signature"}}``)."""
+    reasoning_content: str = ""
+    """The reasoning text when sent as ``reasoning_content``, for replay (see
+    :meth:`message_fields`)."""
+    done: bool = False
+    events: int = 0
 
     # -- events ----------------------------------------------------------------------------
 
