@@ -6,8 +6,9 @@ each, ...) so that a change in the machine's load hits them alike:
 - foundation_ai: ``AgentSession.arun_turn`` on a ``ScriptedModel`` (snapshot chunks, no request
   log), an async ``@tool``, the in-memory store; a reused session (history cleared per turn),
   a fresh session per turn (builder included), and streaming ``.events()``.
-- the scripted model alone: its two generations of a turn, consumed directly (no loop), the
-  part of every foundation_ai figure that is the model's.
+- the scripted model alone: its two generations of a turn, consumed directly (no loop) the way
+  the turn loop consumes them (``ready()``: every chunk at once), the part of every
+  foundation_ai figure that is the model's.
 - pydantic-ai: ``Agent.run`` on a ``FunctionModel`` (``pip install pydantic-ai-slim``).
 - the OpenAI Agents SDK: ``Runner.run`` on a custom ``Model`` (``pip install openai-agents``),
   tracing disabled.
@@ -177,10 +178,14 @@ def foundation_ai_cases() -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
 
     async def model_alone() -> None:  # the model's share of a turn: its two generations
         n = 0
-        async for _ in model.astream(first):
-            n += 1
-        async for _ in model.astream(second):
-            n += 1
+        for interaction in (first, second):
+            stream = model.astream(interaction)
+            items = stream.ready()  # all chunks at once, as the turn loop takes them
+            if items is None:
+                async for _ in stream:
+                    n += 1
+            else:
+                n += len(items)
         assert n == 8
 
     return [

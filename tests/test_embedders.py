@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator, Sequence
 
@@ -173,3 +174,44 @@ def test_importing_the_library_loads_no_numpy_and_no_embedding_engine() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_empty_string_embeds_to_a_zero_row_not_nan() -> None:
+    e = default_embedder()
+    m = e.embed(["", "hello world", ""])
+    assert m.shape == (3, 256) and m.dtype == np.float32
+    assert np.isfinite(m).all()
+    assert not m[0].any() and not m[2].any()
+    assert np.allclose(m[1], e.embed(["hello world"])[0])
+    assert np.linalg.norm(m[1]) == pytest.approx(1.0, abs=1e-4)
+    only_empty = WordLlamaEmbedder(dimensions=64).embed(["", ""])
+    assert only_empty.shape == (2, 64) and not only_empty.any()
+
+
+def test_the_empty_string_never_reaches_an_embeddings_server() -> None:
+    from tests._fixture_server import Canned, FixtureServer
+
+    answer = {"data": [{"index": 0, "embedding": [0.6, 0.8]}]}
+    with FixtureServer() as srv:
+        srv.queue(Canned(body=json.dumps(answer).encode(), content_type="application/json"))
+        e = OpenAIEmbedder("m", base_url=srv.base_url, dimensions=2)
+        try:
+            m = e.embed(["", "text", ""])
+        finally:
+            e.close()
+        assert [r.json()["input"] for r in srv.requests] == [["text"]]
+    assert m.tolist() == [[0.0, 0.0], [pytest.approx(0.6), pytest.approx(0.8)], [0.0, 0.0]]
+
+
+def test_an_embeddings_server_answering_nan_is_an_embedding_error() -> None:
+    from tests._fixture_server import Canned, FixtureServer
+
+    body = b'{"data": [{"index": 0, "embedding": [1.0, 0.0]}, {"index": 1, "embedding": [NaN, 1.0]}]}'
+    with FixtureServer() as srv:
+        srv.queue(Canned(body=body, content_type="application/json"))
+        e = OpenAIEmbedder("m", base_url=srv.base_url, dimensions=2)
+        try:
+            with pytest.raises(EmbeddingError, match="NaN or infinite values for text #1"):
+                e.embed(["a", "b"])
+        finally:
+            e.close()

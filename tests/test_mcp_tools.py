@@ -197,3 +197,83 @@ def test_shed_discovers_mcp_tools(stdio_server: MCPServerTools) -> None:
     assert [h["name"] for h in msgspec.json.decode(found.content.content)] == ["add"]  # type: ignore[union-attr]
     assert added.content == TextContent("3")
     assert [t.name() for t in model.interactions[0].tools_shed.all_tools()] == [SHED_NAME]
+
+
+def _script(tmp_path: Path, body: str) -> list[str]:
+    path = tmp_path / "server.py"
+    path.write_text(body)
+    return [sys.executable, str(path)]
+
+
+def test_a_stdio_server_that_dies_at_start_is_reported_with_the_tail_of_its_stderr(tmp_path: Path) -> None:
+    from foundation_ai.agentic.toolsets.mcp import STDERR_TAIL_LINES, MCPToolError
+
+    command = _script(
+        tmp_path,
+        "import sys\n"
+        "for i in range(2000):\n"
+        "    sys.stderr.write(f'noise line {i}\\n')\n"
+        "sys.stderr.write('x' * 5000 + '\\n')\n"
+        "sys.stderr.write('FATAL: config missing at /etc/myserver.toml\\n')\n"
+        "sys.exit(3)\n",
+    )
+    source = MCPServerTools.stdio(command, name="broken")
+    try:
+        with pytest.raises(MCPToolError) as caught:
+            source.list_tools()
+    finally:
+        source.close()
+    text = str(caught.value)
+    assert text.startswith("could not start the MCP server 'broken': ")
+    assert text.endswith("FATAL: config missing at /etc/myserver.toml")
+    quoted = text.split("its stderr ended with:\n", 1)[1].splitlines()
+    assert len(quoted) <= STDERR_TAIL_LINES
+    assert "noise line 1999" in text and "noise line 0\n" not in text
+    assert len(text) < 4000  # the 5,000-character line is cut
+
+
+def test_a_stdio_server_stuck_before_its_handshake_is_reported_with_its_stderr(tmp_path: Path) -> None:
+    from foundation_ai.agentic.toolsets.mcp import MCPToolError
+
+    command = _script(
+        tmp_path,
+        "import sys, time\nsys.stderr.write('waiting for the license server at 10.0.0.9...\\n')\n"
+        "sys.stderr.flush()\ntime.sleep(120)\n",
+    )
+    source = MCPServerTools.stdio(command, name="stuck", connect_timeout=2.0)
+    try:
+        with pytest.raises(MCPToolError, match="did not complete its handshake") as caught:
+            source.list_tools()
+    finally:
+        source.close()
+    assert caught.value.transient
+    assert str(caught.value).endswith("waiting for the license server at 10.0.0.9...")
+
+
+def test_a_given_errlog_receives_the_servers_stderr(tmp_path: Path) -> None:
+    command = _script(tmp_path, "import sys\nsys.stderr.write('FATAL: no config\\n')\nsys.exit(3)\n")
+    log_path = tmp_path / "server.log"
+    with log_path.open("w") as errlog:
+        source = MCPServerTools.stdio(command, name="logged", errlog=errlog)
+        try:
+            with pytest.raises(Exception, match="could not start the MCP server 'logged'"):
+                source.list_tools()
+        finally:
+            source.close()
+    assert log_path.read_text() == "FATAL: no config\n"
+
+
+def test_without_the_mcp_package_a_source_fails_at_once_with_the_install_hint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from foundation_ai._cli.commands import _mcp_source
+    from foundation_ai.errors import ConfigurationError
+
+    monkeypatch.setitem(sys.modules, "mcp", None)  # what `import mcp` meets without the package
+    hint = r"pip install 'foundation-ai\[mcp\]'"
+    with pytest.raises(ConfigurationError, match=hint):
+        MCPServerTools.stdio([sys.executable, SERVER, "stdio"])
+    with pytest.raises(ConfigurationError, match=hint):
+        MCPServerTools.http("http://127.0.0.1:9/mcp")
+    with pytest.raises(ConfigurationError, match=hint):  # the CLI's --mcp
+        _mcp_source(f"{sys.executable} {SERVER} stdio")

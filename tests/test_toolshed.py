@@ -314,3 +314,35 @@ def test_the_default_embedder_of_the_memory_package_ranks_semantically() -> None
     )
     assert [h.name for h in reg.search("mail someone", 1)] == ["send_email"]
     assert reg._keyword_score("mail someone", "send_email") == 0
+
+
+def test_resuming_with_a_shed_reports_no_recorded_tool_that_the_shed_serves(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "s.db"
+    shed = ToolShed().tools([*_numbered(50), get_forecast, send_email])
+    session, _ = _session(
+        shed,
+        [
+            call(SHED_NAME, {"description": "forecast", "limit": 1}),
+            call("get_forecast", {"city": "Paris"}),
+            say("ok"),
+        ],
+        store=SqliteSessionStore(db),
+    )
+    assert session.run_turn("weather in Paris?").ok
+    sid = session.session_id
+    session.close()
+    caplog.set_level("WARNING", logger="foundation_ai.agentic.session")
+    model = ScriptedModel([call("get_forecast", {"city": "Rome"}), say("ok")])
+    again = AgentSession.builder(model).with_tool_shed(shed).with_store(SqliteSessionStore(db)).resume(sid)
+    assert "not in the tool catalog" not in caplog.text
+    assert again.run_turn("and Rome?").tool_results()[0].content == TextContent("sunny in Rome")
+    again.close()
+    # a recorded tool that the shed no longer holds is still reported
+    smaller = ToolShed().tools([send_email])
+    AgentSession.builder(ScriptedModel([say("ok")])).with_tool_shed(smaller).with_store(
+        SqliteSessionStore(db)
+    ).resume(sid).close()
+    assert "left out: " in caplog.text and "get_forecast" in caplog.text
+    assert "send_email" not in caplog.text.split("left out: ", 1)[1]

@@ -13,16 +13,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from foundation_ai.errors import ConfigurationError
+from foundation_ai.errors import ConfigurationError, FoundationAIError
 from foundation_ai.vectors import (
     DimensionMismatchError,
     InMemoryVectorStore,
+    InvalidVectorError,
     Metric,
     PgVectorStore,
     SqliteVecStore,
     VectorEntry,
     VectorMetadata,
     VectorStore,
+    VectorStoreError,
 )
 
 _tables = itertools.count()
@@ -237,3 +239,130 @@ def test_pgvector_store_persists_in_its_table(postgres_uri: str) -> None:
         again.close()
     finally:
         s.close()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [[math.nan, 0.0], [math.inf, 1.0], [1.0, -math.inf], [1e39, 0.0]],
+    ids=["nan", "inf", "minus-inf", "beyond-float32"],
+)
+@pytest.mark.parametrize("metric", [Metric.Cosine, Metric.L2])
+def test_a_non_finite_vector_is_refused_and_its_batch_stores_nothing(
+    make_store: StoreFactory, metric: Metric, bad: list[float]
+) -> None:
+    s = make_store(2, metric)
+    with pytest.raises(InvalidVectorError, match=r"'bad'.*NaN or infinite") as caught:
+        s.upsert([entry("good", [1.0, 0.0]), entry("bad", bad)])
+    assert caught.value.id == "bad"
+    assert isinstance(caught.value, ValueError) and isinstance(caught.value, FoundationAIError)
+    assert s.get("good") is None and s.get("bad") is None
+    assert len(s) == 0  # type: ignore[arg-type]
+
+
+def test_a_zero_vector_is_refused_under_cosine_and_never_outranks_a_match(make_store: StoreFactory) -> None:
+    s = make_store(3, Metric.Cosine)
+    with pytest.raises(InvalidVectorError, match="'zero' is a zero vector") as caught:
+        s.upsert(
+            [entry("good", [1.0, 0.0, 0.0]), entry("ok", [0.7, 0.7, 0.0]), entry("zero", [0.0, 0.0, 0.0])]
+        )
+    assert caught.value.id == "zero"
+    s.upsert([entry("good", [1.0, 0.0, 0.0]), entry("ok", [0.7, 0.7, 0.0])])
+    assert [m.id for m in s.search([1.0, 0.0, 0.0], k=3)] == ["good", "ok"]
+
+
+def test_a_zero_vector_is_an_ordinary_point_under_l2(make_store: StoreFactory) -> None:
+    s = make_store(2, Metric.L2)
+    s.upsert([entry("origin", [0.0, 0.0]), entry("far", [3.0, 4.0])])
+    got = s.search([0.0, 0.0], k=2)
+    assert [(m.id, m.score) for m in got] == [("origin", 0.0), ("far", pytest.approx(5.0))]
+
+
+@pytest.mark.parametrize("query", [[math.nan, 1.0], [1.0, math.inf]], ids=["nan", "inf"])
+def test_a_query_with_non_finite_values_is_refused(make_store: StoreFactory, query: list[float]) -> None:
+    s = compass(make_store, Metric.Cosine)
+    with pytest.raises(InvalidVectorError, match="query vector") as caught:
+        s.search(query, k=3)
+    assert caught.value.id == ""
+
+
+def test_a_zero_query_under_cosine_scores_every_match_zero_in_id_order(make_store: StoreFactory) -> None:
+    s = compass(make_store, Metric.Cosine)
+    got = s.search([0.0, 0.0], k=10)
+    assert [(m.id, m.score) for m in got] == [
+        ("east", 0.0),
+        ("far-east", 0.0),
+        ("north", 0.0),
+        ("north-east", 0.0),
+        ("west", 0.0),
+    ]
+    assert [m.id for m in s.search([0.0, 0.0], k=2, tags=["x"])] == ["east", "far-east"]
+
+
+def test_a_k_beyond_any_engine_limit_returns_every_match(make_store: StoreFactory) -> None:
+    s = compass(make_store, Metric.Cosine)
+    everything = [m.id for m in s.search([1.0, 0.0], k=5)]
+    for k in (4097, 10**9, 10**30):
+        assert [m.id for m in s.search([1.0, 0.0], k=k)] == everything
+        assert [m.id for m in s.search([1.0, 0.0], k=k, tags=["x"])] == ["east", "far-east", "west"]
+    with pytest.raises(TypeError, match="k must be an int"):
+        s.search([1.0, 0.0], k=2.5)  # type: ignore[arg-type]
+
+
+def test_a_zero_vector_written_by_an_older_version_ranks_last_in_sqlite_vec(tmp_path: Path) -> None:
+    s = SqliteVecStore(tmp_path / "old.sqlite3", dimensions=3)
+    s.upsert([entry("good", [1.0, 0.0, 0.0]), entry("ok", [0.7, 0.7, 0.0])])
+    with s._conn:  # what an older version wrote for a zero vector
+        s._conn.execute("INSERT INTO vectors_items (id, metadata) VALUES ('zero', '{}')")
+        rowid = s._conn.last_insert_rowid()
+        s._conn.execute("INSERT INTO vectors_vec (rowid, embedding) VALUES (?, ?)", (rowid, bytes(12)))
+    got = s.search([1.0, 0.0, 0.0], k=3)
+    assert [m.id for m in got] == ["good", "ok", "zero"]
+    assert [m.id for m in s.search([1.0, 0.0, 0.0], k=5000)] == ["good", "ok", "zero"]
+    s.close()
+
+
+def test_a_zero_vector_written_by_an_older_version_ranks_last_in_pgvector(postgres_uri: str) -> None:
+    s = PgVectorStore(postgres_uri, dimensions=3, table=f"t{next(_tables)}")
+    try:
+        s.upsert([entry("good", [1.0, 0.0, 0.0]), entry("ok", [0.7, 0.7, 0.0])])
+        s._conn.execute(f"INSERT INTO {s.table} (id, embedding) VALUES ('zero', '[0,0,0]')")
+        # pgvector's HNSW index does not hold zero vectors under cosine: the indexed search
+        # leaves it out; the exact one (k above ef_search's maximum, or a filter) puts it last
+        assert [m.id for m in s.search([1.0, 0.0, 0.0], k=3)][:2] == ["good", "ok"]
+        assert [m.id for m in s.search([1.0, 0.0, 0.0], k=2000)] == ["good", "ok", "zero"]
+    finally:
+        s.drop()
+        s.close()
+
+
+def test_a_folder_as_the_sqlite_vec_path_is_a_store_error(tmp_path: Path) -> None:
+    with pytest.raises(VectorStoreError, match="is a folder") as caught:
+        SqliteVecStore(tmp_path, dimensions=3)
+    assert caught.value.where == str(tmp_path)
+    assert isinstance(caught.value, FoundationAIError)
+
+
+def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.sqlite3"
+    junk.write_bytes(b"this is not an SQLite database, just text " * 200)
+    with pytest.raises(VectorStoreError, match=r"junk\.sqlite3"):
+        SqliteVecStore(junk, dimensions=3)
+    assert junk.read_bytes().startswith(b"this is not")  # left as it was
+
+
+def test_an_unreachable_postgres_is_a_store_error() -> None:
+    import socket
+
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(VectorStoreError, match=rf"127\.0\.0\.1:{port}") as caught:
+        PgVectorStore(f"postgresql://user:secret@127.0.0.1:{port}/db?connect_timeout=5", dimensions=2)
+    assert "secret" not in str(caught.value.where)
+
+
+def test_a_vector_of_text_is_refused_as_invalid(make_store: StoreFactory) -> None:
+    s = make_store(2, Metric.L2)
+    with pytest.raises(InvalidVectorError, match="'words' is not a sequence of numbers"):
+        s.upsert([entry("ok", [1.0, 2.0]), entry("words", ["a", "b"])])  # type: ignore[list-item]
+    assert len(s) == 0  # type: ignore[arg-type]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -10,11 +11,14 @@ from foundation_ai.errors import FoundationAIError
 from foundation_ai.vectors import (
     DimensionMismatchError,
     InMemoryVectorStore,
+    InvalidVectorError,
     Metric,
+    SqliteVecStore,
     VectorEntry,
     VectorMatch,
     VectorMetadata,
     VectorStore,
+    default_vector_path,
 )
 
 
@@ -112,11 +116,14 @@ def test_dimension_mismatch_raises() -> None:
         fixed.upsert([entry("a", [1.0, 2.0])])
 
 
-def test_zero_vector_cosine_scores_zero() -> None:
+def test_zero_vector_is_refused_under_cosine_and_kept_under_dot() -> None:
     s = InMemoryVectorStore()
-    s.upsert([entry("zero", [0.0, 0.0]), entry("one", [1.0, 0.0])])
-    scores = {m.id: m.score for m in s.search([1.0, 0.0])}
-    assert scores == {"one": pytest.approx(1.0), "zero": 0.0}
+    with pytest.raises(InvalidVectorError, match="zero vector"):
+        s.upsert([entry("zero", [0.0, 0.0]), entry("one", [1.0, 0.0])])
+    assert len(s) == 0
+    dot = InMemoryVectorStore(Metric.Dot)
+    dot.upsert([entry("zero", [0.0, 0.0]), entry("one", [1.0, 0.0])])
+    assert [(m.id, m.score) for m in dot.search([1.0, 0.0])] == [("one", 1.0), ("zero", 0.0)]
 
 
 def test_label_filter_matches_key_value_tags() -> None:
@@ -139,3 +146,30 @@ def test_metadata_matches() -> None:
     meta = VectorMetadata(tags=["a", "b"], labels={"k": "v"})
     assert meta.matches(None) and meta.matches([]) and meta.matches(["a"]) and meta.matches({"k": "v"})
     assert not meta.matches(["a", "c"]) and not meta.matches({"k": "w"}) and not meta.matches({"x": "v"})
+
+
+def test_default_vector_path_sits_beside_the_default_session_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from foundation_ai.agentic.stores import HOME_ENV, default_store_path
+
+    home = tmp_path / "fa-home"
+    monkeypatch.setenv(HOME_ENV, str(home))
+    assert default_vector_path() == home / "vectors.sqlite3"
+    assert default_vector_path().parent == default_store_path().parent
+    monkeypatch.delenv(HOME_ENV)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # platformdirs on Linux
+    assert default_vector_path().parent == default_store_path().parent
+    assert default_vector_path().name == "vectors.sqlite3"
+
+
+def test_a_store_opened_without_a_path_lands_in_foundation_ai_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FOUNDATION_AI_HOME", str(tmp_path / "home"))
+    s = SqliteVecStore(dimensions=2)
+    try:
+        s.upsert([entry("a", [1.0, 0.0])])
+    finally:
+        s.close()
+    assert (tmp_path / "home" / "vectors.sqlite3").is_file()

@@ -86,35 +86,19 @@ def _generator() -> tuple[Callable[[], str], Callable[[], None]]:
     time_ns, urandom, t = time.time_ns, os.urandom, _TRIPLES or _fill_triples()
 
     def next_id() -> str:
+        """Return a fresh SCRU128 id (25 lowercase base-36 characters): time-ordered, each one
+        greater than the one made before it in this process."""
         nonlocal timestamp, counter_hi, counter_lo, ts_counter_hi, block, head, rest
         with lock:
-            if len(pool) < 3:
-                pool.frombytes(urandom(1024))
             now = time_ns() // 1_000_000
-            if now > timestamp:
-                timestamp = now
-                counter_lo = pool.pop() >> 8
-            elif now + _ROLLBACK_MS >= timestamp:
-                counter_lo += 1  # the same millisecond (or a small clock rollback)
-                if counter_lo > 0xFFFFFF:
-                    counter_lo = 0
-                    counter_hi += 1
-                    if counter_hi > 0xFFFFFF:
-                        counter_hi = 0
-                        timestamp += 1  # counters exhausted: borrow the next millisecond
-                        counter_lo = pool.pop() >> 8
-            else:  # the clock went far back: start again from it
-                timestamp = now
-                ts_counter_hi = 0
-                counter_lo = pool.pop() >> 8
-            if timestamp - ts_counter_hi >= 1000 or ts_counter_hi < 1:
-                ts_counter_hi = timestamp
-                counter_hi = pool.pop() >> 8
-            if (timestamp << 24 | counter_hi) != block:
-                block = timestamp << 24 | counter_hi
-                head, rest = _head(block << 56)
-            first, base = head, block
-            low = rest + (counter_lo << 32 | pool.pop())
+            if now == timestamp and counter_lo < 0xFFFFFF and pool:
+                # the same millisecond: the next counter value; ``counter_hi`` (renewed at most
+                # once a second, checked by the id before this one) and the head stay
+                counter_lo += 1
+                low = rest + (counter_lo << 32 | pool.pop())
+                first, base = head, block
+            else:
+                first, base, low = slow(now)
         if low >= _B12:  # rare: the id crosses into the next 13-digit head
             first = _head13((base << 56) // _B12 + 1, t)
             low -= _B12
@@ -122,6 +106,36 @@ def _generator() -> tuple[Callable[[], str], Callable[[], None]]:
         a, b = divmod(x, 46656)
         c, d = divmod(y, 46656)
         return f"{first}{t[a]}{t[b]}{t[c]}{t[d]}"
+
+    def slow(now: int) -> tuple[str, int, int]:
+        """Every other case (a new millisecond, counters to renew, the pool to refill), under
+        the lock: ``(head, block, low)`` of the next id."""
+        nonlocal timestamp, counter_hi, counter_lo, ts_counter_hi, block, head, rest
+        if len(pool) < 3:
+            pool.frombytes(urandom(1024))
+        if now > timestamp:
+            timestamp = now
+            counter_lo = pool.pop() >> 8
+        elif now + _ROLLBACK_MS >= timestamp:
+            counter_lo += 1  # the same millisecond (or a small clock rollback)
+            if counter_lo > 0xFFFFFF:
+                counter_lo = 0
+                counter_hi += 1
+                if counter_hi > 0xFFFFFF:
+                    counter_hi = 0
+                    timestamp += 1  # counters exhausted: borrow the next millisecond
+                    counter_lo = pool.pop() >> 8
+        else:  # the clock went far back: start again from it
+            timestamp = now
+            ts_counter_hi = 0
+            counter_lo = pool.pop() >> 8
+        if timestamp - ts_counter_hi >= 1000 or ts_counter_hi < 1:
+            ts_counter_hi = timestamp
+            counter_hi = pool.pop() >> 8
+        if (timestamp << 24 | counter_hi) != block:
+            block = timestamp << 24 | counter_hi
+            head, rest = _head(block << 56)
+        return head, block, rest + (counter_lo << 32 | pool.pop())
 
     def reset() -> None:
         nonlocal timestamp, counter_hi, counter_lo, ts_counter_hi, block, lock
@@ -137,10 +151,10 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset)
 
 
-def new_scru128() -> Id:
-    """Return a fresh SCRU128 id (25 lowercase base-36 characters): time-ordered, each one
-    greater than the one made before it in this process."""
-    return _next()
+new_scru128: Callable[[], Id] = _next
+"""``new_scru128()``: a fresh SCRU128 id (25 lowercase base-36 characters): time-ordered,
+each one greater than the one made before it in this process (the generator itself: no extra
+call per id)."""
 
 
 def is_scru128(value: str) -> bool:

@@ -108,6 +108,14 @@ async def run_calls(
     which calls finished; ``on_result(index, result)`` is called as each one is stored.
     Validation happens first for every call, so invalid calls never run.
     """
+    if len(calls) == 1 and not calls[0].depends_on:  # one stage of one call
+        c = calls[0]
+        prepared = registry.prepare(c)
+        r = prepared if isinstance(prepared, ToolResultMessage) else await registry.execute(c, prepared)
+        results[0] = r
+        if on_result is not None:
+            on_result(0, r)
+        return results
     stages, errors = plan_stages(calls)
 
     def store(i: int, r: ToolResultMessage) -> None:

@@ -26,7 +26,7 @@ class TokenBudget(msgspec.Struct, frozen=True, kw_only=True):
 def price_usage(usage: UsageReport, descriptor: object | None) -> UsageReport:
     """``usage`` with an estimated cost from ``descriptor``'s prices (USD per million tokens)
     when the report carries none; unchanged otherwise."""
-    if usage.cost.status is not CostStatus.Unknown or descriptor is None:
+    if usage.cost.status is not _UNKNOWN or descriptor is None:
         return usage
     ip = getattr(descriptor, "input_price", None)
     op = getattr(descriptor, "output_price", None)
@@ -44,6 +44,9 @@ def price_usage(usage: UsageReport, descriptor: object | None) -> UsageReport:
     return msgspec.structs.replace(usage, cost=cost)
 
 
+_UNKNOWN, _ACTUAL = CostStatus.Unknown, CostStatus.Actual  # an Enum attribute costs a lookup
+
+
 class _Totals:
     """Plain float sums of usage reports (faster than adding ``UsageReport``s)."""
 
@@ -54,45 +57,36 @@ class _Totals:
         self.ci = self.co = self.ccr = self.ccw = self.c = 0.0
         self.rank = -1  # -1: nothing added yet
 
-    def add(self, u: UsageReport) -> None:
+    def add(self, u: UsageReport, also: _Totals | None = None) -> None:
+        """Add ``u`` to these totals (and to ``also``: one pass for the session and the turn)."""
         if u == _EMPTY:  # the identity of UsageReport.__add__
             return
-        self.i += u.input
-        self.o += u.output
-        self.cr += u.cache_read
-        self.cw += u.cache_write
-        self.tt += u.total_tokens
         k = u.cost
-        self.ci += k.input
-        self.co += k.output
-        self.ccr += k.cache_read
-        self.ccw += k.cache_write
-        self.c += k.total
         status = k.status  # compared by identity: hashing an Enum member runs Python code
-        r = 0 if status is CostStatus.Unknown else 2 if status is CostStatus.Actual else 1
-        if self.rank < 0:
-            self.rank = r
-        elif self.rank != r or r == 1:
-            self.rank = 1 if (self.rank or r) else 0
+        r = 0 if status is _UNKNOWN else 2 if status is _ACTUAL else 1
+        i, o, cr, cw, tt = u.input, u.output, u.cache_read, u.cache_write, u.total_tokens
+        ci, co, ccr, ccw, c = k.input, k.output, k.cache_read, k.cache_write, k.total
+        for t in (self,) if also is None else (self, also):
+            t.i += i
+            t.o += o
+            t.cr += cr
+            t.cw += cw
+            t.tt += tt
+            t.ci += ci
+            t.co += co
+            t.ccr += ccr
+            t.ccw += ccw
+            t.c += c
+            if t.rank < 0:
+                t.rank = r
+            elif t.rank != r or r == 1:
+                t.rank = 1 if (t.rank or r) else 0
 
     def report(self) -> UsageReport:
         status = _STATUS[max(self.rank, 0)]
-        cost = UsageCosting(
-            input=self.ci,
-            output=self.co,
-            cache_read=self.ccr,
-            cache_write=self.ccw,
-            total=self.c,
-            status=status,
-        )
-        return UsageReport(
-            input=self.i,
-            output=self.o,
-            cache_read=self.cr,
-            cache_write=self.cw,
-            total_tokens=self.tt,
-            cost=cost,
-        )
+        # positional, in field order (input, output, cache_read, cache_write, total, status)
+        cost = UsageCosting(self.ci, self.co, self.ccr, self.ccw, self.c, status)
+        return UsageReport(self.i, self.o, self.cr, self.cw, self.tt, cost)
 
 
 _EMPTY = UsageReport()
@@ -133,8 +127,7 @@ class TokenLedger:
 
     def record(self, usage: UsageReport) -> None:
         """Add one generation's final (cumulative) usage."""
-        self._total.add(usage)
-        self._turn.add(usage)
+        self._total.add(usage, self._turn)
         self.generations += 1
 
     @property
@@ -162,6 +155,4 @@ class TokenLedger:
     def snapshot(self, turn_only: bool = True) -> TokenSnapshot:
         """The turn's (or session's) totals as a ``TokenSnapshot``."""
         t = self._turn if turn_only else self._total
-        return TokenSnapshot(
-            input=t.i, output=t.o, cache_read=t.cr, cache_write=t.cw, total_tokens=t.tt, cost_usd=t.c
-        )
+        return TokenSnapshot(t.i, t.o, t.cr, t.cw, t.tt, t.c)  # positional, in field order

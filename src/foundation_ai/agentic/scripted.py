@@ -24,8 +24,10 @@ the script is exhausted each generation fails with "script exhausted".
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -213,6 +215,7 @@ class ScriptedModel:
         self.interactions: list[ModelInteraction] = []
         self.params: list[ModelParams | None] = []
         self._pos = 0
+        self._usages: dict[tuple[float, int], UsageReport] = {}
 
     @property
     def model_id(self) -> ModelId:
@@ -262,18 +265,143 @@ class ScriptedModel:
         out = [" ".join(words[i : i + n]) for i in range(0, len(words), n)]
         return [p + " " if k < len(out) - 1 else p for k, p in enumerate(out)]
 
-    async def astream(
+    def astream(
         self, interaction: ModelInteraction, params: ModelParams | None = None
     ) -> AsyncIterator[ModelStream]:
-        """Play the next reply (see the module docstring)."""
-        self._remember(interaction, params)
+        """Play the next reply (see the module docstring). The reply is taken when iteration
+        starts; one with no :func:`pause`, no :func:`hook` and no ``chunk_delay`` is built at
+        once and handed out chunk by chunk (no async generator), the others are played live."""
+        return _Playback(self, interaction, params)
+
+    def _begin(self, interaction: ModelInteraction, params: ModelParams | None) -> Any:
+        """The chunks of the next reply: a list, or an async generator playing a reply that
+        sleeps or calls hooks."""
+        if self.record == 0:  # no request log: only the count
+            self.requests += 1
+        else:
+            self._remember(interaction, params)
         reply = self._next_reply(interaction)
+        usage_in = float(10 * len(interaction.messages))
+        if self.chunk_delay:
+            return self._play(reply, usage_in)
+        for o in reply.outputs:
+            if type(o) is Pause or type(o) is Hook:
+                return self._play(reply, usage_in)
+        return self._chunks(reply, usage_in)
+
+    def _usage(self, usage_in: float, words: int) -> UsageReport:
+        """``UsageReport.of(usage_in, words)``, kept (frozen: one per pair of counts)."""
+        report = self._usages.get((usage_in, words))
+        if report is None:
+            if len(self._usages) >= 1024:
+                self._usages.clear()
+            report = self._usages[usage_in, words] = UsageReport.of(usage_in, float(words))
+        return report
+
+    def _chunks(self, reply: Reply, usage_in: float) -> list[ModelStream]:
+        """Every chunk of ``reply`` (no pauses, no hooks), in order."""
+        mid = self._model_id
+        snapshot = self.chunk_mode == "snapshot"
+        usage, usages = self._usage, self._usages  # the reports of this model, kept (frozen)
+        has_calls = False
+        words = 0
+        out: list[ModelStream] = [_INIT]
+        last_id: str | None = None
+        last_content: Any = None
+        for o in reply.outputs:
+            kind = type(o)
+            if kind is Fail:
+                out.append(_NEXT(_error_message(mid, o.detail, usage_in, words)))
+                out.append(_PENDING(ModelState.Error(o.detail)))
+                return out
+            oid = new_scru128()
+            if kind is Call:
+                has_calls = True
+                last_id, last_content = oid, o.call
+                out.append(
+                    _NEXT(
+                        _ASSISTANT(
+                            id=oid,
+                            model=mid,
+                            content=o.call,
+                            usage=usages.get((usage_in, words)) or usage(usage_in, words),
+                            provider="scripted",
+                            timestamp=_utcnow(),
+                        )
+                    )
+                )
+                continue
+            text = o.text
+            so_far = ""
+            for piece in self._pieces(text) if self.chunk_words > 0 else (text,):
+                so_far += piece
+                words += 1 if piece.strip() else 0
+                shown = so_far if snapshot else piece
+                content: Any = TextContent(shown) if kind is Say else ThinkingContent(shown, o.signature)
+                out.append(
+                    _NEXT(
+                        _ASSISTANT(
+                            id=oid,
+                            model=mid,
+                            content=content,
+                            usage=usages.get((usage_in, words)) or usage(usage_in, words),
+                            provider="scripted",
+                            timestamp=_utcnow(),
+                        )
+                    )
+                )
+            last_id = oid
+            if snapshot and kind is Say and content.content == text:  # frozen: shared
+                last_content = content
+            else:
+                last_content = _final_content(o, text, snapshot)
+        if last_id is None or reply.usage is not None or reply.stop_reason is not None:
+            final = self._final(reply, last_id, last_content, has_calls, usage_in, words)
+        else:  # the usual closing chunk (no scripted usage or stop reason)
+            final = _ASSISTANT(
+                id=last_id,
+                model=mid,
+                content=last_content,
+                usage=usages.get((usage_in, max(words, 1))) or usage(usage_in, max(words, 1)),
+                stop_reason=_TOOL_USE if has_calls else StopReason.STOP,
+                provider="scripted",
+                timestamp=_utcnow(),
+            )
+        out.append(_NEXT(final))
+        out.append(_FINISHED)
+        return out
+
+    def _final(
+        self, reply: Reply, last_id: str | None, content: Any, has_calls: bool, usage_in: float, words: int
+    ) -> Any:
+        """The closing chunk: the last output's id repeated with the stop reason and usage (an
+        empty reply: one empty text output)."""
+        usage = reply.usage or UsageReport.of(usage_in, float(max(words, 1)))
+        stop: Any = reply.stop_reason or (StopReason.ToolUse() if has_calls else StopReason.Stop())
+        if last_id is None:
+            return _ASSISTANT(
+                model=self._model_id,
+                content=TextContent(""),
+                usage=usage,
+                stop_reason=stop,
+                provider="scripted",
+            )
+        return _ASSISTANT(
+            id=last_id,
+            model=self._model_id,
+            content=content,
+            usage=usage,
+            stop_reason=stop,
+            provider="scripted",
+        )
+
+    async def _play(self, reply: Reply, usage_in: float) -> AsyncIterator[ModelStream]:
+        """Play ``reply`` live: sleeps (``pause``, ``chunk_delay``) and hooks happen between chunks."""
         mid = self._model_id
         delay = self.chunk_delay
         snapshot = self.chunk_mode == "snapshot"
         has_calls = any(isinstance(o, Call) for o in reply.outputs)
         words = 0
-        usage_in = float(10 * len(interaction.messages))
         yield Stream.Init()
         last_id: str | None = None
         last_content: Any = None
@@ -287,16 +415,7 @@ class ScriptedModel:
                     await res
                 continue
             if isinstance(out, Fail):
-                yield Stream.Next(
-                    Messages.Assistant(
-                        model=mid,
-                        content=TextContent(""),
-                        stop_reason=StopReason.Error(),
-                        error_detail=out.detail,
-                        usage=UsageReport.of(usage_in, float(words)),
-                        provider="scripted",
-                    )
-                )
+                yield Stream.Next(_error_message(mid, out.detail, usage_in, words))
                 yield Stream.Pending(ModelState.Error(out.detail))
                 return
             oid = new_scru128()
@@ -334,30 +453,8 @@ class ScriptedModel:
                     )
                 )
             last_id = oid
-            last_content = (
-                TextContent(text if snapshot else "")
-                if isinstance(out, Say)
-                else ThinkingContent(text if snapshot else "", out.signature)
-            )
-        usage = reply.usage or UsageReport.of(usage_in, float(max(words, 1)))
-        stop: Any = reply.stop_reason or (StopReason.ToolUse() if has_calls else StopReason.Stop())
-        if last_id is not None:
-            yield Stream.Next(
-                Messages.Assistant(
-                    id=last_id,
-                    model=mid,
-                    content=last_content,
-                    usage=usage,
-                    stop_reason=stop,
-                    provider="scripted",
-                )
-            )
-        else:  # an empty reply: one empty text output
-            yield Stream.Next(
-                Messages.Assistant(
-                    model=mid, content=TextContent(""), usage=usage, stop_reason=stop, provider="scripted"
-                )
-            )
+            last_content = _final_content(out, text, snapshot)
+        yield Stream.Next(self._final(reply, last_id, last_content, has_calls, usage_in, words))
         yield Stream.Pending(ModelState.Finished())
 
     def stream(
@@ -375,3 +472,79 @@ class ScriptedModel:
     ) -> list[Messages]:
         """``assemble`` of :meth:`astream`."""
         return assemble([i async for i in self.astream(interaction, params)], self.chunk_mode)
+
+
+_ASSISTANT = Messages.Assistant
+_utcnow = functools.partial(datetime.now, UTC)  # ``utc_now`` without a Python frame
+_NEXT, _PENDING = Stream.Next, Stream.Pending
+_INIT: ModelStream = Stream.Init()  # frozen: shared
+_FINISHED: ModelStream = Stream.Pending(ModelState.Finished())
+_TOOL_USE = StopReason.ToolUse()
+
+
+def _error_message(mid: ModelId, detail: str, usage_in: float, words: int) -> Any:
+    """A scripted provider error: an Assistant message with ``StopReason.Error``."""
+    return Messages.Assistant(
+        model=mid,
+        content=TextContent(""),
+        stop_reason=StopReason.Error(),
+        error_detail=detail,
+        usage=UsageReport.of(usage_in, float(words)),
+        provider="scripted",
+    )
+
+
+def _final_content(out: Say | Think, text: str, snapshot: bool) -> Any:
+    """The content of a text or thinking output's closing chunk (delta mode: empty)."""
+    if isinstance(out, Say):
+        return TextContent(text if snapshot else "")
+    return ThinkingContent(text if snapshot else "", out.signature)
+
+
+class _Playback:
+    """The async iterator ``ScriptedModel.astream`` returns: takes the reply on the first
+    ``__anext__``, then hands out its chunks (a list, or a live async generator)."""
+
+    __slots__ = ("_interaction", "_items", "_model", "_params", "_pos")
+
+    def __init__(
+        self, model: ScriptedModel, interaction: ModelInteraction, params: ModelParams | None
+    ) -> None:
+        self._model, self._interaction, self._params = model, interaction, params
+        self._items: Any = None
+        self._pos = 0
+
+    def __aiter__(self) -> _Playback:
+        return self
+
+    async def __anext__(self) -> ModelStream:
+        items = self._items
+        if items is None:
+            items = self._items = self._model._begin(self._interaction, self._params)
+        if type(items) is list:
+            pos = self._pos
+            if pos >= len(items):
+                raise StopAsyncIteration
+            self._pos = pos + 1
+            return items[pos]  # type: ignore[no-any-return]
+        return await items.__anext__()  # type: ignore[no-any-return]
+
+    def ready(self) -> list[ModelStream] | None:
+        """Every chunk at once, when the reply has no pause and no hook (the turn loop takes
+        them without awaiting each one), else ``None`` (iterate). Either way the reply is
+        taken now; the chunks are handed out once (iterating afterwards yields nothing)."""
+        items = self._items
+        if items is None:
+            items = self._items = self._model._begin(self._interaction, self._params)
+        if type(items) is not list:
+            return None
+        self._items = []
+        return items if self._pos == 0 else items[self._pos :]
+
+    async def aclose(self) -> None:
+        """Stop: no more chunks (a live reply's generator is closed)."""
+        items = self._items
+        if items is None or type(items) is list:
+            self._items = []
+            return
+        await items.aclose()

@@ -32,6 +32,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Sequence
+from types import CoroutineType
 from typing import Any, TypeVar, overload
 
 from ..errors import (
@@ -80,6 +81,7 @@ from .turn import (
     TurnState,
     run_turn,
 )
+from .turn.machine import quiet_ok, run_quiet
 from .turn.persist import flush as flush_pending
 
 __all__ = ["AgentSession", "AgentSessionBuilder", "Answer", "Turn"]
@@ -159,11 +161,13 @@ class Turn:
     def text(self) -> str:
         """The answer: the text outputs after the last tool result or user message (joined)."""
         out: list[str] = []
-        for m in self.messages():
-            if not isinstance(m, AssistantMessage):
-                out = []
-            elif isinstance(m, AssistantMessage) and isinstance(m.content, TextContent):
-                out.append(m.content.content)
+        for r in self.records:
+            if isinstance(r, SessionRecord.Conversation):
+                m = r.message
+                if not isinstance(m, AssistantMessage):
+                    out = []
+                elif isinstance(m.content, TextContent):
+                    out.append(m.content.content)
         return "".join(out)
 
     def tool_calls(self) -> list[ToolCall]:
@@ -828,6 +832,8 @@ class AgentSessionBuilder:
                 model = _recorded_model(meta.model, meta.base_url)
         system = self._system if self._system is not None else (meta.system_prompt if meta else None)
         own = _MEMORY_TOOLS if self._memory is not None else frozenset()
+        if self._shed is not None:  # the shed's tools are reached through it, not the catalog
+            own = own | self._shed.names()
         tools = self._tools or _tools_named(self._catalog, meta.tools if meta else (), own)
         session = self._make(store, session_id, model, system, tools)
         session.meta = meta
@@ -942,8 +948,18 @@ class AgentSession:
         """What this session records about itself in the store now: the primary model's model
         string, the system prompt and the tool names (written with the next records when it
         changed)."""
-        key = (self.models[0], self.system_prompt, len(self.registry))
         cached = self._header
+        registry = self.registry
+        if cached is not None:
+            model, system, tools, version = cached[0]
+            if (
+                model is self.models[0]
+                and system is self.system_prompt
+                and tools is registry
+                and version == registry.version
+            ):
+                return cached[1]
+        key = (self.models[0], self.system_prompt, registry, registry.version)
         if cached is None or cached[0] != key:
             cached = self._header = (
                 key,
@@ -1076,10 +1092,14 @@ class AgentSession:
             _tool_choices(tool_choice, self.registry) if tool_choice is not None else self.tool_choice,
             emit=emit,
         )
-        state.output_spec = self._spec(output_type, output_retries)
-        agen = run_turn(self, state, on_exit=self._enter)
-        if self.memory is not None:
-            agen = self.memory.wrap_turn(agen, state, emit)
+        if output_type is not None or self.output_spec is not None:
+            state.output_spec = self._spec(output_type, output_retries)
+        if not emit and self.memory is None and quiet_ok(self):
+            agen: Any = run_quiet(self, state, on_exit=self._enter)  # a coroutine: no items
+        else:
+            agen = run_turn(self, state, on_exit=self._enter)
+            if self.memory is not None:
+                agen = self.memory.wrap_turn(agen, state, emit)
 
         def finish() -> Turn:
             return Turn(state, self.ledger.turn)
@@ -1165,14 +1185,17 @@ class AgentSession:
             FoundationAIError: a turn is already running.
         """
         agen, finish = self._start(prompt, tool_choice, False, output_type, output_retries)
-        try:
-            async for _ in agen:
-                pass
-        finally:
-            await agen.aclose()
+        if type(agen) is CoroutineType:
+            await agen
+        else:
+            try:
+                async for _ in agen:
+                    pass
+            finally:
+                await agen.aclose()
         turn: Turn = finish()
-        if turn.outcome is not TurnOutcome.Refused:  # a refusal is an outcome: the turn returns
-            turn.raise_for_outcome()
+        if turn.outcome is not TurnOutcome.Completed and turn.outcome is not TurnOutcome.Refused:
+            turn.raise_for_outcome()  # a refusal is an outcome: the turn returns
         return turn
 
     def run_turn(

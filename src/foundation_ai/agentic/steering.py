@@ -136,6 +136,10 @@ class Steering:
                 self._aborted = False
                 self.wanted = bool(self._steer)
 
+    def idle(self) -> bool:
+        """True when no steering message, follow-up or abort is queued."""
+        return not (self.wanted or self._steer or self._follow)
+
     def take_steers(self) -> list[Messages]:
         """Pop every pending steering message."""
         if not self._steer:

@@ -36,7 +36,9 @@ import contextvars
 import functools
 import inspect
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
+from types import CoroutineType
 from typing import Any, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
 
 import msgspec
@@ -368,13 +370,22 @@ class FunctionTool:
             value = msgspec.convert(arguments, self._struct, strict=False, dec_hook=pydantic_dec_hook)
         except msgspec.ValidationError as exc:
             raise ToolArgumentError("$", "arguments matching the signature", str(exc)) from exc
-        return {n: getattr(value, n) for n in self._names}
+        return msgspec.structs.asdict(value)  # its fields are the parameters, in order
 
-    async def run(self, definition: ToolDefinition, arguments: dict[str, Any]) -> Any:
-        """Convert ``arguments`` to the parameter types and call the function."""
+    def run(self, definition: ToolDefinition, arguments: dict[str, Any]) -> Awaitable[Any]:
+        """Convert ``arguments`` to the parameter types and call the function: an awaitable of
+        its result (an async function's own coroutine).
+
+        Raises:
+            ToolArgumentError: ``arguments`` do not match the parameters (at once).
+        """
         kwargs = self._kwargs(arguments)
         if self.is_async:
-            return await self.fn(**kwargs)
+            return self.fn(**kwargs)  # type: ignore[no-any-return]
+        return self._call(kwargs)
+
+    async def _call(self, kwargs: dict[str, Any]) -> Any:
+        """Run the sync function: on the event loop (``inline``) or in a daemon thread."""
         if self.inline:
             result = self.fn(**kwargs)
         else:
@@ -582,6 +593,8 @@ class ToolRegistry:
         self._tools: dict[str, AgentTool] = {}
         self.default_timeout = default_timeout
         self._decls: ToolDeclarations | None = None
+        self.version = 0
+        """Counts the tools added: it changes whenever the set of tools does (a cheap check)."""
         for t in tools:
             self.add(t)
 
@@ -597,6 +610,7 @@ class ToolRegistry:
             raise ConfigurationError(f"two tools are named {name!r}")
         self._tools[name] = t
         self._decls = None
+        self.version += 1
         return t
 
     def get(self, name: str) -> AgentTool | None:
@@ -650,9 +664,11 @@ class ToolRegistry:
         except ArgumentValidationError as exc:
             return error_result(call, _violations_text(exc))
         value = {} if args is None else args
-        violations = definition.arguments.violations(value)
-        if violations:
-            return error_result(call, _violations_text(ArgumentValidationError(violations)))
+        schema = definition.arguments
+        if not schema.validator.is_valid(value):  # the valid case builds no violation list
+            violations = schema.violations(value)
+            if violations:
+                return error_result(call, _violations_text(ArgumentValidationError(violations)))
         return t, definition, value
 
     async def execute(
@@ -665,7 +681,7 @@ class ToolRegistry:
         try:
             if timeout is None:
                 result = t.run(definition, value)
-                if inspect.isawaitable(result):
+                if type(result) is _COROUTINE or inspect.isawaitable(result):
                     result = await result
             else:
                 result = await asyncio.wait_for(_maybe_await(t.run(definition, value)), timeout)
@@ -681,7 +697,9 @@ class ToolRegistry:
             return error_result(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
         finally:
             _TOOL_LOOP.reset(token)
-        return Messages.ToolResult(tool_call_id=call.id, name=call.name, content=to_content(result))
+        return Messages.ToolResult(
+            tool_call_id=call.id, name=call.name, content=to_content(result), timestamp=_utcnow()
+        )
 
     async def run(self, call: ToolCall) -> ToolResultMessage:
         """Validate then run one call; always a result (see :meth:`prepare`, :meth:`execute`)."""
@@ -694,6 +712,12 @@ class ToolRegistry:
 def nested_deeper_than(value: Any, limit: int) -> bool:
     """True when ``value`` (decoded JSON: dicts, lists, scalars) nests dicts/lists deeper than
     ``limit`` levels (``{}`` is level 1). Iterative: never recurses, stops at the first proof."""
+    if type(value) is dict and limit >= 1:  # the usual case: a flat object
+        for c in value.values():
+            if isinstance(c, _CONTAINERS):
+                break
+        else:
+            return False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
@@ -712,6 +736,8 @@ def nested_deeper_than(value: Any, limit: int) -> bool:
 
 
 _CONTAINERS = (dict, list, tuple)
+_COROUTINE = CoroutineType
+_utcnow = functools.partial(datetime.now, UTC)  # ``utc_now`` without a Python frame
 
 
 async def _maybe_await(value: Any) -> Any:

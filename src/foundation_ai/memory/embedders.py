@@ -1,7 +1,10 @@
 """Text embedders: the :class:`Embedder` protocol and its implementations.
 
 An embedder turns a batch of texts into a ``float32`` matrix of shape ``(len(texts),
-dimensions)``, one row per text, in input order. Implementations:
+dimensions)``, one row per text, in input order. The empty string has no meaning to embed: its
+row is all zeros (the model is not asked), so a cosine vector store refuses it and similarity
+code can test for it; every other row is finite (a model answering NaN or infinite values
+raises :class:`EmbeddingError`). Implementations:
 
 - :class:`WordLlamaEmbedder` (the default, see :func:`default_embedder`): static word
   embeddings whose weights ship inside the ``wordllama`` wheel (256 dimensions, no network,
@@ -76,10 +79,10 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """A ``float32`` matrix of shape ``(len(texts), dimensions)``, rows in input order; an
-        empty batch gives shape ``(0, dimensions)``.
+        empty batch gives shape ``(0, dimensions)``; the empty string gives a row of zeros.
 
         Raises:
-            EmbeddingError: the model failed.
+            EmbeddingError: the model failed or answered NaN or infinite values.
         """
         ...
 
@@ -94,7 +97,29 @@ def _as_matrix(rows: Any, dimensions: int | None, count: int, who: str) -> Matri
         raise EmbeddingError(f"{who} returned {m.shape[0] if m.ndim else 0} vectors for {count} texts")
     if dimensions is not None and m.shape[1] != dimensions:
         raise EmbeddingError(f"{who} returned {m.shape[1]} dimensions, expected {dimensions}")
+    finite = np.isfinite(m).all(axis=1)
+    if not finite.all():
+        raise EmbeddingError(
+            f"{who} returned NaN or infinite values for text #{int(np.flatnonzero(~finite)[0])}"
+        )
     return m
+
+
+def _without_empty(texts: list[str], embed: Any, dimensions: Any, who: str) -> Matrix:
+    """``embed(non-empty texts)`` spread back over all of ``texts``, with a row of zeros for
+    every empty string (the model never sees one). ``dimensions()`` gives the width when no
+    text is left to embed."""
+    import numpy as np
+
+    keep = [i for i, t in enumerate(texts) if t]
+    if len(keep) == len(texts):
+        return _as_matrix(embed(texts), dimensions(), len(texts), who)
+    if not keep:
+        return np.zeros((len(texts), dimensions()), dtype=np.float32)
+    rows = _as_matrix(embed([texts[i] for i in keep]), dimensions(), len(keep), who)
+    out = np.zeros((len(texts), rows.shape[1]), dtype=np.float32)
+    out[keep] = rows
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -108,7 +133,8 @@ class WordLlamaEmbedder:
         dimensions: 64, 128, 256 (default; Matryoshka truncation of the shipped 256-dimension
             weights).
 
-    Rows are L2-normalised, so cosine similarity equals the dot product.
+    Rows are L2-normalised, so cosine similarity equals the dot product (the empty string's
+    row is all zeros).
 
     Raises:
         ConfigurationError: ``wordllama`` is not installed (``pip install 'foundation-ai[memory]'``)
@@ -151,8 +177,9 @@ class WordLlamaEmbedder:
         texts = list(texts)
         if not texts:
             return _as_matrix([], self.dimensions, 0, "wordllama")
-        rows = self._load().embed(texts, norm=True)
-        return _as_matrix(rows, self.dimensions, len(texts), "wordllama")
+        return _without_empty(
+            texts, lambda ts: self._load().embed(ts, norm=True), lambda: self.dimensions, "wordllama"
+        )
 
     def __repr__(self) -> str:
         return f"WordLlamaEmbedder({self.model_id!r})"
@@ -192,13 +219,15 @@ class LlamaCppEmbedder:
         texts = list(texts)
         if not texts:
             return _as_matrix([], self.dimensions, 0, "llama.cpp")
+        return _without_empty(texts, self._embed, lambda: self.dimensions, "llama.cpp")
+
+    def _embed(self, texts: list[str]) -> Any:
         try:
-            rows = self._model.embed(texts)
+            return self._model.embed(texts)
         except FoundationAIError:
             raise
         except Exception as exc:
             raise EmbeddingError(f"llama.cpp failed while embedding: {type(exc).__name__}: {exc}") from exc
-        return _as_matrix(rows, self.dimensions, len(texts), "llama.cpp")
 
     def __repr__(self) -> str:
         return f"LlamaCppEmbedder({self.model_id!r})"
@@ -292,12 +321,15 @@ class OpenAIEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self._dims or 0), dtype=np.float32)
+        return _without_empty(texts, self._batches, lambda: self.dimensions, "the embeddings server")
+
+    def _batches(self, texts: list[str]) -> list[list[float]]:
         rows: list[list[float]] = []
         for i in range(0, len(texts), self.batch_size):
             rows.extend(self._request(texts[i : i + self.batch_size]))
-        if self._dims is None:
+        if self._dims is None and rows:
             self._dims = len(rows[0])
-        return _as_matrix(rows, self._dims, len(texts), "the embeddings server")
+        return rows
 
     def close(self) -> None:
         """Close the HTTP client."""

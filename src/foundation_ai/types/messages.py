@@ -206,7 +206,8 @@ class AssistantMessage(Messages, tag="assistant", frozen=True, kw_only=True, gc=
     talking to that same server (docs/providers.md)."""
 
     def __post_init__(self) -> None:
-        _utc_field(self, "timestamp")
+        if self.timestamp.tzinfo is not UTC:  # the default (``utc_now``) is UTC already
+            _utc_field(self, "timestamp")
 
     def refusal(self) -> str | None:
         """The refusal text when this message reports that the model (or the provider's
@@ -251,7 +252,8 @@ class ToolResultMessage(Messages, tag="tool_result", frozen=True, kw_only=True, 
     """An opaque signature, replayed unchanged."""
 
     def __post_init__(self) -> None:
-        _utc_field(self, "timestamp")
+        if self.timestamp.tzinfo is not UTC:  # the default (``utc_now``) is UTC already
+            _utc_field(self, "timestamp")
 
     @property
     def is_error(self) -> bool:

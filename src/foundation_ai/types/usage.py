@@ -132,13 +132,30 @@ class UsageReport(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
         cost: UsageCosting | None = None,
     ) -> UsageReport:
         """Build a report whose ``total_tokens`` is the sum of the four counts."""
-        return cls(
-            input=_z(input),
-            output=_z(output),
-            cache_read=_z(cache_read),
-            cache_write=_z(cache_write),
-            total_tokens=_z(input + output + cache_read + cache_write),
-            cost=cost if cost is not None else _NO_COST,
+        total = input + output + cache_read + cache_write
+        if (
+            cost is None
+            and not cache_read
+            and not cache_write
+            and type(input) is float
+            and type(output) is float
+        ):
+            # the usual report of a chunk: two float counts (``float(x)`` is ``x``), no cache
+            return cls(
+                _ZERO if input == 0 else input,
+                _ZERO if output == 0 else output,
+                _ZERO,
+                _ZERO,
+                _ZERO if total == 0 else total,
+                _NO_COST,
+            )
+        return cls(  # positional, in field order; ``_z`` inlined (this runs for every chunk)
+            _ZERO if input == 0 else float(input),
+            _ZERO if output == 0 else float(output),
+            _ZERO if cache_read == 0 else float(cache_read),
+            _ZERO if cache_write == 0 else float(cache_write),
+            _ZERO if total == 0 else float(total),
+            _NO_COST if cost is None else cost,
         )
 
 

@@ -21,7 +21,11 @@
     embedded default;
   - :class:`PgVectorStore`: PostgreSQL with pgvector (HNSW index), for many machines.
 
-  One contract holds for all three (see ``docs/memory.md``).
+  One contract holds for all three (see ``docs/memory.md``): a vector with a NaN or infinite
+  component, or a zero vector under ``Metric.Cosine``, is refused with
+  :class:`InvalidVectorError` (a ``ValueError``; :class:`DimensionMismatchError` is one too)
+  before anything is written; a database that cannot be opened or fails is
+  :class:`VectorStoreError`; any ``k`` is accepted.
 """
 
 from __future__ import annotations
@@ -29,12 +33,14 @@ from __future__ import annotations
 from ._store import (
     DimensionMismatchError,
     InMemoryVectorStore,
+    InvalidVectorError,
     Metric,
     TagFilter,
     VectorEntry,
     VectorMatch,
     VectorMetadata,
     VectorStore,
+    VectorStoreError,
 )
 from .pgvector import PgVectorStore
 from .sqlite_vec import SqliteVecStore, default_vector_path
@@ -42,6 +48,7 @@ from .sqlite_vec import SqliteVecStore, default_vector_path
 __all__ = [
     "DimensionMismatchError",
     "InMemoryVectorStore",
+    "InvalidVectorError",
     "Metric",
     "PgVectorStore",
     "SqliteVecStore",
@@ -50,5 +57,6 @@ __all__ = [
     "VectorMatch",
     "VectorMetadata",
     "VectorStore",
+    "VectorStoreError",
     "default_vector_path",
 ]

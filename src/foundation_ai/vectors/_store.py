@@ -14,13 +14,18 @@ from ..errors import FoundationAIError
 __all__ = [
     "DimensionMismatchError",
     "InMemoryVectorStore",
+    "InvalidVectorError",
     "Metric",
     "VectorEntry",
     "VectorMatch",
     "VectorMetadata",
     "TagFilter",
     "VectorStore",
+    "VectorStoreError",
 ]
+
+MAX_K = 2**31 - 1
+"""The largest ``k`` a search asks its engine for (a larger ``k`` means "every match")."""
 
 
 class Metric(enum.Enum):
@@ -77,7 +82,9 @@ class VectorStore(Protocol):
     """A store of vectors searchable by similarity."""
 
     def upsert(self, entries: Iterable[VectorEntry]) -> None:
-        """Insert entries, replacing those with the same id."""
+        """Insert entries, replacing those with the same id. Every vector is checked first: a
+        batch with one bad vector raises :class:`DimensionMismatchError` or
+        :class:`InvalidVectorError` and stores nothing."""
         ...
 
     def get(self, id: str) -> VectorEntry | None:
@@ -92,17 +99,129 @@ class VectorStore(Protocol):
         self, vector: Sequence[float], k: int = 10, tags: TagFilter | None = None
     ) -> list[VectorMatch]:
         """The ``k`` best matches, best first; with ``tags``, only entries that pass the filter:
-        holding every tag name (an iterable of strings) or every key-value label (a mapping)."""
+        holding every tag name (an iterable of strings) or every key-value label (a mapping).
+        ``k <= 0`` finds nothing; any larger ``k`` is allowed (every match).
+
+        Raises:
+            DimensionMismatchError, InvalidVectorError: the query vector, as for ``upsert``.
+            TypeError: ``k`` is not an ``int``.
+        """
         ...
 
 
-class DimensionMismatchError(FoundationAIError, ValueError):
+class InvalidVectorError(FoundationAIError, ValueError):
+    """A vector no store can keep or search, refused before anything is written:
+
+    - a NaN or infinite component, counted after conversion to ``float32`` (every store keeps
+      ``float32``, so ``1e39`` is infinite there);
+    - with ``Metric.Cosine``, a stored vector without direction (all zeros, or so small that
+      its ``float32`` norm is zero): its cosine similarity is undefined (0/0), so it could not be
+      ranked against real matches. ``Metric.L2`` and ``Metric.Dot`` accept it. (A zero *query*
+      is allowed: it has no preference, every match scores 0.0 and comes in id order.)
+
+    See ``docs/memory.md`` (Vector stores).
+
+    Attributes:
+        id: the entry's id, ``""`` for a query vector.
+    """
+
+    def __init__(self, message: str, *, id: str = "") -> None:
+        super().__init__(message)
+        self.id = id
+
+
+class DimensionMismatchError(InvalidVectorError):
     """A vector's length differs from the store's dimension."""
+
+
+class VectorStoreError(FoundationAIError):
+    """The store's database could not be opened, read or written (a path that is a directory
+    or not a database, a server that cannot be reached, a lock held too long, a full disk).
+    A failed ``upsert`` wrote nothing.
+
+    Attributes:
+        where: the file path or the table the store uses.
+    """
+
+    def __init__(self, message: str, *, where: str = "") -> None:
+        super().__init__(message)
+        self.where = where
 
 
 def _check_k(k: int) -> None:
     if not isinstance(k, int) or isinstance(k, bool):
         raise TypeError(f"k must be an int, got {type(k).__name__}")
+
+
+def check_k(k: int) -> int:
+    """``k`` as the engine should see it: at most :data:`MAX_K` (``k <= 0`` is left to callers).
+
+    Raises:
+        TypeError: ``k`` is not an ``int``.
+    """
+    _check_k(k)
+    return min(k, MAX_K)
+
+
+def _numbers(vector: Any) -> bool:
+    """True when every component of ``vector`` converts to a float (text does not count)."""
+    try:
+        for x in vector:
+            if isinstance(x, str | bytes):
+                return False
+            float(x)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def checked_rows(
+    vectors: Sequence[Sequence[float]], ids: Sequence[str] | None, dimensions: int, metric: Metric
+) -> Any:
+    """``vectors`` as one ``float32`` numpy matrix ``(len(vectors), dimensions)``, every row
+    checked (``ids`` name them in errors; ``None``: one query vector, which may be zero).
+
+    Raises:
+        DimensionMismatchError: a row of another length.
+        InvalidVectorError: a NaN or infinite component, or a zero vector to store with
+            ``Metric.Cosine``.
+    """
+    import numpy as np
+
+    def who(i: int) -> str:
+        return "the query vector" if ids is None else f"vector {ids[i]!r}"
+
+    def ident(i: int) -> str:
+        return "" if ids is None else ids[i]
+
+    for i, v in enumerate(vectors):
+        if len(v) != dimensions:
+            raise DimensionMismatchError(
+                f"{who(i)} has {len(v)} dimensions, store has {dimensions}", id=ident(i)
+            )
+    with np.errstate(over="ignore", invalid="ignore"):
+        try:
+            rows = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), dimensions)
+        except (TypeError, ValueError):
+            bad = next((i for i, v in enumerate(vectors) if not _numbers(v)), 0)
+            raise InvalidVectorError(f"{who(bad)} is not a sequence of numbers", id=ident(bad)) from None
+        finite = np.isfinite(rows).all(axis=1)
+        if not finite.all():
+            i = int(np.flatnonzero(~finite)[0])
+            raise InvalidVectorError(
+                f"{who(i)} has a NaN or infinite component (as float32); no store can rank it",
+                id=ident(i),
+            )
+        if metric is Metric.Cosine and ids is not None:
+            flat = ~(np.einsum("ij,ij->i", rows, rows) > 0)
+            if flat.any():
+                i = int(np.flatnonzero(flat)[0])
+                raise InvalidVectorError(
+                    f"{who(i)} is a zero vector: it has no direction, so its cosine similarity is "
+                    "undefined and it cannot be ranked (leave it out, or use Metric.L2 or Metric.Dot)",
+                    id=ident(i),
+                )
+    return rows
 
 
 def want_filter(tags: TagFilter | None) -> TagFilter | None:
@@ -127,6 +246,8 @@ class InMemoryVectorStore:
 
     Raises:
         DimensionMismatchError: (from upsert/search) a vector of another length.
+        InvalidVectorError: (from upsert/search) a NaN or infinite component, or a zero vector
+            with ``Metric.Cosine``; an ``upsert`` that raises stores nothing.
     """
 
     def __init__(self, metric: Metric = Metric.Cosine, dimensions: int | None = None) -> None:
@@ -139,11 +260,11 @@ class InMemoryVectorStore:
         self._norms: Any = None  # float32 (capacity,)
         self._lock = threading.Lock()
 
-    def _check(self, vector: Sequence[float]) -> None:
+    def _dims(self, first: Sequence[float]) -> int:
+        """The store's dimension, taken from ``first`` when not yet fixed."""
         if self.dimensions is None:
-            self.dimensions = len(vector)
-        elif len(vector) != self.dimensions:
-            raise DimensionMismatchError(f"vector has {len(vector)} dimensions, store has {self.dimensions}")
+            self.dimensions = len(first)
+        return self.dimensions
 
     def _grow(self, need: int) -> None:
         import numpy as np
@@ -166,9 +287,8 @@ class InMemoryVectorStore:
         if not batch:
             return
         with self._lock:
-            for e in batch:
-                self._check(e.vector)
-            block = np.asarray([e.vector for e in batch], dtype=np.float32).reshape(len(batch), -1)
+            dims = self._dims(batch[0].vector)
+            block = checked_rows([e.vector for e in batch], [e.id for e in batch], dims, self.metric)
             slots: list[int] = []
             for e in batch:
                 i = self._pos.get(e.id)
@@ -243,12 +363,11 @@ class InMemoryVectorStore:
     ) -> list[VectorMatch]:
         import numpy as np
 
-        _check_k(k)
+        k = check_k(k)
         if k <= 0:
             return []
-        self._check(vector)
+        q = checked_rows([vector], None, self._dims(vector), self.metric)[0]
         want = want_filter(tags)
-        q = np.asarray(vector, dtype=np.float32)
         with self._lock:
             n = len(self._ids)
             if n == 0:

@@ -15,26 +15,37 @@ An unfiltered search uses the HNSW index (approximate; ``ef_search`` sets its br
 ``hnsw.ef_search``). A filtered search (``tags @> ...`` / ``labels @> ...``) turns index scans
 off for its transaction and scores every row that passes the filter exactly, so it returns up to
 ``k`` matches however selective the filter is (pgvector's HNSW filters after the index scan and
-could return fewer). ``index=None`` skips the HNSW index: every search is exact.
+could return fewer). A ``k`` above pgvector's largest ``hnsw.ef_search`` (1000) is searched
+exactly the same way, since the index could not return that many. ``index=None`` skips the HNSW
+index: every search is exact.
+
+A NaN, an infinity or (cosine) a zero vector is refused with
+:class:`~foundation_ai.vectors.InvalidVectorError` before anything is sent (pgvector itself
+refuses NaN and infinite values, and ranks a zero vector's undefined cosine distance apart from
+real matches); database failures are :class:`~foundation_ai.vectors.VectorStoreError`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
+import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigurationError
 from ._store import (
-    DimensionMismatchError,
     Metric,
     TagFilter,
     VectorEntry,
     VectorMatch,
     VectorMetadata,
+    VectorStoreError,
+    check_k,
+    checked_rows,
     want_filter,
 )
 
@@ -43,10 +54,26 @@ __all__ = ["PgVectorStore"]
 _TABLE_OK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
 _OPS = {Metric.Cosine: "vector_cosine_ops", Metric.L2: "vector_l2_ops", Metric.Dot: "vector_ip_ops"}
 _OPERATOR = {Metric.Cosine: "<=>", Metric.L2: "<->", Metric.Dot: "<#>"}
+_EF_SEARCH_MAX = 1000
+"""pgvector's largest ``hnsw.ef_search``: an HNSW scan returns at most that many rows."""
 
 
 def _literal(vector: Sequence[float]) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def _where(conninfo: Any, table: str) -> str:
+    """The server and table, for messages (never the password)."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        info = conninfo_to_dict(conninfo) if isinstance(conninfo, str) else {}
+    except Exception:
+        info = {}
+    host = info.get("host") or "localhost"
+    port = info.get("port") or "5432"
+    db = info.get("dbname") or ""
+    return f"postgresql://{host}:{port}/{db} table {table}"
 
 
 def _score(metric: Metric, distance: float | None) -> float:
@@ -57,6 +84,14 @@ def _score(metric: Metric, distance: float | None) -> float:
     if metric is Metric.Dot:
         return -distance
     return distance
+
+
+def _rank(row: tuple[str, float | None]) -> tuple[bool, float, str]:
+    """Sort key of a ``(id, distance)`` row: lowest distance first, then id; a row without a
+    distance (a zero vector stored before such vectors were refused: NaN) last."""
+    d = row[1]
+    undefined = d is None or math.isnan(d)
+    return (undefined, 0.0 if undefined else float(d), row[0])  # type: ignore[arg-type]
 
 
 class PgVectorStore:
@@ -74,7 +109,10 @@ class PgVectorStore:
     Raises:
         ConfigurationError: psycopg missing, the server has no ``vector`` extension, or a bad
             table name.
+        VectorStoreError: the server cannot be reached, or (from any method) a statement failed.
         DimensionMismatchError: (from upsert/search) a vector of another length.
+        InvalidVectorError: (from upsert/search) a NaN or infinite component, or a zero vector
+            with ``Metric.Cosine``; an ``upsert`` that raises stores nothing.
     """
 
     def __init__(
@@ -102,16 +140,36 @@ class PgVectorStore:
         self.table = table
         self.ef_search = int(ef_search)
         self._lock = threading.Lock()
+        self.where = _where(conninfo, table)
         if isinstance(conninfo, psycopg.Connection):
             self._conn = conninfo
             self._conn.autocommit = True
         else:
-            self._conn = psycopg.connect(conninfo, autocommit=True)
+            with self._errors("connect to"):
+                self._conn = psycopg.connect(conninfo, autocommit=True)
         try:
             self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         except psycopg.Error as exc:
             raise ConfigurationError(f"the server has no pgvector extension: {exc}") from exc
-        t = table
+        with self._errors("create"):
+            self._setup(index)
+
+    @contextlib.contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        """psycopg errors as :class:`VectorStoreError` (``action``: what was being done)."""
+        try:
+            yield
+        except Exception as exc:
+            psycopg = sys.modules.get("psycopg")
+            if psycopg is None or not isinstance(exc, psycopg.Error):
+                raise
+            raise VectorStoreError(
+                f"cannot {action} the vector store ({self.where}): {type(exc).__name__}: {exc}",
+                where=self.where,
+            ) from exc
+
+    def _setup(self, index: str | None) -> None:
+        t, metric = self.table, self.metric
         self._conn.execute(
             f"CREATE TABLE IF NOT EXISTS {t} (id text PRIMARY KEY, embedding vector({self.dimensions}) NOT NULL, "
             "tags text[] NOT NULL DEFAULT '{}', labels jsonb NOT NULL DEFAULT '{}', "
@@ -125,21 +183,21 @@ class PgVectorStore:
                 f"USING hnsw (embedding {_OPS[metric]})"
             )
 
-    def _check(self, vector: Sequence[float]) -> None:
-        if len(vector) != self.dimensions:
-            raise DimensionMismatchError(f"vector has {len(vector)} dimensions, store has {self.dimensions}")
-
     def upsert(self, entries: Iterable[VectorEntry]) -> None:
-        """Insert entries, replacing those with the same id (one transaction)."""
-        rows = []
-        for e in entries:
-            self._check(e.vector)
-            m = e.metadata
-            rows.append((e.id, _literal(e.vector), list(m.tags), json.dumps(m.labels), json.dumps(m.extra)))
-        if not rows:
+        """Insert entries, replacing those with the same id (one transaction; every vector is
+        checked before anything is sent)."""
+        batch = list(entries)
+        if not batch:
             return
+        vectors = checked_rows([e.vector for e in batch], [e.id for e in batch], self.dimensions, self.metric)
+        rows = []
+        for e, vec in zip(batch, vectors, strict=True):
+            m = e.metadata
+            rows.append(
+                (e.id, _literal(vec.tolist()), list(m.tags), json.dumps(m.labels), json.dumps(m.extra))
+            )
         t = self.table
-        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+        with self._lock, self._errors("write to"), self._conn.transaction(), self._conn.cursor() as cur:
             cur.executemany(
                 f"INSERT INTO {t} (id, embedding, tags, labels, extra) "
                 "VALUES (%s, %s::vector, %s, %s::jsonb, %s::jsonb) ON CONFLICT (id) DO UPDATE SET "
@@ -150,7 +208,7 @@ class PgVectorStore:
 
     def get(self, id: str) -> VectorEntry | None:
         """The entry with this id (vector as ``float32`` values), or ``None``."""
-        with self._lock:
+        with self._lock, self._errors("read"):
             row = self._conn.execute(
                 f"SELECT embedding::text, tags, labels, extra FROM {self.table} WHERE id = %s", (id,)
             ).fetchone()
@@ -168,12 +226,12 @@ class PgVectorStore:
         wanted = list(ids)
         if not wanted:
             return 0
-        with self._lock:
+        with self._lock, self._errors("delete from"):
             cur = self._conn.execute(f"DELETE FROM {self.table} WHERE id = ANY(%s)", (wanted,))
             return int(cur.rowcount)
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock, self._errors("read"):
             row = self._conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()
         return int(row[0]) if row else 0
 
@@ -181,20 +239,28 @@ class PgVectorStore:
         self, vector: Sequence[float], k: int = 10, tags: TagFilter | None = None
     ) -> list[VectorMatch]:
         """The ``k`` best matches, best first; see the module docstring for scores and filters."""
+        k = check_k(k)
         if k <= 0:
             return []
-        self._check(vector)
+        row = checked_rows([vector], None, self.dimensions, self.metric)[0]
+        q = _literal(row.tolist())
+        # a zero query has no cosine distance to anything (NaN): no index can order by it
+        indexed = k <= _EF_SEARCH_MAX and not (self.metric is Metric.Cosine and not row.any())
         want = want_filter(tags)
         op = _OPERATOR[self.metric]
-        q = _literal(vector)
         t = self.table
-        with self._lock, self._conn.transaction():
-            if want is None:
+        with self._lock, self._errors("search"), self._conn.transaction():
+            if want is None and indexed:
                 self._conn.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, k)}")
                 rows = self._conn.execute(  # ORDER BY the distance alone, so the HNSW index applies
                     f"SELECT id, embedding {op} %s::vector AS d FROM {t} ORDER BY d LIMIT %s", (q, k)
                 ).fetchall()
-                rows.sort(key=lambda r: (r[1], r[0]))
+                rows.sort(key=_rank)
+            elif want is None:  # more than an HNSW scan returns, or a zero query: score every row
+                self._conn.execute("SET LOCAL enable_indexscan = off")
+                rows = self._conn.execute(
+                    f"SELECT id, embedding {op} %s::vector AS d FROM {t} ORDER BY d, id LIMIT %s", (q, k)
+                ).fetchall()
             else:
                 self._conn.execute("SET LOCAL enable_indexscan = off")
                 if isinstance(want, Mapping):
@@ -209,7 +275,7 @@ class PgVectorStore:
 
     def drop(self) -> None:
         """Drop the table and its indexes."""
-        with self._lock:
+        with self._lock, self._errors("drop"):
             self._conn.execute(f"DROP TABLE IF EXISTS {self.table}")
 
     def close(self) -> None:

@@ -17,16 +17,21 @@ Schema (``<t>`` is the table prefix, default ``vectors``):
 A search without a filter is a ``vec0`` k-nearest-neighbour query (exact; sqlite-vec has no
 approximate index); with a filter it scores only the rows that pass it
 (``vec_distance_cosine`` / ``vec_distance_l2``), so a filtered search always returns up to
-``k`` matches. Metrics: ``Metric.Cosine`` and ``Metric.L2`` (sqlite-vec has no dot-product
-distance). Vectors are stored as ``float32``.
+``k`` matches. A ``k`` above sqlite-vec's k-nearest-neighbour limit (4096) scores every row the
+same exact way. Metrics: ``Metric.Cosine`` and ``Metric.L2`` (sqlite-vec has no dot-product
+distance). Vectors are stored as ``float32``; a NaN, an infinity or (cosine) a zero vector is
+refused with :class:`~foundation_ai.vectors.InvalidVectorError` before anything is written, and
+database failures are :class:`~foundation_ai.vectors.VectorStoreError`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +45,9 @@ from ._store import (
     VectorEntry,
     VectorMatch,
     VectorMetadata,
+    VectorStoreError,
+    check_k,
+    checked_rows,
     want_filter,
 )
 
@@ -48,10 +56,19 @@ __all__ = ["SqliteVecStore", "default_vector_path"]
 _TABLE_OK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
 _SQL_METRIC = {Metric.Cosine: "cosine", Metric.L2: "l2"}
 _DISTANCE_FN = {Metric.Cosine: "vec_distance_cosine", Metric.L2: "vec_distance_l2"}
+_KNN_MAX = 4096
+"""The largest ``k`` of a sqlite-vec ``vec0`` k-nearest-neighbour query."""
+HOME_ENV = "FOUNDATION_AI_HOME"
+"""The variable naming the folder of the session store and of this file (``docs/memory.md``)."""
 
 
 def default_vector_path() -> Path:
-    """``<user data dir>/foundation-ai/vectors.sqlite3``, beside the session store."""
+    """``vectors.sqlite3`` beside the default session store: ``$FOUNDATION_AI_HOME/vectors.sqlite3``
+    when ``FOUNDATION_AI_HOME`` is set, else ``<user data dir>/foundation-ai/vectors.sqlite3``
+    (``platformdirs.user_data_dir``). See ``docs/memory.md``."""
+    home = os.environ.get(HOME_ENV)
+    if home:
+        return Path(home) / "vectors.sqlite3"
     import platformdirs
 
     return Path(platformdirs.user_data_dir("foundation-ai", appauthor=False)) / "vectors.sqlite3"
@@ -66,10 +83,14 @@ def _open(path: str) -> Any:
             "SqliteVecStore needs apsw and sqlite-vec: pip install 'foundation-ai[memory]'"
         ) from exc
     conn = apsw.Connection(path)
-    conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
-    conn.enable_load_extension(False)
-    conn.setbusytimeout(5000)
+    try:
+        conn.enable_load_extension(True)
+        conn.load_extension(sqlite_vec.loadable_path())
+        conn.enable_load_extension(False)
+        conn.setbusytimeout(5000)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -87,7 +108,11 @@ class SqliteVecStore:
     Raises:
         ConfigurationError: apsw/sqlite-vec missing, ``Metric.Dot``, a bad table name, or an
             existing table with another metric or dimension.
+        VectorStoreError: the file cannot be opened or is not a database (a directory, no
+            permission), or (from any method) the database failed.
         DimensionMismatchError: (from upsert/search) a vector of another length.
+        InvalidVectorError: (from upsert/search) a NaN or infinite component, or a zero vector
+            with ``Metric.Cosine``; an ``upsert`` that raises stores nothing.
     """
 
     def __init__(
@@ -103,13 +128,50 @@ class SqliteVecStore:
         if not _TABLE_OK.match(table):
             raise ConfigurationError(f"invalid table name {table!r}")
         p = default_vector_path() if path is None else path
-        if str(p) != ":memory:":
-            Path(p).parent.mkdir(parents=True, exist_ok=True)
         self.path = str(p)
         self.table = table
+        self.metric = metric
+        self.dimensions: int | None = None
         self._lock = threading.RLock()
-        self._conn = _open(self.path)
-        t = table
+        if self.path != ":memory:":
+            if Path(p).is_dir():
+                raise VectorStoreError(
+                    f"the vector store path {self.path!r} is a folder: give a file path "
+                    "(e.g. <folder>/vectors.sqlite3)",
+                    where=self.path,
+                )
+            try:
+                Path(p).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise VectorStoreError(
+                    f"cannot create the folder of the vector store {self.path!r}: {exc}", where=self.path
+                ) from None
+        with self._errors("open"):
+            self._conn = _open(self.path)
+        try:
+            with self._errors("open"):
+                self._setup(dimensions, metric)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @contextlib.contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        """apsw errors as :class:`VectorStoreError` (``action``: what was being done)."""
+        try:
+            yield
+        except Exception as exc:
+            apsw = sys.modules.get("apsw")
+            if apsw is None or not isinstance(exc, apsw.Error):
+                raise
+            raise VectorStoreError(
+                f"cannot {action} the vector store {self.path!r} (table {self.table!r}): "
+                f"{type(exc).__name__}: {exc}",
+                where=self.path,
+            ) from exc
+
+    def _setup(self, dimensions: int | None, metric: Metric) -> None:
+        t = self.table
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute(
             f"CREATE TABLE IF NOT EXISTS {t}_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -131,12 +193,9 @@ class SqliteVecStore:
             if metric is not stored_metric and metric is not Metric.Cosine:
                 raise ConfigurationError(f"table {t!r} uses {stored_metric.value}, not {metric.value}")
             self.metric = stored_metric
-            self.dimensions: int | None = stored_dims
-        else:
-            self.metric = metric
-            self.dimensions = None
-            if dimensions is not None:
-                self._create(dimensions)
+            self.dimensions = stored_dims
+        elif dimensions is not None:
+            self._create(dimensions)
 
     def _create(self, dimensions: int) -> None:
         t = self.table
@@ -151,56 +210,65 @@ class SqliteVecStore:
             )
             self.dimensions = dimensions
 
-    def _check(self, vector: Sequence[float]) -> None:
+    def _rows(self, vectors: Sequence[Sequence[float]], ids: Sequence[str] | None) -> Any:
+        """The checked ``float32`` rows (see :func:`~foundation_ai.vectors._store.checked_rows`);
+        the first vector fixes the dimension of a store that has none yet."""
+        if not vectors:
+            return []
         if self.dimensions is None:
-            self._create(len(vector))
-        elif len(vector) != self.dimensions:
-            raise DimensionMismatchError(f"vector has {len(vector)} dimensions, store has {self.dimensions}")
+            if len(vectors[0]) == 0:
+                raise DimensionMismatchError("a vector needs at least one dimension")
+            rows = checked_rows(vectors, ids, len(vectors[0]), self.metric)
+            self._create(len(vectors[0]))
+            return rows
+        return checked_rows(vectors, ids, self.dimensions, self.metric)
 
     def upsert(self, entries: Iterable[VectorEntry]) -> None:
-        """Insert entries, replacing those with the same id (one transaction)."""
-        import sqlite_vec
-
+        """Insert entries, replacing those with the same id (one transaction; every vector is
+        checked before anything is written)."""
+        batch = list(entries)
         t = self.table
         enc = msgspec.json.encode
-        with self._lock, self._conn:
-            cur = self._conn.cursor()
-            for e in entries:
-                self._check(e.vector)
-                blob = sqlite_vec.serialize_float32(list(e.vector))
-                row = cur.execute(f"SELECT rowid FROM {t}_items WHERE id = ?", (e.id,)).fetchone()
-                if row is None:
-                    cur.execute(
-                        f"INSERT INTO {t}_items (id, metadata) VALUES (?, ?)",
-                        (e.id, enc(e.metadata).decode()),
-                    )
-                    rowid = self._conn.last_insert_rowid()
-                else:
-                    rowid = row[0]
-                    cur.execute(
-                        f"UPDATE {t}_items SET metadata = ? WHERE rowid = ?",
-                        (enc(e.metadata).decode(), rowid),
-                    )
-                    cur.execute(f"DELETE FROM {t}_vec WHERE rowid = ?", (rowid,))
-                    cur.execute(f"DELETE FROM {t}_tags WHERE rowid = ?", (rowid,))
-                    cur.execute(f"DELETE FROM {t}_labels WHERE rowid = ?", (rowid,))
-                cur.execute(f"INSERT INTO {t}_vec (rowid, embedding) VALUES (?, ?)", (rowid, blob))
-                if e.metadata.tags:
-                    cur.executemany(
-                        f"INSERT OR IGNORE INTO {t}_tags VALUES (?, ?)", [(g, rowid) for g in e.metadata.tags]
-                    )
-                if e.metadata.labels:
-                    cur.executemany(
-                        f"INSERT OR IGNORE INTO {t}_labels VALUES (?, ?, ?)",
-                        [(k, v, rowid) for k, v in e.metadata.labels.items()],
-                    )
+        with self._lock, self._errors("write to"):
+            rows = self._rows([e.vector for e in batch], [e.id for e in batch])
+            with self._conn:
+                cur = self._conn.cursor()
+                for e, vec in zip(batch, rows, strict=True):
+                    blob = vec.astype("<f4").tobytes()
+                    row = cur.execute(f"SELECT rowid FROM {t}_items WHERE id = ?", (e.id,)).fetchone()
+                    if row is None:
+                        cur.execute(
+                            f"INSERT INTO {t}_items (id, metadata) VALUES (?, ?)",
+                            (e.id, enc(e.metadata).decode()),
+                        )
+                        rowid = self._conn.last_insert_rowid()
+                    else:
+                        rowid = row[0]
+                        cur.execute(
+                            f"UPDATE {t}_items SET metadata = ? WHERE rowid = ?",
+                            (enc(e.metadata).decode(), rowid),
+                        )
+                        cur.execute(f"DELETE FROM {t}_vec WHERE rowid = ?", (rowid,))
+                        cur.execute(f"DELETE FROM {t}_tags WHERE rowid = ?", (rowid,))
+                        cur.execute(f"DELETE FROM {t}_labels WHERE rowid = ?", (rowid,))
+                    cur.execute(f"INSERT INTO {t}_vec (rowid, embedding) VALUES (?, ?)", (rowid, blob))
+                    if e.metadata.tags:
+                        cur.executemany(
+                            f"INSERT OR IGNORE INTO {t}_tags VALUES (?, ?)",
+                            [(g, rowid) for g in e.metadata.tags],
+                        )
+                    if e.metadata.labels:
+                        cur.executemany(
+                            f"INSERT OR IGNORE INTO {t}_labels VALUES (?, ?, ?)",
+                            [(k, v, rowid) for k, v in e.metadata.labels.items()],
+                        )
 
     def get(self, id: str) -> VectorEntry | None:
         """The entry with this id (vector as ``float32`` values), or ``None``."""
         import numpy as np
 
         t = self.table
-        with self._lock:
+        with self._lock, self._errors("read"):
             row = self._conn.execute(f"SELECT rowid, metadata FROM {t}_items WHERE id = ?", (id,)).fetchone()
             if row is None:
                 return None
@@ -212,7 +280,7 @@ class SqliteVecStore:
         """Delete entries; returns how many existed."""
         t = self.table
         count = 0
-        with self._lock, self._conn:
+        with self._lock, self._errors("delete from"), self._conn:
             cur = self._conn.cursor()
             for id_ in ids:
                 row = cur.execute(f"SELECT rowid FROM {t}_items WHERE id = ?", (id_,)).fetchone()
@@ -226,7 +294,7 @@ class SqliteVecStore:
         return count
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock, self._errors("read"):
             return int(self._conn.execute(f"SELECT count(*) FROM {self.table}_items").fetchone()[0])
 
     def search(
@@ -234,34 +302,33 @@ class SqliteVecStore:
     ) -> list[VectorMatch]:
         """The ``k`` best matches, best first (cosine: similarity = 1 - cosine distance; L2:
         the distance); see :class:`~foundation_ai.vectors.VectorStore`."""
-        import sqlite_vec
-
+        k = check_k(k)
         if k <= 0:
             return []
         want = want_filter(tags)
         if self.dimensions is None:  # nothing stored yet
             return []
-        self._check(vector)
+        blob = checked_rows([vector], None, self.dimensions, self.metric)[0].astype("<f4").tobytes()
         t = self.table
-        blob = sqlite_vec.serialize_float32(list(vector))
-        with self._lock:
-            if want is None:
+        # rows without a distance (a zero vector written before such vectors were refused) go last
+        with self._lock, self._errors("search"):
+            if want is None and k <= _KNN_MAX:
                 rows = self._conn.execute(
                     f"SELECT i.id, v.distance FROM (SELECT rowid, distance FROM {t}_vec "
                     f"WHERE embedding MATCH ? AND k = ?) v JOIN {t}_items i ON i.rowid = v.rowid "
-                    "ORDER BY v.distance, i.id",
+                    "ORDER BY v.distance IS NULL, v.distance, i.id",
                     (blob, k),
                 ).fetchall()
             else:
-                where, params = self._filter_sql(want)
+                where, params = self._filter_sql(want) if want is not None else ("", [])
                 rows = self._conn.execute(
                     f"SELECT i.id, {_DISTANCE_FN[self.metric]}(v.embedding, ?) AS d FROM {t}_vec v "
-                    f"JOIN {t}_items i ON i.rowid = v.rowid WHERE v.rowid IN ({where}) "
-                    "ORDER BY d, i.id LIMIT ?",
+                    f"JOIN {t}_items i ON i.rowid = v.rowid "
+                    f"{f'WHERE v.rowid IN ({where}) ' if where else ''}"
+                    "ORDER BY d IS NULL, d, i.id LIMIT ?",
                     (blob, *params, k),
                 ).fetchall()
         if self.metric is Metric.Cosine:
-            # a zero vector has no direction: sqlite-vec gives NULL, scored as similarity 0
             return [VectorMatch(i, 1.0 - float(d) if d is not None else 0.0) for i, d in rows]
         return [VectorMatch(i, float(d)) for i, d in rows]
 
@@ -278,7 +345,7 @@ class SqliteVecStore:
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
-        with self._lock:
+        with self._lock, self._errors("close"):
             self._conn.close()
 
     def __repr__(self) -> str:

@@ -12,6 +12,7 @@ from .base import SessionHeader, SessionMeta, title_of
 
 __all__ = ["InMemorySessionStore"]
 
+_now = time.time
 _FAILED = SessionRecord.FailedAction
 _CONVERSATION = SessionRecord.Conversation
 
@@ -47,12 +48,16 @@ class InMemorySessionStore:
                     added += 1
         if not keep and header is None:
             return
-        now = time.time()
+        now = _now()
         with self._lock:
             row = self._meta.get(session_id)
             if row is None:
                 row = self._meta[session_id] = [now, now, 0, None, None, None, (), 0, None]
-            self._data.setdefault(session_id, []).extend(keep)
+            stored = self._data.get(session_id)
+            if stored is None:
+                self._data[session_id] = keep
+            else:
+                stored += keep
             row[1] = now
             row[2] += added
             if row[3] is None and added:

@@ -1,4 +1,5 @@
-"""MCP servers as tool sources, with the official ``mcp`` SDK (install the ``mcp`` extra).
+"""MCP servers as tool sources, with the official ``mcp`` SDK (``pip install 'foundation-ai[mcp]'``;
+without it, building a source raises ``ConfigurationError`` with that hint at once).
 
     from foundation_ai.agentic.toolsets.mcp import MCPServerTools
 
@@ -11,7 +12,8 @@ Each tool of the server becomes an ordinary tool: its ``inputSchema`` is the too
 calls are validated like any other before they are sent; the server's answer becomes the tool
 result (text parts joined; ``isError`` answers, a timeout, a protocol error and a server that
 crashed or closed the connection become error results). A server that stopped is started again
-(stdio) or reconnected (HTTP) on the next call. Names that providers would refuse are made safe
+(stdio) or reconnected (HTTP) on the next call. A stdio server that fails to start (exits, or
+never completes the handshake) is reported with the last lines it wrote to stderr. Names that providers would refuse are made safe
 (``[a-zA-Z0-9_-]``, at most 64 characters; an optional ``prefix`` keeps servers apart); the call
 goes out under the server's own name.
 
@@ -44,6 +46,10 @@ DEFAULT_CALL_TIMEOUT = 60.0
 """Seconds an MCP tool call may take before it becomes an error result."""
 DEFAULT_CONNECT_TIMEOUT = 30.0
 """Seconds to start (or reach) a server and complete the MCP handshake."""
+STDERR_TAIL_LINES = 8
+"""Lines of a stdio server's stderr quoted when it fails to start (each cut to 300 characters)."""
+_STDERR_KEEP = 8192
+"""Bytes of a stdio server's stderr kept in memory (the most recent ones)."""
 
 _BAD = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -84,6 +90,73 @@ class _Background:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
 
+def _require_mcp() -> None:
+    """Raises ``ConfigurationError`` with the install hint when the ``mcp`` SDK is missing."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"MCP servers need the 'mcp' package: pip install 'foundation-ai[mcp]' ({exc})"
+        ) from None
+
+
+class _StderrTail:
+    """A pipe given to a stdio server as its stderr; a daemon thread drains it and keeps the
+    last :data:`_STDERR_KEEP` bytes, quoted when the server fails to start."""
+
+    def __init__(self) -> None:
+        read_fd, write_fd = os.pipe()
+        self.writer: TextIO = open(write_fd, "w")  # noqa: SIM115 (closed by close_writer)
+        self._buf = bytearray()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(
+            target=self._drain, args=(read_fd,), name="foundation-ai-mcp-stderr", daemon=True
+        )
+        self._thread.start()
+
+    def _drain(self, fd: int) -> None:
+        try:
+            while True:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    return
+                with self._lock:
+                    self._buf += chunk
+                    if len(self._buf) > _STDERR_KEEP:
+                        del self._buf[: len(self._buf) - _STDERR_KEEP]
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+
+    def close_writer(self) -> None:
+        """Close this process's end of the pipe (the thread ends when the server's is closed)."""
+        with contextlib.suppress(OSError):
+            self.writer.close()
+
+    def tail(self, wait: float = 1.0) -> str:
+        """The last :data:`STDERR_TAIL_LINES` non-blank lines, after waiting up to ``wait``
+        seconds for the stream to end (the server has exited by then); control characters are
+        shown as spaces."""
+        self.close_writer()
+        self._thread.join(wait)
+        with self._lock:
+            text = self._buf.decode("utf-8", errors="replace")
+        lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+        clean = ["".join(c if c.isprintable() else " " for c in ln)[:300] for ln in lines]
+        return "\n".join(clean[-STDERR_TAIL_LINES:])
+
+
+def _with_tail(message: str, tail: _StderrTail | None) -> str:
+    """``message`` followed by the server's last stderr lines, when there are any."""
+    if tail is None:
+        return message
+    text = tail.tail()
+    if not text:
+        return message
+    return message + "; its stderr ended with:\n" + "\n".join("  " + ln for ln in text.splitlines())
+
+
 def _safe_name(name: str, prefix: str | None) -> str:
     full = f"{prefix}_{name}" if prefix else name
     return _BAD.sub("_", full)[:64] or "tool"
@@ -112,6 +185,7 @@ class MCPServerTools:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         errlog: TextIO | None = None,
     ) -> None:
+        _require_mcp()
         self.transport = transport
         self.command = list(command)
         self.env = env
@@ -129,7 +203,7 @@ class MCPServerTools:
         self._stop: asyncio.Event | None = None
         self._connecting: asyncio.Lock | None = None
         self._bg = _Background.get()
-        self._devnull: TextIO | None = None
+        self._stderr: _StderrTail | None = None
 
     @classmethod
     def stdio(
@@ -157,10 +231,13 @@ class MCPServerTools:
             prefix: prepended to tool names (``prefix_tool``).
             call_timeout: seconds per call.
             connect_timeout: seconds to start and initialize.
-            errlog: where the server's stderr goes (default: discarded).
+            errlog: a file (with a ``fileno``) where the server's stderr goes; by default it is
+                read into memory (the last 8 KiB are kept) and its last lines are quoted when the
+                server fails to start.
 
         Raises:
-            ConfigurationError: an empty command.
+            ConfigurationError: an empty command, or the ``mcp`` package is not installed
+                (``pip install 'foundation-ai[mcp]'``).
         """
         parts = (command.split() if not args else [command]) if isinstance(command, str) else list(command)
         parts += list(args)
@@ -190,7 +267,12 @@ class MCPServerTools:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> MCPServerTools:
         """A server reached over MCP's streamable HTTP transport at ``url`` (e.g.
-        ``http://127.0.0.1:8000/mcp``); ``headers`` are sent with every request."""
+        ``http://127.0.0.1:8000/mcp``); ``headers`` are sent with every request.
+
+        Raises:
+            ConfigurationError: the ``mcp`` package is not installed
+                (``pip install 'foundation-ai[mcp]'``).
+        """
         return cls(
             transport="http",
             url=url,
@@ -207,12 +289,12 @@ class MCPServerTools:
 
     # -- the connection (runs on the background loop) ---------------------------------------------
 
-    async def _run(self, ready: asyncio.Future[Any]) -> None:
-        import mcp
-
+    async def _run(self, ready: asyncio.Future[Any], tail: _StderrTail | None) -> None:
         stop = self._stop
         assert stop is not None
         try:
+            import mcp
+
             async with contextlib.AsyncExitStack() as stack:
                 if self.transport == "stdio":
                     from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -223,9 +305,7 @@ class MCPServerTools:
                         env=self.env,
                         cwd=None if self.cwd is None else os.fspath(self.cwd),
                     )
-                    if self.errlog is None and self._devnull is None:
-                        self._devnull = open(os.devnull, "w")  # noqa: SIM115 (closed by close())
-                    errlog = self.errlog or self._devnull
+                    errlog = self.errlog if tail is None else tail.writer
                     assert errlog is not None
                     read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
                 else:
@@ -252,6 +332,8 @@ class MCPServerTools:
                 raise
         finally:
             self._session = None
+            if tail is not None:  # the server is gone: its stderr ends when it has exited
+                tail.close_writer()
 
     async def _ensure(self) -> Any:
         if self._connecting is None:
@@ -263,22 +345,31 @@ class MCPServerTools:
             self._stop = asyncio.Event()
             ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             self.starts += 1
-            self._task = asyncio.ensure_future(self._run(ready))
+            tail = _StderrTail() if self.transport == "stdio" and self.errlog is None else None
+            self._stderr = tail
+            self._task = asyncio.ensure_future(self._run(ready, tail))
             try:
                 return await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
             except TimeoutError:
                 await self._disconnect()
-                raise MCPToolError(
+                message = await self._quoted(
                     f"the MCP server {self.name!r} did not complete its handshake within {self.connect_timeout:g} s",
-                    transient=True,
-                ) from None
+                    tail,
+                )
+                raise MCPToolError(message, transient=True) from None
             except MCPToolError:
                 raise
             except Exception as exc:
                 await self._disconnect()
-                raise MCPToolError(
-                    f"could not start the MCP server {self.name!r}: {_describe(exc)}"
-                ) from None
+                message = await self._quoted(
+                    f"could not start the MCP server {self.name!r}: {_describe(exc)}", tail
+                )
+                raise MCPToolError(message) from None
+
+    @staticmethod
+    async def _quoted(message: str, tail: _StderrTail | None) -> str:
+        """``message`` with the stderr tail, read off the event loop (it may wait up to 1 s)."""
+        return await asyncio.get_running_loop().run_in_executor(None, _with_tail, message, tail)
 
     async def _disconnect(self) -> None:
         task, self._task = self._task, None
@@ -408,9 +499,6 @@ class MCPServerTools:
     def close(self) -> None:
         """Blocking :meth:`aclose`."""
         self._wait(self._disconnect(), 15.0)
-        if self._devnull is not None:
-            self._devnull.close()
-            self._devnull = None
 
     def __enter__(self) -> MCPServerTools:
         return self

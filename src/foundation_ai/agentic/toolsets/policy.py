@@ -116,6 +116,8 @@ class LoopTracker:
     """Counts identical calls within one turn (:func:`call_key`) and remembers why the turn
     must end: ``looped`` (the call repeated past the nudge) or ``failed`` (a ``"fail"`` error)."""
 
+    __slots__ = ("counts", "failed", "looped")
+
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}  # a plain dict: a Counter costs 1 us to make
         self.looped: ToolCall | None = None
@@ -158,6 +160,9 @@ class PolicyExecutor:
         self.policy = policy
         self.tracker = tracker
         self._run = run
+        self._direct = run is None and policy.plain  # the registry runs calls as they are
+        if self._direct:
+            self.execute = registry.execute  # type: ignore[method-assign]  # one frame less
 
     def prepare(self, call: ToolCall) -> Any:
         """Loop detection, then the registry's validation."""
@@ -182,9 +187,9 @@ class PolicyExecutor:
 
     async def execute(self, call: ToolCall, prepared: Any) -> ToolResultMessage:
         """Run ``call`` under the policy (through the ``run`` wrapper when given)."""
+        if self._direct:  # no retries, default errors: the registry runs it as is
+            return await self.registry.execute(call, prepared)
         if self._run is None:
-            if self.policy.plain:  # no retries, default errors: the registry runs it as is
-                return await self.registry.execute(call, prepared)
             return await self._execute(call, prepared)
         result = self._run(call, lambda: self._execute(call, prepared))
         if inspect.isawaitable(result):

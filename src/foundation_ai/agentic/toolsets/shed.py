@@ -231,6 +231,13 @@ class ToolShed:
     def __len__(self) -> int:
         return len(self._tools)
 
+    def names(self) -> frozenset[str]:
+        """The function names a session built with this shed reaches through it: every
+        registered tool and ``shed`` itself (a factory's tools exist only once a session is
+        built). ``AgentSessionBuilder.resume`` uses it so that recorded names served by the
+        shed are not reported as missing from the tool catalog."""
+        return frozenset(t.declaration.name() for t in self._tools) | {SHED_NAME}
+
     def registry(
         self,
         session: AgentSession | None = None,

@@ -11,7 +11,7 @@ from .hooks import ContextRequest, Phase, SpendRequest
 from .host import TurnHost
 from .state import TurnState, fail
 
-__all__ = ["assemble_context", "default_interaction"]
+__all__ = ["assemble_context", "assemble_plain", "default_interaction"]
 
 
 def default_interaction(host: TurnHost, state: TurnState) -> ModelInteraction:
@@ -41,17 +41,20 @@ async def assemble_context(host: TurnHost, state: TurnState) -> Phase:
     Raises:
         TypeError: the context assembler returned something else than a ``ModelInteraction``.
     """
+    hooks = host.hooks
+    if hooks.context is None and hooks.can_spend is None:
+        return assemble_plain(host, state)
     interaction = default_interaction(host, state)
     state.step += 1
     model = host.models[state.model_index]
-    assembler = host.hooks.context
+    assembler = hooks.context
     if assembler is not None:
         request = ContextRequest(host.session_id, interaction, host.messages, model, state)
         made = assembler(request)
         interaction = await made if inspect.isawaitable(made) else made
         if not isinstance(interaction, ModelInteraction):
             raise TypeError(f"a context assembler must return a ModelInteraction, got {interaction!r:.80}")
-    check = host.hooks.can_spend
+    check = hooks.can_spend
     if check is not None:
         verdict = check(SpendRequest(host.session_id, interaction, model, host.ledger, state))
         if inspect.isawaitable(verdict):
@@ -60,6 +63,28 @@ async def assemble_context(host: TurnHost, state: TurnState) -> Phase:
             fail(state, "budget_exhausted", verdict or "the spend check refused the next generation")
             return Phase.FINISH
     gen = Generation(host, state, model, interaction)
+    state.generation = gen
+    state.live = gen.outputs
+    return Phase.GENERATE
+
+
+def assemble_plain(host: TurnHost, state: TurnState) -> Phase:
+    """:func:`assemble_context` for a session with no context assembler and no spend check
+    (nothing to await): :func:`default_interaction` and its :class:`Generation`. Next:
+    ``generate``."""
+    choices, step, cut, registry = state.choices, state.step, host.context_cut, host.registry
+    interaction = ModelInteraction(  # default_interaction, inlined
+        messages=host.messages[host.context_start :]
+        if cut is None
+        else window(host.messages, host.context_start, cut),
+        system_prompt=host.system_prompt,
+        soul=host.soul,
+        tools_shed=registry._decls or registry.declarations(),
+        tool_choice=choices[step] if step < len(choices) else None,
+        chat_template=host.chat_template,
+    )
+    state.step = step + 1
+    gen = Generation(host, state, host.models[state.model_index], interaction)
     state.generation = gen
     state.live = gen.outputs
     return Phase.GENERATE

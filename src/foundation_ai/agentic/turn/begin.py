@@ -41,7 +41,8 @@ def persist_prompt(host: TurnHost, state: TurnState) -> Phase:
     """Persist the prompt and any follow-ups queued before the turn (they end the turn's head,
     which context trimming never drops). Emits a ``Conversation`` per message (streaming only).
     Next: ``drain_steering``."""
-    queued = [Messages.coerce(p) for p in state.prompts] + host.steering.take_follow_ups()
+    queued = [p if isinstance(p, Messages) else Messages.coerce(p) for p in state.prompts]
+    queued += host.steering.take_follow_ups()
     persist(host, state, queued)
     state.head_end = state.keep_from + len(queued)
     if state.emit:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...types import AgentProgress, SessionRecord, Stream, TextContent, ToolCall
+from ...types import AgentProgress, SessionRecord, StopReason, Stream, TextContent, ToolCall
 from ..events import TurnOutcome
 from ..ledger import price_usage
 from ..output import check_output
@@ -16,6 +16,8 @@ from .recover import after_error, after_interrupt, overflowed
 from .state import TurnState, fail
 
 __all__ = ["decide"]
+
+_MESSAGE_STOP = type(StopReason.Message("refusal"))
 
 _NOTHING_LIVE: dict[str, Any] = {}
 """``state.live`` between generations (shared, never written: a generation has its own)."""
@@ -43,17 +45,22 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     gen = state.generation
     assert gen is not None
     state.live = _NOTHING_LIVE  # from here on, every path persists or retracts the outputs before yielding
-    host.ledger.record(price_usage(gen.usage, getattr(gen.model, "descriptor", None)))
+    descriptor = getattr(gen.model, "descriptor", None)
+    host.ledger.record(price_usage(gen.usage, descriptor))
     produced = list(gen.outputs.values())
     if gen.interrupted:
         return after_interrupt(host, state, produced)
-    if gen.error is not None or overflowed(host, state, produced):
+    if gen.error is not None or (
+        getattr(descriptor, "context_window", None) is not None and overflowed(host, state, produced)
+    ):
         return after_error(host, state, produced)
     out, emit = state.out, state.emit
     calls = [m.content for m in produced if isinstance(m.content, ToolCall)]
     if not calls:
         refusal = None
         for m in reversed(produced):
+            if m.metadata is None and not isinstance(m.stop_reason, _MESSAGE_STOP):
+                continue  # no refusal metadata, and only a ``Message`` stop can be a refusal
             refusal = m.refusal()
             if refusal is not None:
                 break

@@ -39,11 +39,14 @@ def admit(host: TurnHost, state: TurnState) -> Phase:
     if state.inner >= host.max_inner:
         fail(state, "iteration_limit", f"reached the limit of {host.max_inner} model calls in one turn")
         return Phase.FINISH
-    why = host.ledger.exhausted()
+    ledger = host.ledger
+    why = None if ledger.budget is None else ledger.exhausted()
     if why is not None:
         fail(state, "budget_exhausted", why)
         return Phase.FINISH
-    index = host.breaker.pick(len(host.models))
+    breaker = host.breaker
+    # no breaker open (the usual case): the primary model, as ``pick`` answers
+    index = (0 if host.models else None) if not breaker._open_until else breaker.pick(len(host.models))
     if index is None:
         fail(state, "rate_limited", "every model is rate limited (circuit breakers open)", retryable=True)
         return Phase.FINISH

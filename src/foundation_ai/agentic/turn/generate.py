@@ -34,6 +34,8 @@ __all__ = ["Generation", "GenerationRecord", "generate"]
 
 _NO_USAGE = UsageReport()  # frozen: shared
 _NEXT, _SPREAD, _PENDING, _ERROR = Stream.Next, Stream.Spread, Stream.Pending, StopReason.Error
+# the exact type, checked first (``type(x) is T``), then ``isinstance`` for subclasses
+_NEXT_T = type(Stream.Next(None))
 
 
 class GenerationRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,6 +54,7 @@ class Generation:
     its result ``outputs`` (merged messages by id), ``error``, ``usage``, ``interrupted``."""
 
     __slots__ = (
+        "_stream",
         "emit",
         "error",
         "host",
@@ -77,6 +80,7 @@ class Generation:
         self.error: AssistantMessage | None = None
         self.usage = _NO_USAGE
         self.interrupted = False
+        self._stream: Any = None  # the model's stream when ``take_ready`` found it live
 
     @property
     def key(self) -> str:
@@ -185,10 +189,12 @@ class Generation:
     async def run(self) -> None:
         """:meth:`stream` for a caller that takes no items (``emit`` False): the same result
         (``outputs``, ``error``, ``usage``, ``interrupted``), without an async generator."""
+        if self._stream is None and self.take_ready():
+            return  # the chunks were all there
         steering, model, outputs = self.host.steering, self.model, self.outputs
         snapshot = getattr(model, "chunk_mode", "snapshot") != "delta"
+        agen = self._stream
         task = asyncio.current_task()  # nothing is yielded: the same task awaits every chunk
-        agen = model.astream(self.interaction, self.params)
         anext_ = agen.__anext__
         try:
             while True:
@@ -236,6 +242,50 @@ class Generation:
                 await agen.aclose()
             except Exception:
                 pass
+
+    def take_ready(self) -> bool:
+        """Call the model; when its stream holds every chunk at once (a ``ready()`` method
+        returning them, as :class:`~foundation_ai.agentic.ScriptedModel`'s does), take them
+        now, with the result :meth:`run` would give, and return True: the same checks between
+        chunks, no awaits (an await that never suspends lets nothing else run either).
+        Otherwise return False: :meth:`run` then reads that same stream."""
+        model = self.model
+        stream = model.astream(self.interaction, self.params)
+        ready = getattr(stream, "ready", None)
+        items = ready() if ready is not None else None
+        if items is None:
+            self._stream = stream
+            return False
+        snapshot = getattr(model, "chunk_mode", "snapshot") != "delta"
+        steering, outputs = self.host.steering, self.outputs
+        usage = None
+        for item in items:
+            if steering.wanted:
+                self.interrupted = True
+                break
+            if type(item) is _NEXT_T or isinstance(item, _NEXT):
+                m = item.value
+                if type(m) is not AssistantMessage and not isinstance(m, AssistantMessage):
+                    continue
+                usage = m.usage
+                if isinstance(m.stop_reason, _ERROR):
+                    self.error = m
+                elif snapshot:
+                    outputs[m.id] = m
+                else:
+                    outputs[m.id] = merge_chunk(outputs.get(m.id), m, "delta")
+            elif isinstance(item, _SPREAD):
+                if usage is not None:
+                    self.usage, usage = usage, None
+                for m in item.value:
+                    self._fold(m, snapshot)
+            elif (
+                isinstance(item, _PENDING) and isinstance(item.value, ModelState.Error) and self.error is None
+            ):
+                self.error = self._failed(item.value.message)
+        if usage is not None:  # the last report of the chunks taken
+            self.usage = usage
+        return True
 
     def _fold(self, m: Any, snapshot: bool) -> None:
         if not isinstance(m, AssistantMessage):

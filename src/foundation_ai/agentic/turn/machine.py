@@ -9,7 +9,7 @@ from typing import Any
 from ...errors import FoundationAIError
 from ...types import AgentProgress, Stream
 from ..errors import StoreError
-from .assemble import assemble_context
+from .assemble import assemble_context, assemble_plain
 from .begin import open_turn, persist_prompt
 from .decide import decide
 from .drain import admit, drain_steering
@@ -22,7 +22,7 @@ from .host import TurnHost
 from .persist import flush, flush_blocking, store_failed, write_now
 from .state import TurnState
 
-__all__ = ["run_turn"]
+__all__ = ["quiet_ok", "run_quiet", "run_turn"]
 
 _SETTLE_STEPS = 50
 """Event-loop iterations a new turn waits for an abandoned stream to finish closing."""
@@ -54,14 +54,7 @@ async def run_turn(
     is called once the turn is over, however it ends.
     """
     if on_exit is not None and not on_exit(True):
-        # A stream abandoned by ``break`` in ``async for`` is closed by a task the event loop
-        # schedules when the iterator is dropped: let it run before deciding the session is busy.
-        for _ in range(_SETTLE_STEPS):
-            await asyncio.sleep(0)
-            if on_exit(True):
-                break
-        else:
-            raise FoundationAIError("a turn is already running on this session")
+        await _wait_to_enter(on_exit)
     try:
         watch = host.hooks.phases
         open_, prompt, drain, admit_, assemble, generate_, decide_, tools, follow, finish_ = (
@@ -155,9 +148,159 @@ async def run_turn(
             on_exit(False)
 
 
+async def _wait_to_enter(on_exit: Callable[[bool], bool]) -> None:
+    """A stream abandoned by ``break`` in ``async for`` is closed by a task the event loop
+    schedules when the iterator is dropped: let it run before deciding the session is busy.
+
+    Raises:
+        FoundationAIError: a turn is still running on the session.
+    """
+    for _ in range(_SETTLE_STEPS):
+        await asyncio.sleep(0)
+        if on_exit(True):
+            return
+    raise FoundationAIError("a turn is already running on this session")
+
+
+def quiet_ok(host: TurnHost) -> bool:
+    """True when :func:`run_quiet` may drive a turn of ``host``: no phase hooks, and the step
+    runner is the in-process one."""
+    hooks = host.hooks
+    return hooks.phases is None and hooks.steps is IN_PROCESS
+
+
+async def run_quiet(
+    host: TurnHost, state: TurnState, *, on_exit: Callable[[bool], bool] | None = None
+) -> None:
+    """:func:`run_turn` for a caller that takes no stream items (``state.emit`` False), when
+    :func:`quiet_ok`: the same phases, records, store writes and result in ``state``, driven
+    by one coroutine instead of an async generator. One difference, invisible to the caller:
+    when an answer ends the turn (no follow-up queued), it is written to the store together
+    with the ``Summary`` (nothing runs between the two writes; a failure is reported the same
+    way, see ``docs/turn-loop.md``, "Persistence").
+
+    Raises:
+        FoundationAIError: a turn is already running (``on_exit(True)`` returned False).
+    """
+    if on_exit is not None and not on_exit(True):
+        await _wait_to_enter(on_exit)
+    try:
+        cancelled = False
+        try:
+            await _quiet_phases(host, state)
+            state.finished = True
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
+        finally:
+            release(host)
+            if cancelled:
+                close_abandoned(host, state)
+            elif not state.finished:
+                close_crashed(host, state)
+            if not state.finished:
+                flush_blocking(host)
+        finish(host, state)
+        try:
+            await flush(host)
+        except StoreError as exc:
+            if state.error is None or state.error.kind != "store":
+                _failed_at_the_end(state, exc)
+        state.out.clear()
+    finally:
+        if on_exit is not None:
+            on_exit(False)
+
+
+async def _quiet_phases(host: TurnHost, state: TurnState) -> None:
+    """The phases of :func:`run_quiet` up to ``finish``: one phase after the other, and what a
+    phase queued is stored before the next one runs. ``admit``, ``assemble_context`` and
+    ``generate`` queue nothing, so a phase that hands over to the next of them is followed at
+    once (the ``if`` chain below falls through in phase order)."""
+    steering = host.steering
+    nonblocking = getattr(host.store, "nonblocking", False)  # written on the loop, no await
+    nxt = _OPEN
+    while True:
+        if nxt is _DRAIN:
+            # nothing steered (``wanted`` is set with every steer and every abort): no-op
+            nxt = drain_steering(host, state) if steering.wanted else _ADMIT
+            if host.pending_records:
+                if not (_written(host, state) if nonblocking else await _stored(host, state)):
+                    return
+                continue
+        if nxt is _ADMIT:
+            nxt = admit(host, state)
+        if nxt is _ASSEMBLE:
+            hooks = host.hooks
+            if hooks.context is None and hooks.can_spend is None:
+                nxt = assemble_plain(host, state)
+            else:
+                nxt = await assemble_context(host, state)
+        if nxt is _GENERATE:
+            gen = state.generation
+            if not gen.take_ready():  # type: ignore[union-attr]
+                await gen.run()  # type: ignore[union-attr]
+            nxt = _DECIDE
+        if nxt is _DECIDE:
+            nxt = decide(host, state)
+            if nxt is _FOLLOW and steering.idle():
+                nxt = take_follow_ups(host, state)
+                if nxt is _FINISH:
+                    return  # the answer is written with the Summary
+        elif nxt is _TOOLS:
+            nxt = await execute_tools(host, state)
+        elif nxt is _FOLLOW:
+            nxt = take_follow_ups(host, state)
+        elif nxt is _OPEN:
+            open_turn(host, state)
+            nxt = _TOOLS if state.resuming else _PROMPT
+        elif nxt is _PROMPT:
+            nxt = persist_prompt(host, state)
+        else:  # finish
+            return
+        if host.pending_records and not (
+            _written(host, state) if nonblocking else await _stored(host, state)
+        ):
+            return
+
+
+def _written(host: TurnHost, state: TurnState) -> bool:
+    """:func:`~.persist.write_now` (the queued records to a ``nonblocking`` store, on the
+    loop), inlined; False when the store failed (the turn is then failed, kind ``"store"``, and
+    ends; the records stay queued)."""
+    pending = host.pending_records
+    batch = pending.copy()
+    header = host.session_header()
+    stored = host.stored_header
+    try:
+        if header is stored or header == stored:
+            host.store.append(host.session_id, batch, None)
+        else:
+            host.store.append(host.session_id, batch, header)
+            host.stored_header = header
+    except StoreError as exc:
+        _store_down(host, state, exc)
+        return False
+    if len(batch) == len(pending):
+        pending.clear()
+    else:
+        del pending[: len(batch)]
+    return True
+
+
+async def _stored(host: TurnHost, state: TurnState) -> bool:
+    """:func:`_written` for any store (written off the event loop)."""
+    try:
+        await flush(host)
+    except StoreError as exc:
+        _store_down(host, state, exc)
+        return False
+    return True
+
+
 _OPEN, _PROMPT, _DRAIN, _ADMIT = Phase.OPEN, Phase.PROMPT, Phase.DRAIN_STEERING, Phase.ADMIT
 _ASSEMBLE, _GENERATE, _DECIDE = Phase.ASSEMBLE_CONTEXT, Phase.GENERATE, Phase.DECIDE
-_TOOLS, _FOLLOW = Phase.EXECUTE_TOOLS, Phase.FOLLOW_UPS
+_TOOLS, _FOLLOW, _FINISH = Phase.EXECUTE_TOOLS, Phase.FOLLOW_UPS, Phase.FINISH
 
 
 def _store_down(host: TurnHost, state: TurnState, exc: StoreError) -> None:

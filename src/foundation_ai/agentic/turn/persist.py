@@ -75,7 +75,9 @@ def persist(host: TurnHost, state: TurnState, msgs: Sequence[Messages]) -> None:
     queue them for the store (written by the driver's next :func:`flush`)."""
     if not msgs:
         return
-    recs = [_CONVERSATION(message=m) for m in msgs]
+    recs = []
+    for m in msgs:  # a loop: no comprehension frame for the usual one or two messages
+        recs.append(_CONVERSATION(message=m))
     host.messages.extend(msgs)
     state.records.extend(recs)
     state.persisted += len(msgs)
@@ -91,7 +93,7 @@ def persist_summary(host: TurnHost, state: TurnState) -> SessionRecord:
     summary = SessionRecord.Summary(
         message_count=state.persisted,
         usage=host.ledger.snapshot(),
-        awaiting_approval=[c.id for c in state.awaiting],
+        awaiting_approval=[c.id for c in state.awaiting] if state.awaiting else [],
     )
     state.snapshot = summary.usage
     replay: Replay | None = getattr(host, "replay", None)
@@ -161,9 +163,19 @@ def write_now(host: TurnHost) -> None:
     Raises:
         StoreError: the store failed; the records stay queued (nothing was written).
     """
-    batch, header = _batch(host)
-    host.store.append(host.session_id, batch, header)  # type: ignore[arg-type]
-    _written(host, len(batch), header)
+    pending = host.pending_records
+    batch = pending.copy()
+    header = host.session_header()
+    stored = host.stored_header
+    if header is stored or header == stored:
+        host.store.append(host.session_id, batch, None)
+    else:
+        host.store.append(host.session_id, batch, header)
+        host.stored_header = header
+    if len(batch) == len(pending):
+        pending.clear()
+    else:
+        del pending[: len(batch)]
 
 
 def flush_blocking(host: TurnHost) -> None:
