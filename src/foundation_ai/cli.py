@@ -8,7 +8,7 @@ Commands::
     foundation-ai sessions                     stored sessions, newest first
     foundation-ai show ID                      a stored session's transcript
     foundation-ai models                       the bundled and configured models, with prices
-    foundation-ai keys set NAME | list | path  API keys kept in the user config directory
+    foundation-ai keys set PROVIDER|list|path  API keys kept in the user config directory
     foundation-ai serve                        agents over an OpenAI-compatible HTTP API (docs/serve.md)
     foundation-ai worker | submit | status | follow | steer | abort | recover    durable turns
 
@@ -91,6 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
+    from ._cli.prompt_input import tolerant_stdio
+
+    tolerant_stdio()  # typed or piped bytes that are not valid text become U+FFFD, never a crash
     try:
         return _handler(args.command)(args)
     except ConfigurationError as exc:

@@ -29,7 +29,7 @@ from rich.text import Text
 from .render import TurnRenderer, make_console, render_records
 from .report import failure_message, usage_line
 from .safe_text import visible_line
-from .turns import TurnRunner
+from .turns import TurnRunner, is_terminal
 
 __all__ = ["HELP", "ChatApp"]
 
@@ -79,11 +79,18 @@ class ChatApp:
             self.console.rule(style="dim")
 
     def _read_prompt(self) -> str | None:
+        """The next line typed after the ``you>`` prompt; ``None`` at end of input. When stdin
+        is not a terminal (``foundation-ai chat < script.txt``) nothing echoes the line, so it
+        is written after the prompt here: the output reads as on a terminal (``you> TEXT``, then
+        the answer on its own line) instead of running the answer into the prompt."""
         try:
-            return input("you> ")
+            line = input("you> ")
         except EOFError:
             self.console.print()
             return None
+        if not is_terminal(sys.stdin):
+            self.console.print(Text(visible_line(line)), soft_wrap=True)
+        return line
 
     def run(self) -> int:
         """Run the loop until ``/exit`` or end of input; returns the exit status (0)."""

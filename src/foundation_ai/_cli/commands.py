@@ -17,14 +17,14 @@ from typing import Any
 
 from rich.text import Text
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, FoundationAIError
 from ..types import ModelParams, OutputFormat, to_json
 from .approval import shell_question
 from .builtin_tools import files_tools, shell_tools
 from .config import KEY_ENV, PROVIDER_KEY, Config, load_config, read_keys
 from .model_choice import ModelChoice, check_reachable, load_model, parse_model_spec
 from .prompt_input import attachment_messages, parse_schema, read_prompt
-from .render import TurnRenderer, make_console, render_records
+from .render import INTERRUPTED, TurnRenderer, make_console, render_records
 from .report import failure_message, usage_line
 from .run_output import RunOutput, answer_mode, silence_stdout
 from .safe_text import visible_line
@@ -47,14 +47,48 @@ __all__ = [
 ]
 
 
-def open_store(path: str | None) -> Any:
-    """The SQLite session store at ``path`` (default: the agent layer's default file)."""
-    from ..agentic import SqliteSessionStore
+def open_store(path: str | None, *, read_only: bool = False) -> Any:
+    """The SQLite session store at ``path`` (default: the agent layer's default file,
+    ``sessions.sqlite3`` in ``$FOUNDATION_AI_HOME`` or the user data directory).
 
+    ``read_only`` (``sessions``, ``show``): the file is opened for reading only, so a store on a
+    read-only disk or in a directory the user cannot write can still be listed and shown; a
+    missing file is an empty store (nothing is created).
+
+    Raises:
+        ConfigurationError: the store cannot be opened (one line naming the file; when its file
+            or directory cannot be written, it says so).
+    """
+    from ..agentic import InMemorySessionStore, SqliteSessionStore
+    from ..agentic.stores import default_store_path
+
+    file = str(default_store_path()) if path is None else path
+    if read_only and file != ":memory:" and not os.path.exists(file):
+        return InMemorySessionStore()
     try:
-        return SqliteSessionStore(path)
-    except Exception as exc:  # sqlite3.Error, OSError: an unusable path
-        raise ConfigurationError(f"cannot open the session store {path or '(default)'}: {exc}") from None
+        return SqliteSessionStore(file, read_only=read_only)
+    except Exception as exc:  # StoreError, OSError: an unusable path
+        message = (
+            str(exc) if isinstance(exc, FoundationAIError) else f"cannot open the session store {file}: {exc}"
+        )
+        if not read_only and _not_writable(file):
+            message += (
+                " (the file or its directory is read-only: pick another with --db or FOUNDATION_AI_HOME)"
+            )
+        raise ConfigurationError(message) from None
+
+
+def _not_writable(file: str) -> bool:
+    """``file`` (or, when it does not exist, its nearest existing directory) cannot be written."""
+    if file == ":memory:":
+        return False
+    target = os.path.abspath(file)
+    if os.path.exists(target):
+        return not os.access(target, os.W_OK) or not os.access(os.path.dirname(target), os.W_OK)
+    parent = os.path.dirname(target)
+    while parent and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    return bool(parent) and not os.access(parent, os.W_OK)
 
 
 def apply_config(args: argparse.Namespace, config: Config) -> argparse.Namespace:
@@ -290,7 +324,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``foundation-ai run PROMPT``: one turn. Prints the answer on stdout (on a terminal
     streamed and shown as Markdown, see :mod:`foundation_ai._cli.run_output`; piped, once
     complete so retracted output never shows), tool activity and the usage line on stderr
-    (``-q``: neither); ``--json`` prints every ``TurnEvent`` as one JSON line on stdout.
+    (``-q``: neither; a turn interrupted by Ctrl-C is marked ``(turn interrupted)`` there); ``--json`` prints every ``TurnEvent`` as one JSON line on stdout.
     Exit 0 on success, 1 when the turn failed, 130 when interrupted, 141 (quietly) when stdout's
     reader went away (``| head -1``): the running turn is then aborted, so the store holds it
     as an ``Aborted`` turn with what it produced."""
@@ -319,6 +353,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if out.stdout_closed:
             return EXIT_BROKEN_PIPE
         shows_usage = end is not None and (end.summary.usage.total_tokens or isinstance(end, TurnEvent.Done))
+        if err is not None and isinstance(end, TurnEvent.Done) and end.summary.outcome is TurnOutcome.Aborted:
+            err.notice(INTERRUPTED, style="yellow")  # as `show` marks it in the transcript
         if err is not None and shows_usage:
             err.usage(usage_line(end.summary, setup.choice, setup.session.model))
     if isinstance(end, TurnEvent.Failed):
@@ -335,8 +371,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_sessions(args: argparse.Namespace) -> int:
     """``foundation-ai sessions``: stored sessions, newest first (id, updated, messages, first
-    prompt)."""
-    store = open_store(args.db)
+    prompt). The store is opened read-only."""
+    store = open_store(args.db, read_only=True)
     try:
         rows = describe_sessions(store, limit=args.limit)
     finally:
@@ -375,8 +411,8 @@ def session_table(rows: list[SessionInfo], width: int = 100) -> list[str]:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``foundation-ai show ID``: a stored session's transcript (``--json``: its records as JSON
-    lines)."""
-    store = open_store(args.db)
+    lines). The store is opened read-only."""
+    store = open_store(args.db, read_only=True)
     try:
         session_id = resolve_session_id(store, args.session_id)
         records = store.load(session_id)

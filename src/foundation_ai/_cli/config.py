@@ -10,8 +10,8 @@ Both live in the user config directory, ``platformdirs.user_config_dir("foundati
     tools = ["files"]                # --tools (a list, or "files,shell")
     mcp = ["python my_server.py"]    # --mcp (commands over stdio, or http(s) URLs)
     base_url = "http://127.0.0.1:8080/v1"   # --base-url
-    temperature = 0.2                # --temperature
-    max_tokens = 512                 # --max-tokens
+    temperature = 0.2                # --temperature (a number >= 0)
+    max_tokens = 512                 # --max-tokens (an integer > 0)
 
 ``keys.json`` maps a provider name (``openai``, ``anthropic``) to its key; it is created
 readable and writable only by the user (mode 0600) and rewritten atomically. A key in the
@@ -24,12 +24,13 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError
+from . import option_values
 
 __all__ = [
     "KEY_ENV",
@@ -85,13 +86,23 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+_RANGES: dict[str, Callable[[object], Any]] = {
+    "temperature": option_values.temperature,
+    "max_tokens": option_values.max_tokens,
+}
+"""Settings whose values are range-checked, with the rule ``--temperature`` and
+``--max-tokens`` use (:mod:`foundation_ai._cli.option_values`)."""
+
+
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """Read ``config.toml`` (``path``, default: in :func:`config_dir`). A missing default file
     is an empty config.
 
     Raises:
-        ConfigurationError: ``path`` given but missing, invalid TOML, an unknown key, or a value
-            of the wrong type (the message names the file and the key).
+        ConfigurationError: ``path`` given but missing, invalid TOML, an unknown key, a value
+            of the wrong type, or one out of range (``temperature`` < 0, ``max_tokens`` < 1: the
+            rules of ``--temperature`` and ``--max-tokens``); the message names the file and the
+            key.
     """
     file = Path(path) if path is not None else config_dir() / "config.toml"
     try:
@@ -121,8 +132,12 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     if not all(isinstance(m, str) and m.strip() for m in mcp):
         raise ConfigurationError(f"{file}: mcp must be a list of commands or URLs, got {mcp!r}")
     values["mcp"] = tuple(mcp)
-    if "temperature" in values:
-        values["temperature"] = float(values["temperature"])
+    for key, rule in _RANGES.items():  # the same rules as the command-line options
+        if key in values:
+            try:
+                values[key] = rule(values[key])
+            except ValueError as exc:
+                raise ConfigurationError(f"{file}: {key} {exc}") from None
     return Config(tools=tuple(tools), path=file, **values)
 
 

@@ -8,12 +8,14 @@ Built with the standard library's ``argparse``. A prompt given without a command
 from __future__ import annotations
 
 import argparse
-import math
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import NoReturn, TypeVar
 
 from ..errors import ConfigurationError
+from . import option_values
 from .status import EXIT_USAGE, PROG, error_line
+
+T = TypeVar("T")
 
 __all__ = ["COMMANDS", "build_parser", "with_default_command"]
 
@@ -33,15 +35,27 @@ EPILOG = """examples:
   foundation-ai chat                                   interactive; Ctrl-C interrupts a turn
   foundation-ai chat -c                                continue the most recent session
   foundation-ai chat -S ID                             resume a stored session (a prefix works)
-  foundation-ai sessions / foundation-ai show ID       list sessions / print a transcript
-  foundation-ai models / foundation-ai keys set openai models / store an API key
+  foundation-ai sessions                               list the stored sessions
+  foundation-ai show ID                                print a stored session's transcript
+  foundation-ai models                                 the models you can use, with prices
+  foundation-ai keys set openai                        store an API key (asked without echo)
   foundation-ai run -m openai:gpt-4o-mini "Hi"         needs OPENAI_API_KEY (or keys set openai)
   foundation-ai run -m anthropic:claude-sonnet-4-5 "Hi"  needs ANTHROPIC_API_KEY
   foundation-ai chat -m openai:llama --base-url http://127.0.0.1:8080/v1
   foundation-ai chat --tools files,shell --root ./project
 
-defaults for --model, --system, --tools (and more) can be set in config.toml in the user
-config directory (see `foundation-ai models --help`).
+where things are kept (on Linux; other systems use their own user directories):
+  config.toml, keys.json   defaults for --model, --system, --tools (and more), and the keys
+                           of `keys set`: in $XDG_CONFIG_HOME/foundation-ai
+                           (default ~/.config/foundation-ai)
+  sessions.sqlite3         the session store of run, chat, sessions and show (--db PATH
+                           picks another file): in $FOUNDATION_AI_HOME when that variable is
+                           set, else in $XDG_DATA_HOME/foundation-ai (default
+                           ~/.local/share/foundation-ai). To move your sessions: quit
+                           foundation-ai, move sessions.sqlite3 to a new directory DIR and
+                           export FOUNDATION_AI_HOME=DIR. The durable commands' default
+                           durable.sqlite3 and the default vector store vectors.sqlite3 live
+                           beside it; serve keeps its data elsewhere (serve --data-dir).
 
 exit status: 0 ok, 1 the turn failed, 2 bad usage or configuration, 130 interrupted,
   141 stdout closed early (e.g. `| head -1`): exits quietly; a running turn is aborted and stored
@@ -51,7 +65,8 @@ exit status: 0 ok, 1 the turn failed, 2 bad usage or configuration, 130 interrup
 RUN_EPILOG = """input:
   PROMPT              the prompt; '-' reads it from stdin
   piped stdin         with a PROMPT, the piped text is sent first, then the PROMPT
-                      (cat file | foundation-ai run "summarize"); without one it is the prompt
+                      (cat file | foundation-ai run "summarize"); without one it is the prompt.
+                      Read as UTF-8: bytes that are not (Latin-1 'caf\\xe9') become U+FFFD
 
 output:
   on a terminal the answer is streamed, then shown as Markdown (--plain: as plain text);
@@ -76,32 +91,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, error_line(message + hint) + "\n")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+def _checked(rule: Callable[[object], T]) -> Callable[[str], T]:
+    """An argparse ``type`` applying one of the shared range rules
+    (:mod:`foundation_ai._cli.option_values`, also applied to ``config.toml``)."""
+
+    def convert(text: str) -> T:
+        try:
+            return rule(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
 
 
-def _float(text: str, *, minimum: float, inclusive: bool, what: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
-    if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
-        raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
-    return value
-
-
-def _temperature(text: str) -> float:
-    return _float(text, minimum=0.0, inclusive=True, what="a number >= 0")
-
-
-def _seconds(text: str) -> float:
-    return _float(text, minimum=0.0, inclusive=False, what="a number of seconds > 0")
+_positive_int = _checked(option_values.positive_int)
+_max_tokens = _checked(option_values.max_tokens)
+_temperature = _checked(option_values.temperature)
+_seconds = _checked(option_values.seconds)
 
 
 def _base_url(text: str) -> str:
@@ -177,7 +183,7 @@ def _add_agent_options(p: argparse.ArgumentParser) -> None:
         help="API key for this call (default: the provider's environment variable, then `keys set`)",
     )
     g.add_argument("--system", "-s", metavar="TEXT", help="system prompt")
-    g.add_argument("--max-tokens", type=_positive_int, metavar="N", help="max output tokens per generation")
+    g.add_argument("--max-tokens", type=_max_tokens, metavar="N", help="max output tokens per generation")
     g.add_argument("--temperature", type=_temperature, metavar="T", help="sampling temperature (>= 0)")
     g.add_argument("--seed", type=int, metavar="N", help="sampling seed (local models, OpenAI Chat)")
     t = p.add_argument_group("tools")
@@ -262,7 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PATH|URL",
-        help="attach an image (png, jpeg, gif, webp) or a UTF-8 text file; a URL is passed on as is",
+        help="attach an image (png, jpeg, gif, webp) or a text file (UTF-8; invalid bytes become "
+        "U+FFFD); a URL is passed on as is",
     )
     o.add_argument(
         "--schema",
@@ -277,13 +284,21 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--plain", action="store_true", help="plain text on a terminal too (no Markdown)")
     _add_agent_options(run)
 
-    sessions = sub.add_parser("sessions", help="list stored sessions", description="List stored sessions.")
+    sessions = sub.add_parser(
+        "sessions",
+        help="list stored sessions",
+        description="List stored sessions, newest first. Only reads the store (a read-only file "
+        "works; a missing one is empty and is not created).",
+    )
     sessions.add_argument("--limit", type=_positive_int, default=50, metavar="N", help="show at most N")
     sessions.add_argument("--json", action="store_true", help="one JSON object per session")
     _add_store_option(sessions)
 
     show = sub.add_parser(
-        "show", help="print a stored session's transcript", description="Print a transcript."
+        "show",
+        help="print a stored session's transcript",
+        description="Print a stored session's transcript; a turn that was interrupted is marked "
+        "'(turn interrupted)'. Only reads the store (a read-only file works).",
     )
     show.add_argument("session_id", metavar="ID", help="the session id (a unique prefix works)")
     show.add_argument("--json", action="store_true", help="print the stored records as JSON lines")
@@ -302,14 +317,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     keys = sub.add_parser(
         "keys",
-        help="store API keys (keys set NAME, keys list, keys path)",
+        help="store API keys (keys set PROVIDER, keys list, keys path)",
         description="API keys kept in keys.json in the user config directory, readable only by "
         "you (mode 0600). An environment variable (OPENAI_API_KEY, ANTHROPIC_API_KEY) wins over a "
         "stored key; --key wins over both.",
     )
     ksub = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     kset = ksub.add_parser("set", help="store a key (read from the terminal, or stdin)")
-    kset.add_argument("name", metavar="NAME", help="openai or anthropic")
+    kset.add_argument("name", metavar="PROVIDER", help="openai (also used by responses:NAME) or anthropic")
     kset.add_argument(
         "--value", metavar="KEY", help="the key (default: asked without echo, or read from stdin)"
     )

@@ -6,6 +6,9 @@
 - ``-a PATH`` attaches an image (PNG, JPEG, GIF, WebP: sent as image content) or a UTF-8 text
   file (sent as a text message naming the file); ``-a URL`` (``http(s)://``) is passed on as a
   text message giving the URL: the CLI never downloads it.
+- Piped text and attached text files are read as UTF-8 (piped text: in the locale's encoding
+  when that is not ASCII); bytes that are not valid there (Latin-1 ``caf\\xe9``) are replaced by
+  U+FFFD, never an error. A file with NUL bytes is not text and is refused.
 - ``--schema`` is a JSON Schema object, or ``name: type, ...`` (types ``str``, ``int``,
   ``float``, ``bool``, default ``str``): the answer must be a JSON object with those fields
   (``OutputFormat.JsonSchema``, sent as each provider's structured-output mode).
@@ -16,13 +19,22 @@ from __future__ import annotations
 import base64
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ConfigurationError
 from ..types import ImageContent, Messages, MimeType, UserMessage
+from ..types._text import scrub_surrogates
 
-__all__ = ["MAX_ATTACHMENT_BYTES", "attachment_messages", "parse_schema", "read_prompt"]
+__all__ = [
+    "MAX_ATTACHMENT_BYTES",
+    "attachment_messages",
+    "decode_text",
+    "parse_schema",
+    "read_prompt",
+    "tolerant_stdio",
+]
 
 MAX_ATTACHMENT_BYTES = 20 * 1024 * 1024
 """Largest file ``-a`` accepts (20 MiB, the OpenAI and Anthropic image limit's order)."""
@@ -35,12 +47,50 @@ _IMAGE_MAGIC: tuple[tuple[bytes, MimeType], ...] = (
 )
 
 
+def _is_ascii(encoding: str | None) -> bool:
+    return (encoding or "").lower().replace("-", "").replace("_", "") in ("ascii", "usascii", "ansix3.41968")
+
+
+def decode_text(data: bytes, encoding: str | None = None) -> str:
+    """``data`` as text in ``encoding`` (default, and in place of ASCII: UTF-8), every byte
+    sequence that is not valid in it replaced by U+FFFD (``errors="replace"``): text that is
+    not UTF-8, such as Latin-1 ``caf\\xe9``, is sent as ``caf\\ufffd`` instead of failing."""
+    codec = "utf-8" if encoding is None or _is_ascii(encoding) else encoding
+    return data.decode(codec, errors="replace")
+
+
+def tolerant_stdio() -> None:
+    """Make the standard streams safe for any text: ``sys.stdin`` replaces undecodable input by
+    U+FFFD instead of raising ``UnicodeDecodeError`` or passing lone surrogates on
+    (``errors="replace"``), so a line typed or piped into ``chat`` or ``keys set`` in another
+    encoding cannot crash them; and where the locale says ASCII (``LC_ALL=C``), which says
+    nothing about the text, the three streams use UTF-8 instead, as Python's own C-locale
+    coercion does (https://peps.python.org/pep-0538/). A stream that cannot be reconfigured
+    is left as it is."""
+    for stream, errors in ((sys.stdin, "replace"), (sys.stdout, None), (sys.stderr, None)):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if not callable(reconfigure):
+            continue
+        changes: dict[str, str] = {} if errors is None else {"errors": errors}
+        if _is_ascii(getattr(stream, "encoding", None)):
+            changes["encoding"] = "utf-8"
+        try:
+            if changes:
+                reconfigure(**changes)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
 def _piped_text(stdin: TextIO) -> str:
-    """All of stdin when it is not a terminal (``""`` when it is, or cannot be read)."""
+    """All of stdin when it is not a terminal (``""`` when it is, or cannot be read), decoded
+    with :func:`decode_text` (bytes that are not valid text become U+FFFD)."""
     try:
         if stdin.isatty():
             return ""
-        return stdin.read()
+        buffer = getattr(stdin, "buffer", None)
+        if buffer is not None:
+            return decode_text(buffer.read(), getattr(stdin, "encoding", None))
+        return scrub_surrogates(stdin.read())
     except (OSError, ValueError, AttributeError):
         return ""
 
@@ -76,7 +126,7 @@ def attachment_messages(items: list[str]) -> list[Messages]:
 
     Raises:
         ConfigurationError: a missing or unreadable file, one larger than
-            :data:`MAX_ATTACHMENT_BYTES`, or one neither an image nor UTF-8 text.
+            :data:`MAX_ATTACHMENT_BYTES`, or one neither an image nor text (NUL bytes).
     """
     out: list[Messages] = []
     for item in items:
@@ -100,13 +150,11 @@ def attachment_messages(items: list[str]) -> list[Messages]:
             b64 = base64.b64encode(data).decode("ascii")
             out.append(UserMessage(content=ImageContent(b64=b64, mime_type=mime)))
             continue
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
+        if b"\x00" in data:  # text files hold no NUL bytes; binary files (PDF, zip, ...) do
             raise ConfigurationError(
-                f"-a {item}: not an image (png, jpeg, gif, webp) nor UTF-8 text"
-            ) from None
-        out.append(Messages.user(f"Attachment {os.path.basename(item)}:\n{text}"))
+                f"-a {item}: not an image (png, jpeg, gif, webp) nor UTF-8 text (it holds NUL bytes)"
+            )
+        out.append(Messages.user(f"Attachment {os.path.basename(item)}:\n{decode_text(data)}"))
     return out
 
 

@@ -25,6 +25,7 @@ from ..types import (
     Messages,
     ModelProviders,
     SessionRecord,
+    StopReason,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -34,6 +35,7 @@ from ..types import (
 from .safe_text import visible, visible_line
 
 __all__ = [
+    "INTERRUPTED",
     "PLAIN_WIDTH",
     "TurnRenderer",
     "format_usage",
@@ -43,6 +45,9 @@ __all__ = [
     "tool_call_panel",
     "tool_result_panel",
 ]
+
+INTERRUPTED = "(turn interrupted)"
+"""How ``run``, ``chat`` and ``show`` mark a turn that was aborted (Ctrl-C, ``abort()``)."""
 
 PANEL_MAX_CHARS = 600
 """Characters of tool arguments or results shown in a panel (the model gets everything)."""
@@ -266,7 +271,9 @@ def render_records(console: Console, records: Iterable[Any]) -> int:
 
     Messages are printed in order, the way ``conversation_of`` rebuilds them: a message id is
     printed once, in its latest version, and messages named by a ``Retracted`` record are left
-    out. ``Summary`` records print a usage line, with the cost shown as ``run`` and ``chat``
+    out. A turn that was aborted (an answer stopped with ``StopReason.Aborted``, or a tool call
+    interrupted by the abort) is marked :data:`INTERRUPTED` before its usage line, as ``run``
+    and ``chat`` mark it when it happens. ``Summary`` records print a usage line, with the cost shown as ``run`` and ``chat``
     show it: ``$0 (local)`` when the turn's assistant messages came from an in-process model
     (``ModelProviders.LlamaCpp``), ``n/a`` when nothing was charged and none of the turn's
     answers had a known price (``CostStatus.Unknown``, e.g. an unknown model behind a base URL),
@@ -284,9 +291,11 @@ def render_records(console: Console, records: Iterable[Any]) -> int:
     printed: set[str] = set()
     turn_local = False  # the turn's model ran in-process (its assistant messages say so)
     turn_priced = False  # an answer of the turn was priced (its usage cost is not Unknown)
+    turn_interrupted = False  # the turn was aborted (Ctrl-C, `abort()`)
     for rec in items:
         message = _message_of(rec)
         if message is not None:
+            turn_interrupted = turn_interrupted or _interrupted(message)
             if isinstance(message, AssistantMessage):
                 turn_local = message.provider in LOCAL_PROVIDERS
                 turn_priced = turn_priced or message.usage.cost.status is not CostStatus.Unknown
@@ -295,12 +304,22 @@ def render_records(console: Console, records: Iterable[Any]) -> int:
             printed.add(message.id)
             _message_lines(console, latest[message.id])
         elif isinstance(rec, SessionRecord.Summary):
+            if turn_interrupted:
+                console.print(Text(INTERRUPTED, style="yellow"))
             u = rec.usage
             cost = u.cost_usd if (u.cost_usd or turn_priced) else None  # nothing priced: n/a
             line = format_usage(u.input, u.output, cost, u.cache_read, u.cache_write, local=turn_local)
             console.print(Text(line, style="dim"), soft_wrap=True)
-            turn_local = turn_priced = False
+            turn_local = turn_priced = turn_interrupted = False
     return len(printed)
+
+
+def _interrupted(message: Messages) -> bool:
+    """``message`` shows its turn was aborted: an answer stopped with ``StopReason.Aborted``,
+    or a tool call's result saying it was interrupted by the abort."""
+    if isinstance(message, AssistantMessage):
+        return message.stop_reason == StopReason.ABORTED
+    return isinstance(message, ToolResultMessage) and message.error_detail == "interrupted: aborted"
 
 
 def _message_of(rec: Any) -> Messages | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -153,9 +152,6 @@ def cmd_models(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
 def _read_secret(stdin: Any) -> str:
     if stdin.isatty():
         import getpass
@@ -165,18 +161,23 @@ def _read_secret(stdin: Any) -> str:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    """``foundation-ai keys set NAME`` / ``keys list`` / ``keys path`` (see
+    """``foundation-ai keys set PROVIDER`` / ``keys list`` / ``keys path`` (see
     :mod:`foundation_ai._cli.config`). Key values are never printed.
 
     Raises:
-        ConfigurationError: a bad name, an empty key, an unreadable or unwritable keys file.
+        ConfigurationError: a name that is not a known provider (``openai``, ``anthropic``: the
+            keys the ``--model`` providers use), an empty key, an unreadable or unwritable keys
+            file.
     """
     if args.keys_command == "path":
         print(keys_path())
         return EXIT_OK
     if args.keys_command == "set":
-        if not _NAME.match(args.name):
-            raise ConfigurationError(f"bad key name {args.name!r} (letters, digits, '_', '-', '.')")
+        if args.name not in KEY_ENV:  # a key under another name would never be used
+            raise ConfigurationError(
+                f"unknown provider {visible_line(args.name)!r} for `keys set` "
+                f"(known: {', '.join(sorted(KEY_ENV))})"
+            )
         value = args.value if args.value is not None else _read_secret(sys.stdin)
         path = write_key(args.name, value)
         print(f"stored the {args.name} key in {path} (readable only by you)", file=sys.stderr)

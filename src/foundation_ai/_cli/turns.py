@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-__all__ = ["Question", "QuestionBox", "TurnRunner"]
+__all__ = ["Question", "QuestionBox", "TurnRunner", "is_terminal"]
 
 
 @dataclass
@@ -210,7 +210,7 @@ class TurnRunner:
         )
         if self.questions is not None:
             self.questions.owner_active = True
-        read_stdin = self.on_line is not None and _is_tty(self.stdin)
+        read_stdin = self.on_line is not None and is_terminal(self.stdin)
         started = False
         try:
             while not done.is_set():
@@ -241,7 +241,8 @@ class TurnRunner:
                 self.questions.cancel_all()
 
 
-def _is_tty(stream: TextIO) -> bool:
+def is_terminal(stream: TextIO) -> bool:
+    """``stream`` is connected to a terminal (``False`` when it has no file descriptor)."""
     try:
         return os.isatty(stream.fileno())
     except (OSError, ValueError, AttributeError):

@@ -114,6 +114,13 @@ class SqliteSessionStore:
         path: the database file; default :func:`default_store_path`. ``":memory:"`` works too.
         busy_timeout: seconds a statement waits for another connection's lock before failing
             with a retryable :class:`StoreError`; opening retries for as long.
+        read_only: open an existing file for reading only (``mode=ro``, see
+            https://www.sqlite.org/uri.html): nothing is created or written, so a file on a
+            read-only disk or in a directory the user cannot write can be listed and loaded. A
+            WAL file whose directory cannot be written (SQLite cannot make its ``-shm`` index
+            there) and that has no pending ``-wal`` content is opened as ``immutable``. Writes
+            raise :class:`StoreError`; a file of an older schema is refused (open it once with
+            write access to upgrade it).
 
     Thread-safe (one connection guarded by a lock). After :meth:`close` every method raises
     :class:`~foundation_ai.agentic.errors.SessionClosedError`.
@@ -127,15 +134,22 @@ class SqliteSessionStore:
             session skipped because they no longer decode (absent when none were skipped).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, busy_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        busy_timeout: float = 5.0,
+        read_only: bool = False,
+    ) -> None:
         p = default_store_path() if path is None else path
         self.path = str(p)
         self.busy_timeout = busy_timeout
+        self.read_only = read_only
         self._lock = threading.Lock()
         self._closed = False
         self._worker: concurrent.futures.ThreadPoolExecutor | None = None
         self.corrupt_records: dict[str, list[int]] = {}
-        if self.path != ":memory:":
+        if self.path != ":memory:" and not read_only:
             try:
                 Path(p).parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -152,10 +166,7 @@ class SqliteSessionStore:
         while True:
             conn: sqlite3.Connection | None = None
             try:
-                # ``timeout`` installs the busy handler when connecting, before any statement
-                conn = sqlite3.connect(
-                    self.path, timeout=self.busy_timeout, check_same_thread=False, isolation_level=None
-                )
+                conn = self._connect()
                 self._prepare(conn)
                 return conn
             except sqlite3.Error as exc:
@@ -173,8 +184,43 @@ class SqliteSessionStore:
                     retryable=_is_busy(exc),
                 ) from None
 
+    def _connect(self) -> sqlite3.Connection:
+        if not self.read_only or self.path == ":memory:":
+            return self._sqlite_connect(self.path)
+        uri = Path(self.path).absolute().as_uri() + "?mode=ro"
+        conn = self._sqlite_connect(uri, uri=True)
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()  # a WAL file is opened here
+            return conn
+        except sqlite3.OperationalError:
+            conn.close()
+            wal = Path(self.path + "-wal")
+            if not Path(self.path).is_file() or (wal.exists() and wal.stat().st_size > 0):
+                raise
+        # no -shm can be made beside the file and no -wal content is pending: the file alone
+        # is the whole database, and nothing here writes it
+        return self._sqlite_connect(uri + "&immutable=1", uri=True)
+
+    def _sqlite_connect(self, target: str, *, uri: bool = False) -> sqlite3.Connection:
+        # ``timeout`` installs the busy handler when connecting, before any statement
+        return sqlite3.connect(
+            target, timeout=self.busy_timeout, check_same_thread=False, isolation_level=None, uri=uri
+        )
+
     def _prepare(self, c: sqlite3.Connection) -> None:
         c.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        if self.read_only:
+            version = int(c.execute("PRAGMA user_version").fetchone()[0])
+            if version == 0 and self.path != ":memory:":
+                raise sqlite3.DatabaseError("the file holds no session store (empty, or another database)")
+            if version < SCHEMA_VERSION and self.path != ":memory:":
+                raise sqlite3.DatabaseError(
+                    f"schema version {version} is older than {SCHEMA_VERSION}; "
+                    "open the file once with write access to upgrade it"
+                )
+            if self.path == ":memory:":
+                self._migrate(c)
+            return
         if self.path != ":memory:" and str(c.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
             c.execute("PRAGMA journal_mode=WAL")
         c.execute("PRAGMA synchronous=NORMAL")

@@ -1,0 +1,140 @@
+"""A session store that cannot be written: ``sessions`` and ``show`` only read, so they work on
+a database file in a read-only place (a read-only mount, or a file and directory the user may
+not write); ``run`` and ``chat``, which must write, fail with one clear line. Also
+``SqliteSessionStore(read_only=True)`` itself.
+
+The read-only place is real: for an ordinary user the file is mode 0444 in a 0555 directory; as
+root (who may write anyway) the directory is bind-mounted read-only in a private mount
+namespace (``unshare -m``), and the tests are skipped where neither is possible.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from foundation_ai.agentic import AgentSession, ScriptedModel, SqliteSessionStore, say
+from foundation_ai.agentic.errors import StoreError
+from foundation_ai.types import Messages, SessionRecord
+from tests._cli_helpers import CLI, cli_env
+
+ROOT = os.geteuid() == 0
+
+
+def _can_remount() -> bool:
+    if not ROOT or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount --bind /tmp /tmp && mount -o remount,ro,bind /tmp /tmp"],
+        capture_output=True,
+    )
+    return probe.returncode == 0
+
+
+needs_read_only_place = pytest.mark.skipif(
+    ROOT and not _can_remount(), reason="root without a private mount namespace: no read-only place"
+)
+
+
+def stored_session(db: Path) -> str:
+    """A store at ``db`` holding one finished turn; returns its session id."""
+    store = SqliteSessionStore(db)
+    session = (
+        AgentSession.builder(ScriptedModel([say("Rome was not built in a day.")])).with_store(store).build()
+    )
+    session.run_turn("Tell me about Rome.")
+    session.close()
+    store.close()
+    return str(session.session_id)
+
+
+@pytest.fixture()
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory for the store, made read-only by :func:`fa_read_only` (restored after)."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    yield d
+    d.chmod(0o755)
+    for f in d.iterdir():
+        f.chmod(0o644)
+
+
+def fa_read_only(home: Path, ro: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``foundation-ai ARGS`` with ``ro`` (and every file in it) read-only for the command."""
+    if ROOT:
+        script = f'mount --bind "{ro}" "{ro}" && mount -o remount,ro,bind "{ro}" "{ro}" && exec "$@"'
+        argv = ["unshare", "-m", "sh", "-c", script, "sh", *CLI, *args]
+    else:
+        for f in ro.iterdir():
+            f.chmod(0o444)
+        ro.chmod(0o555)
+        argv = [*CLI, *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=cli_env(home))
+
+
+@needs_read_only_place
+def test_sessions_and_show_read_a_store_in_a_read_only_place(tmp_path: Path, read_only_dir: Path) -> None:
+    db = read_only_dir / "ro.db"
+    session_id = stored_session(db)
+    before = db.read_bytes()
+    listing = fa_read_only(tmp_path, read_only_dir, "sessions", "--db", str(db))
+    assert listing.returncode == 0, listing.stderr
+    assert session_id in listing.stdout and "Tell me about Rome." in listing.stdout
+    shown = fa_read_only(tmp_path, read_only_dir, "show", session_id[:10], "--db", str(db))
+    assert shown.returncode == 0, shown.stderr
+    assert "you> Tell me about Rome." in shown.stdout
+    assert "assistant> Rome was not built in a day." in shown.stdout
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in read_only_dir.iterdir()) == ["ro.db"]
+
+
+@needs_read_only_place
+def test_run_on_a_read_only_store_is_one_clear_line(tmp_path: Path, read_only_dir: Path) -> None:
+    db = read_only_dir / "ro.db"
+    stored_session(db)
+    r = fa_read_only(tmp_path, read_only_dir, "run", "-q", "--db", str(db), "hi")
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"foundation-ai: error: cannot open the session store '{db}'")
+    assert "read-only" in r.stderr and "--db" in r.stderr
+
+
+def test_sessions_and_show_create_no_store_where_there_is_none(tmp_path: Path) -> None:
+    db = tmp_path / "data" / "none.sqlite3"
+    env = cli_env(tmp_path)
+    listing = subprocess.run([*CLI, "sessions", "--db", str(db)], capture_output=True, text=True, env=env)
+    assert (listing.returncode, listing.stdout) == (0, "no stored sessions\n")
+    shown = subprocess.run([*CLI, "show", "03abc", "--db", str(db)], capture_output=True, text=True, env=env)
+    assert shown.returncode == 2 and "no stored session '03abc'" in shown.stderr
+    assert not db.parent.exists()
+
+
+def test_read_only_store_loads_and_lists_and_refuses_writes(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    session_id = stored_session(db)
+    before = db.read_bytes()
+    store = SqliteSessionStore(db, read_only=True)
+    try:
+        assert [m.session_id for m in store.list_sessions()] == [session_id]
+        assert len(store.load(session_id)) == 3  # prompt, answer, summary
+        with pytest.raises(StoreError, match="readonly"):
+            store.append(session_id, [SessionRecord.Conversation(message=Messages.user("more"))])
+    finally:
+        store.close()
+    assert db.read_bytes() == before
+
+
+def test_read_only_store_refuses_a_file_that_is_not_a_session_store(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).close()  # an empty database: no tables, user_version 0
+    with pytest.raises(StoreError, match="holds no session store"):
+        SqliteSessionStore(other, read_only=True)
+    with pytest.raises(StoreError, match="cannot open"):
+        SqliteSessionStore(tmp_path / "missing.db", read_only=True)
+    assert not (tmp_path / "missing.db").exists()
