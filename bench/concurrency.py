@@ -353,6 +353,34 @@ async def run_floor(n: int, base: str) -> tuple[float, float]:
     return times
 
 
+class GcMeter:
+    """CPU seconds spent in full (generation-2) and younger garbage collections while active
+    (``gc.callbacks``; thread CPU time, so other processes on the machine do not count)."""
+
+    def __init__(self) -> None:
+        self.full = self.young = 0.0
+        self.full_count = 0
+        self._t0 = 0.0
+
+    def _cb(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._t0 = time.thread_time()
+            return
+        spent = time.thread_time() - self._t0
+        if info["generation"] == 2:
+            self.full += spent
+            self.full_count += 1
+        else:
+            self.young += spent
+
+    def __enter__(self) -> GcMeter:
+        gc.callbacks.append(self._cb)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._cb)
+
+
 def rss_kb() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
@@ -421,12 +449,15 @@ def main() -> None:
             ours: list[tuple[float, float]] = []
             floor: list[tuple[float, float]] = []
             events = n * EVENTS_PER_SESSION
+            gc_ours, gc_floor = GcMeter(), GcMeter()
             for _ in range(args.repeat):
                 gc.collect()
-                floor.append(asyncio.run(run_floor(n, base)))
+                with gc_floor:
+                    floor.append(asyncio.run(run_floor(n, base)))
                 sessions, _store = build_sessions(n, base, shared=True)
                 gc.collect()
-                ours.append(asyncio.run(run_sessions(sessions)))
+                with gc_ours:
+                    ours.append(asyncio.run(run_sessions(sessions)))
                 del sessions, _store
             for kind, col in (("wall", 0), ("CPU", 1)):
                 o = [events / t[col] for t in ours]
@@ -440,6 +471,13 @@ def main() -> None:
                     f"floor (httpx+httpx-sse) median {statistics.median(f):8.0f} min {min(f):8.0f} | "
                     f"ratio {ratio:.2f} (goal >= 0.80: {'met' if ok else 'NOT met'})  [{load()}]"
                 )
+            cpu_o, cpu_f = sum(t[1] for t in ours), sum(t[1] for t in floor)
+            print(
+                f"N={n:6d}  garbage collection, share of CPU: foundation_ai {gc_ours.full / cpu_o:.0%} full "
+                f"({gc_ours.full_count} collections) + {gc_ours.young / cpu_o:.0%} young | floor "
+                f"{gc_floor.full / cpu_f:.0%} full ({gc_floor.full_count} collections) + "
+                f"{gc_floor.young / cpu_f:.0%} young  (all rounds)"
+            )
             print(f"N={n:6d}  all {n} x {args.repeat} turns and floor answers correct")
             if not args.no_memory:
                 for shared in (True, False):

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import pytest
 
 from foundation_ai.backends._http import (
+    MAX_CONNECTIONS,
     SHARD_CONNECTIONS,
     HttpOptions,
     astream_events,
@@ -288,3 +292,85 @@ async def test_every_own_async_client_uses_the_one_shared_tls_context() -> None:
 def test_max_connections_must_be_a_positive_integer_or_none(bad: Any) -> None:
     with pytest.raises(ConfigurationError, match="max_connections"):
         HttpOptions(api_key=None, base_url="http://127.0.0.1:9", max_connections=bad)
+
+
+@contextmanager
+def _server_in_thread(**kw: Any) -> Iterator[Server]:
+    """A :class:`Server` on its own event loop in a thread, for the sync (blocking) path."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def start() -> Server:
+        srv = Server(**kw)
+        return await srv.__aenter__()
+
+    srv = asyncio.run_coroutine_threadsafe(start(), loop).result()
+
+    async def stop() -> None:
+        await srv.__aexit__()
+        handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in handlers:  # e.g. a connection held open after [DONE]
+            t.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+
+    try:
+        yield srv
+    finally:
+        asyncio.run_coroutine_threadsafe(stop(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+
+def test_a_sync_stream_ended_by_done_leaves_its_connection_for_the_next_request() -> None:
+    with _server_in_thread() as srv:
+        backend = openai_chat("m", base_url=srv.url)
+        ask = ModelInteraction(messages=[Messages.user("hi")])
+        first = backend.generate(ask)
+        second = backend.generate(ask)
+        backend.close()
+    assert _content(first) == TextContent("hi") and _content(second) == TextContent("hi")
+    assert srv.requests == 2
+    assert srv.connections == 1  # the sync path read past [DONE]: the connection was reused
+
+
+def test_a_sync_stream_whose_server_keeps_the_body_open_after_done_still_gives_the_answer() -> None:
+    with _server_in_thread(open_after_done=True) as srv:
+        backend = openai_chat("m", base_url=srv.url)
+        ask = ModelInteraction(messages=[Messages.user("hi")])
+        first = backend.generate(ask)  # the drain gives up (bounded): that connection is shut
+        second = backend.generate(ask)
+        backend.close()
+    assert _content(first) == TextContent("hi") and _content(second) == TextContent("hi")
+    assert srv.requests == 2
+    assert srv.connections == 2  # a body never ended: its connection was not reused
+
+
+@pytest.mark.parametrize("factory", ["openai_chat", "openai_responses", "anthropic"])
+def test_every_http_factory_takes_max_connections(factory: str) -> None:
+    from foundation_ai import backends
+
+    make = getattr(backends, factory)
+    assert (
+        make("m", base_url="http://127.0.0.1:9", api_key="k", max_connections=5000).options.max_connections
+        == 5000
+    )
+    assert (
+        make("m", base_url="http://127.0.0.1:9", api_key="k", max_connections=None).options.max_connections
+        is None
+    )
+    assert make("m", base_url="http://127.0.0.1:9", api_key="k").options.max_connections == MAX_CONNECTIONS
+    with pytest.raises(ConfigurationError, match="max_connections"):
+        make("m", base_url="http://127.0.0.1:9", api_key="k", max_connections=0)
+
+
+async def test_max_connections_given_to_the_factory_caps_the_requests_in_flight() -> None:
+    async with Server(hold_until=2) as srv:
+        backend = openai_chat("m", base_url=srv.url, max_connections=2)
+        ask = ModelInteraction(messages=[Messages.user("hi")])
+        answers = await asyncio.gather(*(backend.agenerate(ask) for _ in range(5)))
+        await backend.aclose()
+    assert all(_content(a) == TextContent("hi") for a in answers)
+    assert srv.requests == 5
+    assert srv.peak == 2

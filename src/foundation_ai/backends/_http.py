@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import email.utils
 import heapq
 import itertools
@@ -666,13 +667,15 @@ class _AsyncPool:
     idle connection), so one client holding thousands of connections would cost
     O(connections) to O(connections squared) per request; small shards keep that scan short."""
 
-    __slots__ = ("_busy", "_clients", "_gate", "_key", "_timeout", "users")
+    __slots__ = ("_busy", "_clients", "_key", "_timeout", "gate", "users")
 
     def __init__(self, timeout: Any, max_connections: int | None, key: Any = None) -> None:
         self._timeout = timeout
         self._clients: list[httpx.AsyncClient] = []
         self._busy: list[int] = []
-        self._gate = asyncio.Semaphore(max_connections) if max_connections is not None else None
+        self.gate = asyncio.Semaphore(max_connections) if max_connections is not None else None
+        """The wait for a slot (``None``: no limit); :meth:`acquire` is ``gate.acquire()`` then
+        :meth:`take`."""
         self._key = key
         self.users = 0
         """How many :class:`HttpOptions` send through this pool (see :meth:`leave`)."""
@@ -694,8 +697,13 @@ class _AsyncPool:
     async def acquire(self) -> int:
         """Wait for a slot; the index of the shard to send through (release it with
         :meth:`release`)."""
-        if self._gate is not None:
-            await self._gate.acquire()
+        if self.gate is not None:
+            await self.gate.acquire()
+        return self.take()
+
+    def take(self) -> int:
+        """The index of the shard to send through, once a slot of :attr:`gate` is held (or
+        without a gate); release it with :meth:`release`."""
         busy = self._busy
         i = 0
         while i < len(busy) and busy[i] >= SHARD_CONNECTIONS:
@@ -707,8 +715,8 @@ class _AsyncPool:
     def release(self, i: int) -> None:
         """Give back the slot taken by :meth:`acquire`."""
         self._busy[i] -= 1
-        if self._gate is not None:
-            self._gate.release()
+        if self.gate is not None:
+            self.gate.release()
 
     async def aclose(self) -> None:
         """Close every client (requests still in flight fail)."""
@@ -917,19 +925,22 @@ class _Expired(Exception):
     """An asyncio deadline fired (the kind is in the request's ``_Clock``)."""
 
 
-class _Clock:
+class _Clock(msgspec.Struct, gc=False):
     """The deadlines of one request: ``end`` (total, monotonic seconds) and, per attempt,
     ``first_due`` (the response must have started by then). ``expired`` names the one that
-    fired: ``"deadline"`` or ``"first_byte"``."""
+    fired: ``"deadline"`` or ``"first_byte"``. Made as ``_Clock(opts)``; it references only
+    the options and numbers, so it is not tracked by the cycle collector (msgspec ``gc=False``:
+    thousands of requests may wait for a pool slot at once)."""
 
-    __slots__ = ("end", "expired", "first_due", "opts")
+    opts: HttpOptions
+    end: float = math.inf
+    first_due: float = math.inf
+    expired: str | None = None
 
-    def __init__(self, opts: HttpOptions) -> None:
-        self.opts = opts
-        d = opts.deadline
+    def __post_init__(self) -> None:
+        d = self.opts.deadline
         self.end = time.monotonic() + d if d is not None else math.inf
         self.first_due = self.end
-        self.expired: str | None = None
 
     def new_attempt(self) -> None:
         fb = self.opts.first_byte_timeout
@@ -1040,7 +1051,8 @@ class _Watch:
         self.active = True
 
     def arm(self, due: float, kind: str) -> None:
-        """Fire at ``due`` (monotonic seconds) as ``kind`` (``"first_byte"`` / ``"deadline"``)."""
+        """Fire at ``due`` (monotonic seconds) as ``kind`` (``"first_byte"`` / ``"deadline"``;
+        ``"drain"``: shut the socket without expiring the clock, see :func:`_drain_sync`)."""
         if self._entry is not None:
             _REAPER.cancel(self._entry)
             self._entry = None
@@ -1068,7 +1080,8 @@ class _Watch:
         with self._lock:
             if not self.active:
                 return
-            self.clock.expire(self._kind)
+            if self._kind != "drain":  # the end of a drain is no deadline
+                self.clock.expire(self._kind)
             sock = self._sock
             if sock is not None:
                 try:  # the plain socket's shutdown, also under an SSL socket: wakes a blocked read
@@ -1118,7 +1131,12 @@ def _is_cert_error(exc: BaseException) -> bool:
 
 
 def stream_events(
-    opts: HttpOptions, url: str, body: bytes | Mapping[str, Any], headers: Mapping[str, str]
+    opts: HttpOptions,
+    url: str,
+    body: bytes | Mapping[str, Any],
+    headers: Mapping[str, str],
+    *,
+    final: str | None = None,
 ) -> Iterator[SseEvent]:
     """POST ``body`` (JSON bytes or an object) to ``url`` and yield its server-sent events.
 
@@ -1130,6 +1148,11 @@ def stream_events(
     client (on a private event loop in a worker thread,
     :func:`~foundation_ai.backends.base._sync_iter`, with ``Connection: close`` so no pooled
     connection outlives that loop), never through a client of our own.
+
+    ``final``: as in :func:`astream_events`, the ``data`` of the stream's last event; when it
+    arrives the rest of the body is read first (for at most :data:`DRAIN_SECONDS`, the
+    watchdog shutting the socket of a server that holds the body open), so the connection goes
+    back to the pool for the next request.
 
     Raises:
         HttpStreamError: HTTP error status, connection failure, TLS certificate failure (never
@@ -1152,6 +1175,7 @@ def stream_events(
         watch = _Watch(clock)
         started = yielded = False
         wait: float | None = None
+        resp: httpx.Response | None = None
         try:
             watch.arm(clock.first_due, "first_byte" if clock.first_due < clock.end else "deadline")
             with client.stream(
@@ -1176,8 +1200,11 @@ def stream_events(
                         yield SseEvent("json", raw.decode("utf-8", "replace"))
                         return
                     _check_event_stream(resp, opts)
-                    for sse in EventSource(resp).iter_sse():
+                    events = EventSource(resp).iter_sse()
+                    for sse in events:
                         clock.check()
+                        if final is not None and sse.data == final:
+                            _drain_sync(events, watch, clock)
                         yielded = True
                         yield SseEvent(sse.event, sse.data)
                     clock.check()  # a socket shut by the watchdog can look like a clean end
@@ -1195,8 +1222,22 @@ def stream_events(
                 raise (clock.error() if clock.expired else _connect_error(exc, opts)) from None
         finally:
             watch.disarm()
+            if resp is not None:
+                _unlink(resp)
         time.sleep(wait)
         attempt += 1
+
+
+_SPENT = httpx.ByteStream(b"")
+
+
+def _unlink(resp: httpx.Response) -> None:
+    """Break the reference cycle of a closed ``resp`` (httpx binds a response's body stream to
+    the response itself), so the response, its request and the transport's per-request
+    objects are freed at once by reference counting instead of waiting, as cyclic garbage,
+    for a full (slow, generation-2) garbage collection. An open response is left alone."""
+    if resp.is_closed:
+        resp.stream = _SPENT
 
 
 def _retry_wait(
@@ -1309,6 +1350,7 @@ async def astream_events(
                     raise _Expired from None
                 finally:
                     await resp.aclose()
+                    _unlink(resp)
             finally:
                 if shard >= 0:
                     assert pool is not None
@@ -1346,28 +1388,50 @@ async def _send(
     (-1 without a pool; the caller releases it). A slot taken by an attempt that fails here is
     released here.
 
+    The deadline is a :class:`_ReadDeadline` timer (what ``asyncio.timeout_at`` does, with
+    fewer objects kept alive by a request waiting for its pool slot: thousands may wait).
+
     Raises:
         _Expired: the deadline passed first (recorded on ``clock``).
     """
     shard = -1
+    task = asyncio.current_task(loop)
+    assert task is not None
+    base = task.cancelling()
+    guard = _ReadDeadline(loop, clock.loop_due(loop, clock.first_due))
+    guard.task = task
     try:
-        async with asyncio.timeout_at(clock.loop_due(loop, clock.first_due)):
-            if pool is not None:
-                shard = await pool.acquire()
-                client = pool.client(shard)
-            assert client is not None
-            request = client.build_request(
-                "POST", url, content=content, headers=hdrs, timeout=clock.httpx_timeout()
-            )
-            return await client.send(request, stream=True), shard
+        if guard.fired:
+            raise asyncio.CancelledError  # a due time already past: expired at once
+        if pool is not None:
+            if pool.gate is not None:
+                await pool.gate.acquire()
+            shard = pool.take()
+            client = pool.client(shard)
+        assert client is not None
+        request = client.build_request(
+            "POST", url, content=content, headers=hdrs, timeout=clock.httpx_timeout()
+        )
+        return await client.send(request, stream=True), shard
     except BaseException as exc:
         if shard >= 0:
             assert pool is not None
             pool.release(shard)
-        if isinstance(exc, TimeoutError):
+        expired = isinstance(exc, TimeoutError)
+        if guard.fired:
+            # as asyncio.timeout: our cancellation becomes the deadline error
+            undone = task.uncancel() <= base if guard.cancelled else True
+            guard.cancelled = False
+            expired = expired or (undone and isinstance(exc, asyncio.CancelledError))
+        if expired:
             clock.expire("first_byte" if clock.first_due < clock.end else "deadline")
             raise _Expired from None
         raise
+    finally:
+        guard.task = None
+        guard.cancel()
+        if guard.cancelled:  # fired as the attempt finished: take our cancellation back
+            task.uncancel()
 
 
 async def _drain(events: AsyncIterator[Any], loop: asyncio.AbstractEventLoop, end: float | None) -> None:
@@ -1385,6 +1449,21 @@ async def _drain(events: AsyncIterator[Any], loop: asyncio.AbstractEventLoop, en
         pass
 
 
+def _drain_sync(events: Iterator[Any], watch: _Watch, clock: _Clock) -> None:
+    """The sync :func:`_drain`: read what is left of ``events`` for at most
+    :data:`DRAIN_SECONDS` (never past the deadline); at the due time the watchdog shuts the
+    socket (the connection is then closed instead of reused). Anything read is dropped, any
+    failure ignored; the deadline watch is restored after."""
+    watch.arm(min(time.monotonic() + DRAIN_SECONDS, clock.end), "drain")
+    try:
+        for _ in events:
+            pass
+    except _STREAM_ERRORS:
+        pass
+    finally:
+        watch.arm(clock.end, "deadline")
+
+
 def _task_getter(loop: asyncio.AbstractEventLoop) -> Any:
     """A no-argument function giving the task running on ``loop`` (called once per streamed
     event). On Python 3.11 ``asyncio.current_task`` is Python code (about 0.5 microseconds);
@@ -1395,6 +1474,11 @@ def _task_getter(loop: asyncio.AbstractEventLoop) -> Any:
         get = tasks.get
         return lambda: get(loop)
     return asyncio.current_task
+
+
+_TIMER_CONTEXT = contextvars.Context()
+"""The context the deadline timers run in: their callback reads no context variable, and one
+shared empty context spares a copy of the caller's per timer."""
 
 
 class _ReadDeadline:
@@ -1409,10 +1493,14 @@ class _ReadDeadline:
     __slots__ = ("_handle", "cancelled", "fired", "task")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, end: float | None) -> None:
-        self.fired = False
+        self.fired = end is not None and end <= loop.time()
         self.cancelled = False
         self.task: asyncio.Task[Any] | None = None
-        self._handle = loop.call_at(end, self._fire) if end is not None else None
+        self._handle = (
+            loop.call_at(end, self._fire, context=_TIMER_CONTEXT)
+            if end is not None and not self.fired
+            else None
+        )
 
     def _fire(self) -> None:
         self.fired = True
@@ -1498,18 +1586,16 @@ def error_items(
     return [Stream.Next(msg), Stream.Pending(ModelState.Error(detail))]
 
 
-class Timer:
+class Timer(msgspec.Struct, gc=False):
     """Wall-clock timing of one generation (``time.perf_counter``; seconds).
 
     ``start()`` when the request is sent, ``first()`` at the first output (idempotent),
-    ``metadata(output_tokens)`` for the ``GenerationMetadata.Timing`` to attach.
+    ``metadata(output_tokens)`` for the ``GenerationMetadata.Timing`` to attach. Holds two
+    floats: not tracked by the cycle collector (msgspec ``gc=False``).
     """
 
-    __slots__ = ("t0", "t_first")
-
-    def __init__(self) -> None:
-        self.t0 = time.perf_counter()
-        self.t_first: float | None = None
+    t0: float = msgspec.field(default_factory=time.perf_counter)
+    t_first: float | None = None
 
     def start(self) -> None:
         """Restart the clock (call right before sending the request)."""

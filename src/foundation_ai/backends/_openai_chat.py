@@ -80,6 +80,7 @@ from ._common import LOCAL_HOSTS, HttpBackend, describe, price_key
 from ._http import (
     DEFAULT_DEADLINE,
     DEFAULT_FIRST_BYTE_TIMEOUT,
+    MAX_CONNECTIONS,
     HttpOptions,
     HttpStreamError,
     SseEvent,
@@ -124,6 +125,7 @@ def openai_chat(
     tool_call_content: Literal[""] | None = None,
     deadline: float | None = DEFAULT_DEADLINE,
     first_byte_timeout: float | None = DEFAULT_FIRST_BYTE_TIMEOUT,
+    max_connections: int | None = MAX_CONNECTIONS,
 ) -> OpenAIChatModel:
     """A Chat Completions backend for ``model`` (the name sent as ``"model"``).
 
@@ -160,12 +162,18 @@ def openai_chat(
             (default 900; ``None``: none). A server trickling bytes cannot hold a call longer.
         first_byte_timeout: seconds each attempt may wait for the response to start (default
             300; ``None``: none); an attempt that times out is retried while time is left.
+        max_connections: requests of this backend's own async clients in flight at once
+            (default 1,000; ``None``: no limit); more wait their turn, the wait counting toward
+            ``first_byte_timeout``. Shared by every backend with the same ``timeout`` and
+            ``max_connections`` on an event loop (``docs/scaling.md``, "Many sessions in one
+            process"); a client given as ``http_client`` keeps its own limits.
         tool_call_content: the ``content`` of a replayed assistant message that holds only
             tool calls: ``None`` sends JSON ``null`` (the default, what OpenAI documents);
             ``""`` for servers that reject ``null`` there (``docs/sanitation.md``).
 
     Raises:
-        ConfigurationError: OpenAI's host and no key in the argument or ``OPENAI_API_KEY``.
+        ConfigurationError: OpenAI's host and no key in the argument or ``OPENAI_API_KEY``; ``max_connections`` not a positive
+            integer or ``None``.
     """
     ep = resolve_endpoint(
         api_key=api_key,
@@ -188,6 +196,7 @@ def openai_chat(
         max_retry_delay=max_retry_delay,
         deadline=deadline,
         first_byte_timeout=first_byte_timeout,
+        max_connections=max_connections,
     )
     return OpenAIChatModel(
         model,
@@ -295,11 +304,11 @@ class OpenAIChatModel(HttpBackend):
         return msgspec.json.encode(body)
 
     def _parser(self, interaction: ModelInteraction) -> ChatStreamParser:
-        names = [f.name for f in interaction.tools_shed.functions()]
+        names = tuple(f.name for f in interaction.tools_shed.functions())
         emulated = self._emulating(interaction)
         choice = interaction.tool_choice
         if emulated and isinstance(choice, ToolChoice.Function):
-            names = [choice.name]
+            names = (choice.name,)
         return ChatStreamParser(
             self._model_id, self._price_key, names, emulated_call=emulated, origin=self.origin
         )
@@ -314,11 +323,12 @@ class OpenAIChatModel(HttpBackend):
         yield Stream.Init()
         p.timer.start()
         try:
-            for ev in stream_events(self.options, self.url, body, self._headers()):
+            # after [DONE] the rest of the body is read (bounded) so the connection is reused
+            for ev in stream_events(self.options, self.url, body, self._headers(), final="[DONE]"):
                 out = p.feed(ev)
                 if out:
                     yield from out
-                if p.done:  # (the sync path does not wait for the rest: a server may hold it open)
+                if p.done:
                     break
             yield from p.finish()
         except (HttpStreamError, WireError) as exc:
@@ -1038,52 +1048,51 @@ def _num(value: Any) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
-class ChatStreamParser:
+class ChatStreamParser(msgspec.Struct, gc=False):
     """Turns Chat Completions stream events (or one whole ``chat.completion`` JSON answer) into
     ``Stream`` items. ``feed`` per event, then ``finish`` (or ``fail`` with an error text).
+    Made as ``ChatStreamParser(model_id, price_key, tool_names, emulated_call=..., origin=...)``;
+    the other fields are its running state.
 
     ``origin`` names the server (its host) for continuation tokens: a message that carries one
     (a Gemini ``thought_signature``, OpenRouter ``reasoning_details``) gets
     ``Messages.Assistant.origin = origin`` (docs/providers.md).
+
+    The parser holds only the stream's data and nothing that refers back to it, so it is not
+    tracked by the cycle collector (msgspec ``gc=False``; the lists and dicts it holds still
+    are): a process with thousands of streams in flight scans fewer objects.
     """
 
-    def __init__(
-        self,
-        model_id: ModelId,
-        price_key: tuple[str | None, str | None] | None,
-        tool_names: Sequence[str],
-        *,
-        emulated_call: bool = False,
-        origin: str | None = None,
-    ) -> None:
-        self.emulated_call = emulated_call
-        """True when the text answer is a JSON tool call (``forced_tool_mode``): not streamed
-        as text, parsed into one ``ToolCall`` at the end."""
-        self.model_id = model_id
-        self.price_key = price_key
-        self.tool_names = tool_names
-        self.origin = origin
-        self.timer = Timer()
-        self.text = ""
-        self.text_id: str | None = None
-        self.thinking = ""
-        self.thinking_id: str | None = None
-        self.last: str | None = None  # "text" | "thinking": the output streamed last
-        self.calls: list[_Call] = []
-        self.by_index: dict[Any, _Call] = {}
-        self.usage = UsageReport()
-        self.finish_reason: str | None = None
-        self.refusal = ""
-        self.fingerprint: str | None = None
-        self.details: list[dict[str, Any]] = []
-        """OpenRouter ``reasoning_details``, merged across deltas."""
-        self.extra: dict[str, Any] = {}
-        """The message's ``extra_content`` (Gemini: ``{"google": {"thought_signature"}}``)."""
-        self.reasoning_content = ""
-        """The reasoning text when sent as ``reasoning_content``, for replay (see
-        :meth:`message_fields`)."""
-        self.done = False
-        self.events = 0
+    model_id: ModelId
+    price_key: tuple[str | None, str | None] | None
+    tool_names: Sequence[str]
+    emulated_call: bool = False
+    """True when the text answer is a JSON tool call (``forced_tool_mode``): not streamed
+    as text, parsed into one ``ToolCall`` at the end."""
+    origin: str | None = None
+    timer: Timer = msgspec.field(default_factory=Timer)
+    text: str = ""
+    text_id: str | None = None
+    thinking: str = ""
+    thinking_id: str | None = None
+    last: str | None = None
+    """``"text"`` or ``"thinking"``: the output streamed last."""
+    calls: tuple[_Call, ...] = ()
+    """The streamed tool calls (a tuple, grown per new call: most answers have none)."""
+    by_index: dict[Any, _Call] = msgspec.field(default_factory=dict)
+    usage: UsageReport = msgspec.field(default_factory=UsageReport)
+    finish_reason: str | None = None
+    refusal: str = ""
+    fingerprint: str | None = None
+    details: list[dict[str, Any]] | None = None
+    """OpenRouter ``reasoning_details``, merged across deltas (``None`` until the first)."""
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The message's ``extra_content`` (Gemini: ``{"google": {"thought_signature"}}``)."""
+    reasoning_content: str = ""
+    """The reasoning text when sent as ``reasoning_content``, for replay (see
+    :meth:`message_fields`)."""
+    done: bool = False
+    events: int = 0
 
     # -- events ----------------------------------------------------------------------------
 
@@ -1189,8 +1198,11 @@ class ChatStreamParser:
                 t, r = _part_text(part)
                 text += t
                 reasoning += r
-        if _merge_details(self.details, d.reasoning_details):
-            self.timer.first()
+        if d.reasoning_details is not None:
+            if self.details is None:
+                self.details = []
+            if _merge_details(self.details, d.reasoning_details):
+                self.timer.first()
         _merge_extra(self.extra, d.extra_content)
         if reasoning:
             self.timer.first()
@@ -1258,7 +1270,7 @@ class ChatStreamParser:
             new = True  # a complete object after the current call's arguments: another call
         if new:
             cur = _Call(call_id, name)
-            self.calls.append(cur)
+            self.calls += (cur,)
             if key is not None:
                 self.by_index[key] = cur
         else:

@@ -27,6 +27,7 @@ from ._common import SnapshotHttpModel, describe, price_key
 from ._http import (
     DEFAULT_DEADLINE,
     DEFAULT_FIRST_BYTE_TIMEOUT,
+    MAX_CONNECTIONS,
     HttpOptions,
     SseEvent,
     Timer,
@@ -242,6 +243,7 @@ def openai_responses(
     max_retry_delay: float = 60.0,
     deadline: float | None = DEFAULT_DEADLINE,
     first_byte_timeout: float | None = DEFAULT_FIRST_BYTE_TIMEOUT,
+    max_connections: int | None = MAX_CONNECTIONS,
 ) -> OpenAIResponsesModel:
     """An OpenAI Responses API model.
 
@@ -273,11 +275,17 @@ def openai_responses(
             (default 900; ``None``: none). A server trickling bytes cannot hold a call longer.
         first_byte_timeout: seconds each attempt may wait for the response to start (default
             300; ``None``: none); an attempt that times out is retried while time is left.
+        max_connections: requests of this backend's own async clients in flight at once
+            (default 1,000; ``None``: no limit); more wait their turn, the wait counting toward
+            ``first_byte_timeout``. Shared by every backend with the same ``timeout`` and
+            ``max_connections`` on an event loop (``docs/scaling.md``, "Many sessions in one
+            process"); a client given as ``http_client`` keeps its own limits.
         retry_base_delay: seconds of the first backoff step.
         max_retry_delay: cap in seconds on any single wait between retries.
 
     Raises:
-        ConfigurationError: no API key for the default OpenAI base URL.
+        ConfigurationError: no API key for the default OpenAI base URL; ``max_connections`` not a positive
+            integer or ``None``.
     """
     ep = resolve_endpoint(
         api_key=api_key,
@@ -299,6 +307,7 @@ def openai_responses(
         max_retry_delay=max_retry_delay,
         deadline=deadline,
         first_byte_timeout=first_byte_timeout,
+        max_connections=max_connections,
     )
     key = price_key(ep.base_url, "openai", official=ep.official)
     descriptor = describe(

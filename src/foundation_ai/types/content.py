@@ -124,7 +124,7 @@ class ModelOutput(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=T
     Embedding: ClassVar[type[Embedding]]
 
 
-class TextContent(ModelOutput, UserModelContent, tag="text", frozen=True):
+class TextContent(ModelOutput, UserModelContent, tag="text", frozen=True, gc=False):
     """Text. Both a ``ModelOutput`` and a ``UserModelContent``. JSON tag ``"text"``."""
 
     content: str
@@ -133,7 +133,7 @@ class TextContent(ModelOutput, UserModelContent, tag="text", frozen=True):
     """An opaque provider signature over the text, replayed unchanged when present."""
 
 
-class ImageContent(ModelOutput, UserModelContent, tag="image", frozen=True):
+class ImageContent(ModelOutput, UserModelContent, tag="image", frozen=True, gc=False):
     """An image, base64-encoded. Both a ``ModelOutput`` and a ``UserModelContent``. JSON tag ``"image"``."""
 
     b64: str
@@ -142,7 +142,7 @@ class ImageContent(ModelOutput, UserModelContent, tag="image", frozen=True):
     """The image format."""
 
 
-class ThinkingContent(ModelOutput, tag="thinking", frozen=True):
+class ThinkingContent(ModelOutput, tag="thinking", frozen=True, gc=False):
     """The model's reasoning (docs/concepts.md: Outputs). JSON tag ``"thinking"``.
 
     Thinking is replayed to the provider that issued it byte-exact, never as plain text
@@ -163,7 +163,7 @@ class ThinkingContent(ModelOutput, tag="thinking", frozen=True):
     """OpenAI Responses: the reasoning item's ``id`` (``"rs_…"``), needed to replay it."""
 
 
-class ToolCall(ModelOutput, tag="tool_call", frozen=True):
+class ToolCall(ModelOutput, tag="tool_call", frozen=True, gc=False):
     """A request to run a tool (docs/concepts.md: Outputs). JSON tag ``"tool_call"``."""
 
     id: str
@@ -185,7 +185,7 @@ class ToolCall(ModelOutput, tag="tool_call", frozen=True):
     for example); ``None`` when ``arguments`` holds the parsed object."""
 
 
-class Embedding(ModelOutput, tag="embedding", frozen=True):
+class Embedding(ModelOutput, tag="embedding", frozen=True, gc=False):
     """An embedding vector (docs/concepts.md: Outputs). JSON tag ``"embedding"``."""
 
     dimensions: int
@@ -267,27 +267,27 @@ class StopReason(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=Tr
         return False
 
 
-class _Stop(StopReason, tag="stop", frozen=True):
+class _Stop(StopReason, tag="stop", frozen=True, gc=False):
     """``StopReason.Stop``: the natural end of the answer. JSON ``{"type": "stop"}``."""
 
 
-class _Length(StopReason, tag="length", frozen=True):
+class _Length(StopReason, tag="length", frozen=True, gc=False):
     """``StopReason.Length``: the output hit ``max_tokens``. JSON ``{"type": "length"}``."""
 
 
-class _ToolUse(StopReason, tag="tool_use", frozen=True):
+class _ToolUse(StopReason, tag="tool_use", frozen=True, gc=False):
     """``StopReason.ToolUse``: the model wants tools run. JSON ``{"type": "tool_use"}``."""
 
 
-class _Error(StopReason, tag="error", frozen=True):
+class _Error(StopReason, tag="error", frozen=True, gc=False):
     """``StopReason.Error``: the provider failed; the text is in ``error_detail``. JSON ``{"type": "error"}``."""
 
 
-class _Aborted(StopReason, tag="aborted", frozen=True):
+class _Aborted(StopReason, tag="aborted", frozen=True, gc=False):
     """``StopReason.Aborted``: cancelled. JSON ``{"type": "aborted"}``."""
 
 
-class _Message(StopReason, tag="message", frozen=True):
+class _Message(StopReason, tag="message", frozen=True, gc=False):
     """``StopReason.Message(value)``: any other provider stop value, preserved. JSON ``{"type": "message", "value": ...}``."""
 
     value: str
@@ -355,21 +355,21 @@ class GenerationMetadata(msgspec.Struct, frozen=True, tag_field="type", omit_def
     RefusalReason: ClassVar[type[_RefusalReason]]
 
 
-class _LogProbs(GenerationMetadata, tag="log_probs", frozen=True):
+class _LogProbs(GenerationMetadata, tag="log_probs", frozen=True, gc=False):
     """``GenerationMetadata.LogProbs(tokens)``: per-token natural-log probabilities. JSON tag ``"log_probs"``."""
 
     tokens: list[TokenLogProb]
     """Per-token log probabilities, in output order."""
 
 
-class _SystemFingerprint(GenerationMetadata, tag="system_fingerprint", frozen=True):
+class _SystemFingerprint(GenerationMetadata, tag="system_fingerprint", frozen=True, gc=False):
     """``GenerationMetadata.SystemFingerprint(value)``. JSON tag ``"system_fingerprint"``."""
 
     value: str
     """OpenAI ``system_fingerprint``: the backend configuration that served the request."""
 
 
-class _Timing(GenerationMetadata, tag="timing", frozen=True):
+class _Timing(GenerationMetadata, tag="timing", frozen=True, gc=False):
     """``GenerationMetadata.Timing``: latency figures in seconds and tokens per second. JSON tag ``"timing"``."""
 
     time_to_first_token: float | None = None
@@ -380,7 +380,7 @@ class _Timing(GenerationMetadata, tag="timing", frozen=True):
     """Seconds from sending the request to the end of the stream."""
 
 
-class _RefusalReason(GenerationMetadata, tag="refusal_reason", frozen=True):
+class _RefusalReason(GenerationMetadata, tag="refusal_reason", frozen=True, gc=False):
     """``GenerationMetadata.RefusalReason(reason)``: why the model refused. JSON tag ``"refusal_reason"``."""
 
     reason: str

@@ -163,7 +163,7 @@ class Messages(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True
         return content.content if isinstance(content, TextContent) else None
 
 
-class UserMessage(Messages, tag="user", frozen=True, kw_only=True):
+class UserMessage(Messages, tag="user", frozen=True, kw_only=True, gc=False):
     """``Messages.User``: input to the model. JSON tag ``"user"``."""
 
     role: str = MessageRole.User
@@ -174,7 +174,7 @@ class UserMessage(Messages, tag="user", frozen=True, kw_only=True):
     """An opaque signature, replayed unchanged."""
 
 
-class AssistantMessage(Messages, tag="assistant", frozen=True, kw_only=True):
+class AssistantMessage(Messages, tag="assistant", frozen=True, kw_only=True, gc=False):
     """``Messages.Assistant``: one model output. JSON tag ``"assistant"``.
 
     A provider error is an Assistant message too: ``stop_reason`` ``Error``, the provider's text
@@ -233,7 +233,7 @@ class AssistantMessage(Messages, tag="assistant", frozen=True, kw_only=True):
         return False
 
 
-class ToolResultMessage(Messages, tag="tool_result", frozen=True, kw_only=True):
+class ToolResultMessage(Messages, tag="tool_result", frozen=True, kw_only=True, gc=False):
     """``Messages.ToolResult``: a tool's answer to one call. JSON tag ``"tool_result"``."""
 
     tool_call_id: str

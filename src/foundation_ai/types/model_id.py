@@ -154,28 +154,28 @@ class ModelId(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True)
         return _Name(text, None)
 
 
-class _Name(ModelId, tag="name", frozen=True):
+class _Name(ModelId, tag="name", frozen=True, gc=False):
     """``ModelId.Name(value, quantization=None)``: a concrete model name. JSON tag ``"name"``."""
 
     value: str
     quantization: Quantization | None = None
 
 
-class _Alias(ModelId, tag="alias", frozen=True):
+class _Alias(ModelId, tag="alias", frozen=True, gc=False):
     """``ModelId.Alias(value, quantization=None)``: an alias a router resolves. JSON tag ``"alias"``."""
 
     value: str
     quantization: Quantization | None = None
 
 
-class _Group(ModelId, tag="group", frozen=True):
+class _Group(ModelId, tag="group", frozen=True, gc=False):
     """``ModelId.Group(value, quantization=None)``: a model family. JSON tag ``"group"``."""
 
     value: str
     quantization: Quantization | None = None
 
 
-class _Architecture(ModelId, tag="architecture", frozen=True):
+class _Architecture(ModelId, tag="architecture", frozen=True, gc=False):
     """``ModelId.Architecture(value, quantization=None)``: an architecture. JSON tag ``"architecture"``."""
 
     value: str

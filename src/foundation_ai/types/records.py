@@ -38,7 +38,7 @@ def _attach(base: type, pairs: tuple[tuple[str, type], ...]) -> None:
 # Memory entries
 
 
-class MemoryFact(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class MemoryFact(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One fact of working memory."""
 
     id: Id = msgspec.field(default_factory=new_scru128)
@@ -54,7 +54,7 @@ class MemoryFact(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         _utc_field(self, "timestamp")
 
 
-class ObservationEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class ObservationEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One observation the agent made about the conversation (see ``docs/memory.md``)."""
 
     id: Id = msgspec.field(default_factory=new_scru128)
@@ -73,7 +73,7 @@ class ObservationEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=
         _utc_field(self, "timestamp")
 
 
-class TimeRange(msgspec.Struct, frozen=True, kw_only=True):
+class TimeRange(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A span of time, ``from`` to ``to`` (UTC). JSON ``{"from": ..., "to": ...}``."""
 
     from_: datetime = msgspec.field(name="from")
@@ -84,7 +84,7 @@ class TimeRange(msgspec.Struct, frozen=True, kw_only=True):
         _utc_field(self, "to")
 
 
-class ReflectionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class ReflectionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One reflection condensed from observations (see ``docs/memory.md``).
 
     Raises:
@@ -106,7 +106,7 @@ class ReflectionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
             raise ValueError(f"importance must be between 0.0 and 1.0, got {self.importance}")
 
 
-class AgenticError(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class AgenticError(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """An error of the agent loop (in ``SessionRecord.FailedAction``).
 
     ``kind`` is a stable machine name: ``"provider"``, ``"context_overflow"``, ``"rate_limited"``,
@@ -157,13 +157,13 @@ class SessionRecord(msgspec.Struct, frozen=True, tag_field="type", kw_only=True,
         return not isinstance(self, _FailedAction)
 
 
-class _Conversation(SessionRecord, tag="conversation", frozen=True, kw_only=True):
+class _Conversation(SessionRecord, tag="conversation", frozen=True, kw_only=True, gc=False):
     """``SessionRecord.Conversation(message)``: one persisted message. JSON tag ``"conversation"``."""
 
     message: _AnyMessage
 
 
-class _Retracted(SessionRecord, tag="retracted", frozen=True, kw_only=True):
+class _Retracted(SessionRecord, tag="retracted", frozen=True, kw_only=True, gc=False):
     """``SessionRecord.Retracted(reason, ...)``: drop the assistant output streamed so far. JSON tag ``"retracted"``."""
 
     id: Id = msgspec.field(default_factory=new_scru128)
@@ -177,7 +177,7 @@ class _Retracted(SessionRecord, tag="retracted", frozen=True, kw_only=True):
         _utc_field(self, "timestamp")
 
 
-class _WorkingMemory(SessionRecord, tag="working_memory", frozen=True, kw_only=True):
+class _WorkingMemory(SessionRecord, tag="working_memory", frozen=True, kw_only=True, gc=False):
     """``SessionRecord.WorkingMemory(facts, version, ...)``: the working-memory facts. JSON tag ``"working_memory"``."""
 
     id: Id = msgspec.field(default_factory=new_scru128)
@@ -189,7 +189,7 @@ class _WorkingMemory(SessionRecord, tag="working_memory", frozen=True, kw_only=T
         _utc_field(self, "timestamp")
 
 
-class _Observation(SessionRecord, tag="observation", frozen=True, kw_only=True):
+class _Observation(SessionRecord, tag="observation", frozen=True, kw_only=True, gc=False):
     """``SessionRecord.Observation(observations, token_count, ...)``. JSON tag ``"observation"``."""
 
     id: Id = msgspec.field(default_factory=new_scru128)
@@ -201,7 +201,7 @@ class _Observation(SessionRecord, tag="observation", frozen=True, kw_only=True):
         _utc_field(self, "timestamp")
 
 
-class _Reflection(SessionRecord, tag="reflection", frozen=True, kw_only=True):
+class _Reflection(SessionRecord, tag="reflection", frozen=True, kw_only=True, gc=False):
     """``SessionRecord.Reflection(reflections, ...)``: reflections condensed from observations;
     token counts before and after. JSON tag ``"reflection"``."""
 
@@ -222,7 +222,7 @@ class _FailedAction(SessionRecord, tag="failed_action", frozen=True, kw_only=Tru
     trace: StructuredErrorTrace = msgspec.field(default_factory=StructuredErrorTrace)
 
 
-class _Summary(SessionRecord, tag="summary", frozen=True, kw_only=True):
+class _Summary(SessionRecord, tag="summary", frozen=True, kw_only=True, gc=False):
     """``SessionRecord.Summary(message_count, usage)``: the end of a turn, cumulative usage. JSON tag ``"summary"``."""
 
     message_count: int
