@@ -1095,7 +1095,7 @@ class AgentSession:
         emit: bool,
         output_type: Any = None,
         output_retries: int | None = None,
-    ) -> tuple[Any, Any]:
+    ) -> tuple[Any, TurnState]:
         prompts = _prompt_messages(prompt)
         self._check_open()
         if self.awaiting:
@@ -1116,11 +1116,7 @@ class AgentSession:
             agen = run_turn(self, state, on_exit=self._enter)
             if self.memory is not None:
                 agen = self.memory.wrap_turn(agen, state, emit)
-
-        def finish() -> Turn:
-            return Turn(state, self.ledger.turn_usage())
-
-        return agen, finish
+        return agen, state
 
     def _finish_stream(self, make: Any) -> Any:
         try:
@@ -1159,7 +1155,11 @@ class AgentSession:
             SessionClosedError: the session was closed (at once).
             FoundationAIError: a turn is already running (when iteration starts).
         """
-        agen, finish = self._start(prompt, tool_choice, True, output_type, output_retries)
+        agen, state = self._start(prompt, tool_choice, True, output_type, output_retries)
+
+        def finish() -> Turn:
+            return Turn(state, self.ledger.turn_usage())
+
         return TurnStream(agen, self._drive, lambda: self._finish_stream(finish))
 
     def arun_turn_stream(
@@ -1200,7 +1200,7 @@ class AgentSession:
             SessionClosedError: the session was closed.
             FoundationAIError: a turn is already running.
         """
-        agen, finish = self._start(prompt, tool_choice, False, output_type, output_retries)
+        agen, state = self._start(prompt, tool_choice, False, output_type, output_retries)
         if type(agen) is CoroutineType:
             await agen
         else:
@@ -1209,7 +1209,7 @@ class AgentSession:
                     pass
             finally:
                 await agen.aclose()
-        turn: Turn = finish()
+        turn = Turn(state, self.ledger.turn_usage())
         if turn.outcome is not TurnOutcome.Completed and turn.outcome is not TurnOutcome.Refused:
             turn.raise_for_outcome()  # a refusal is an outcome: the turn returns
         return turn
