@@ -126,8 +126,9 @@ class Turn:
         """The output type asked for (``None``: plain text)."""
         self.refusal: str | None = state.refusal
         """The model's refusal text when the outcome is ``Refused``."""
-        self._output = (state.output, list(state.output_errors), state.output_text)
-        self.awaiting: list[ToolCall] = list(state.awaiting)
+        # the turn's own lists (a finished turn's state is not used again): no copies
+        self._output = (state.output, state.output_errors, state.output_text)
+        self.awaiting: list[ToolCall] = state.awaiting
         """The tool calls the turn paused on (outcome ``AwaitingApproval``), else empty."""
         self._usage = usage
         self.summary = TurnSummary(
