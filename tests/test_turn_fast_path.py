@@ -29,6 +29,7 @@ from foundation_ai.agentic import (
 )
 from foundation_ai.agentic.stores import SessionHeader, conversation_of
 from foundation_ai.agentic.turn import PhaseHooks
+from foundation_ai.agentic.turn.hooks import Allow, Ask, Deny
 from foundation_ai.agentic.turn.machine import quiet_ok
 from foundation_ai.errors import TurnFailedError
 from foundation_ai.types import SessionRecord, StopReason
@@ -137,6 +138,16 @@ def scenarios() -> dict[str, Scenario]:
         ),
         "silent context overflow": ([say("too long"), say("still")], {"window": 5}, None),
         "loop detected": ([[call("add", {"a": 1, "b": 1}, id=f"c{i}")] for i in range(5)], {}, None),
+        "a gate denies one call": (
+            [[call("add", {"a": 1, "b": 2}, id="c1"), call("boom", {}, id="c2")], say("only 3")],
+            {"gate": lambda req: Deny("not now") if req.call.name == "boom" else Allow()},
+            None,
+        ),
+        "a gate asks: the turn pauses": (
+            [[call("add", {"a": 1, "b": 2}, id="c1")], say("3")],
+            {"gate": lambda req: Ask()},
+            None,
+        ),
     }
 
 
@@ -149,6 +160,8 @@ def build(script: list[Any], opts: dict[str, Any], store: Any, general: bool) ->
         b = b.with_token_budget(opts["budget"])
     if "fallback" in opts:
         b = b.with_fallback_models(ScriptedModel(opts["fallback"], name="fallback"))
+    if "gate" in opts:
+        b = b.with_tool_gate(opts["gate"])
     if general:
         b = b.with_phase_hooks(PhaseHooks())  # any phase hook: the general driver
     return b.build()
@@ -232,3 +245,17 @@ def test_the_last_write_of_a_quiet_turn_carries_the_answer_with_its_summary() ->
     stored = store.load(agent.session_id)
     assert isinstance(stored[-1], SessionRecord.Summary) and stored[-1].message_count == 4
     assert isinstance(stored[-2], SessionRecord.Conversation) and stored[-2].message.text() == "3"
+
+
+def test_a_turns_usage_stays_its_own_after_the_next_turn() -> None:
+    """``Turn.usage()`` is built from the ledger on first need: asked after the session ran
+    another turn, it still reports that turn's generations only."""
+    store = InMemorySessionStore()
+    agent = build([[call("add", {"a": 1, "b": 2}, id="c1")], say("3"), say("again")], {}, store, False)
+    first = run(agent)
+    right_after = agent.ledger.turn
+    second = run(agent, "once more")
+    assert first.usage() == right_after
+    assert first.usage().output == 2 and second.usage().output == 1  # two generations, then one
+    assert second.usage() == agent.ledger.turn
+    assert first.summary.usage.input == right_after.input

@@ -83,13 +83,15 @@ def _generator() -> tuple[Callable[[], str], Callable[[], None]]:
     head, rest = "", 0
     pool = array("I")  # random 32-bit words from the OS CSPRNG, taken from the end
     lock = threading.Lock()
+    acquire, release = lock.acquire, lock.release
     time_ns, urandom, t = time.time_ns, os.urandom, _TRIPLES or _fill_triples()
 
     def next_id() -> str:
         """Return a fresh SCRU128 id (25 lowercase base-36 characters): time-ordered, each one
         greater than the one made before it in this process."""
         nonlocal timestamp, counter_hi, counter_lo, ts_counter_hi, block, head, rest
-        with lock:
+        acquire()  # ``acquire``/``release`` rather than ``with``: fewer instructions
+        try:
             now = time_ns() // 1_000_000
             if now == timestamp and counter_lo < 0xFFFFFF and pool:
                 # the same millisecond: the next counter value; ``counter_hi`` (renewed at most
@@ -99,12 +101,15 @@ def _generator() -> tuple[Callable[[], str], Callable[[], None]]:
                 first, base = head, block
             else:
                 first, base, low = slow(now)
+        finally:
+            release()
         if low >= _B12:  # rare: the id crosses into the next 13-digit head
             first = _head13((base << 56) // _B12 + 1, t)
             low -= _B12
-        x, y = divmod(low, _B6)
-        a, b = divmod(x, 46656)
-        c, d = divmod(y, 46656)
+        # three digits at a time by a one-limb divisor (36**3 < 2**30: CPython's fast path)
+        q, d = divmod(low, 46656)
+        q, c = divmod(q, 46656)
+        a, b = divmod(q, 46656)
         return f"{first}{t[a]}{t[b]}{t[c]}{t[d]}"
 
     def slow(now: int) -> tuple[str, int, int]:
@@ -138,9 +143,10 @@ def _generator() -> tuple[Callable[[], str], Callable[[], None]]:
         return head, block, rest + (counter_lo << 32 | pool.pop())
 
     def reset() -> None:
-        nonlocal timestamp, counter_hi, counter_lo, ts_counter_hi, block, lock
+        nonlocal timestamp, counter_hi, counter_lo, ts_counter_hi, block, lock, acquire, release
         timestamp = counter_hi = counter_lo = ts_counter_hi = 0
         block, lock = -1, threading.Lock()
+        acquire, release = lock.acquire, lock.release
         del pool[:]
 
     return next_id, reset

@@ -8,6 +8,8 @@ million tokens, ``CostStatus.Estimated``), else it stays 0 (``Unknown``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from ..types import CostStatus, TokenSnapshot, UsageCosting, UsageReport
@@ -120,6 +122,12 @@ class TokenLedger:
     @property
     def turn(self) -> UsageReport:
         return self._turn.report()
+
+    def turn_usage(self) -> Callable[[], UsageReport]:
+        """A function returning :attr:`turn` as it is when called, as long as the current turn
+        lasts: the totals of a turn stay as they are once :meth:`start_turn` begins the next one
+        (what a finished turn reports without building the report nobody reads)."""
+        return self._turn.report
 
     def start_turn(self) -> None:
         """Reset the per-turn totals."""

@@ -308,6 +308,7 @@ class ScriptedModel:
         out: list[ModelStream] = [_INIT]
         last_id: str | None = None
         last_content: Any = None
+        made = _utcnow()  # every chunk of the reply is made now, at once
         for o in reply.outputs:
             kind = type(o)
             if kind is Fail:
@@ -326,7 +327,7 @@ class ScriptedModel:
                             content=o.call,
                             usage=usages.get((usage_in, words)) or usage(usage_in, words),
                             provider="scripted",
-                            timestamp=_utcnow(),
+                            timestamp=made,
                         )
                     )
                 )
@@ -346,7 +347,7 @@ class ScriptedModel:
                             content=content,
                             usage=usages.get((usage_in, words)) or usage(usage_in, words),
                             provider="scripted",
-                            timestamp=_utcnow(),
+                            timestamp=made,
                         )
                     )
                 )
@@ -365,7 +366,7 @@ class ScriptedModel:
                 usage=usages.get((usage_in, max(words, 1))) or usage(usage_in, max(words, 1)),
                 stop_reason=_TOOL_USE if has_calls else StopReason.STOP,
                 provider="scripted",
-                timestamp=_utcnow(),
+                timestamp=made,
             )
         out.append(_NEXT(final))
         out.append(_FINISHED)

@@ -31,7 +31,7 @@ import dataclasses
 import logging
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import CoroutineType
 from typing import Any, TypeVar, overload
 
@@ -58,6 +58,7 @@ from ..types import (
     ToolCall,
     ToolResultMessage,
     UsageReport,
+    UserMessage,
 )
 from ..types.choices import tool_choice_of
 from .context import dangling_calls, interrupted_results, window
@@ -88,6 +89,7 @@ __all__ = ["AgentSession", "AgentSessionBuilder", "Answer", "Turn"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+_CONVERSATION, _SUMMARY = SessionRecord.Conversation, SessionRecord.Summary
 
 
 class Turn:
@@ -114,7 +116,9 @@ class Turn:
         "summary",
     )
 
-    def __init__(self, state: TurnState, usage: UsageReport) -> None:
+    def __init__(self, state: TurnState, usage: UsageReport | Callable[[], UsageReport]) -> None:
+        """``usage``: the turn's cumulative usage, or a function returning it (called once,
+        when first needed: see :meth:`TokenLedger.turn_usage`)."""
         self.records: list[SessionRecord] = state.records
         self.outcome: TurnOutcome = state.outcome
         self.error: AgenticError | None = state.error
@@ -122,14 +126,15 @@ class Turn:
         """The output type asked for (``None``: plain text)."""
         self.refusal: str | None = state.refusal
         """The model's refusal text when the outcome is ``Refused``."""
-        self._output = (state.output, list(state.output_errors), state.output_text)
-        self.awaiting: list[ToolCall] = list(state.awaiting)
+        # the turn's own lists (a finished turn's state is not used again): no copies
+        self._output = (state.output, state.output_errors, state.output_text)
+        self.awaiting: list[ToolCall] = state.awaiting
         """The tool calls the turn paused on (outcome ``AwaitingApproval``), else empty."""
         self._usage = usage
         self.summary = TurnSummary(
             outcome=state.outcome,
             message_count=state.persisted,
-            usage=state.snapshot or TokenSnapshot.from_usage(usage),
+            usage=state.snapshot or TokenSnapshot.from_usage(self.usage()),
             generations=state.generations,
             error=state.error,
             refusal=state.refusal,
@@ -162,12 +167,20 @@ class Turn:
         """The answer: the text outputs after the last tool result or user message (joined)."""
         out: list[str] = []
         for r in self.records:
-            if isinstance(r, SessionRecord.Conversation):
-                m = r.message
-                if not isinstance(m, AssistantMessage):
-                    out = []
-                elif isinstance(m.content, TextContent):
-                    out.append(m.content.content)
+            # exact types first: ``isinstance`` on these classes is the slower check
+            kind = type(r)
+            if kind is not _CONVERSATION and (kind is _SUMMARY or not isinstance(r, _CONVERSATION)):
+                continue
+            m = r.message  # type: ignore[attr-defined]
+            kind = type(m)
+            if kind is not AssistantMessage and (
+                kind is UserMessage or kind is ToolResultMessage or not isinstance(m, AssistantMessage)
+            ):
+                out = []
+                continue
+            c = m.content
+            if type(c) is TextContent or (type(c) is not ToolCall and isinstance(c, TextContent)):
+                out.append(c.content)
         return "".join(out)
 
     def tool_calls(self) -> list[ToolCall]:
@@ -184,7 +197,11 @@ class Turn:
 
     def usage(self) -> UsageReport:
         """Cumulative usage of the turn (tokens; cost in USD)."""
-        return self._usage
+        usage = self._usage
+        if isinstance(usage, UsageReport):
+            return usage
+        self._usage = made = usage()  # the ledger's report, built on first need
+        return made
 
     @property
     def output(self) -> Any:
@@ -346,7 +363,7 @@ def _prompt_messages(prompt: object) -> list[Messages]:
             starts so nothing unloadable is ever persisted.
         ValueError: an empty text, or an empty list.
     """
-    if isinstance(prompt, str | Messages):
+    if type(prompt) is str or isinstance(prompt, str | Messages):
         return [checked_message(prompt)]
     if isinstance(prompt, Sequence) and not isinstance(prompt, bytes | bytearray):
         if not prompt:
@@ -1079,7 +1096,7 @@ class AgentSession:
         emit: bool,
         output_type: Any = None,
         output_retries: int | None = None,
-    ) -> tuple[Any, Any]:
+    ) -> tuple[Any, TurnState]:
         prompts = _prompt_messages(prompt)
         self._check_open()
         if self.awaiting:
@@ -1100,11 +1117,7 @@ class AgentSession:
             agen = run_turn(self, state, on_exit=self._enter)
             if self.memory is not None:
                 agen = self.memory.wrap_turn(agen, state, emit)
-
-        def finish() -> Turn:
-            return Turn(state, self.ledger.turn)
-
-        return agen, finish
+        return agen, state
 
     def _finish_stream(self, make: Any) -> Any:
         try:
@@ -1143,7 +1156,11 @@ class AgentSession:
             SessionClosedError: the session was closed (at once).
             FoundationAIError: a turn is already running (when iteration starts).
         """
-        agen, finish = self._start(prompt, tool_choice, True, output_type, output_retries)
+        agen, state = self._start(prompt, tool_choice, True, output_type, output_retries)
+
+        def finish() -> Turn:
+            return Turn(state, self.ledger.turn_usage())
+
         return TurnStream(agen, self._drive, lambda: self._finish_stream(finish))
 
     def arun_turn_stream(
@@ -1184,7 +1201,7 @@ class AgentSession:
             SessionClosedError: the session was closed.
             FoundationAIError: a turn is already running.
         """
-        agen, finish = self._start(prompt, tool_choice, False, output_type, output_retries)
+        agen, state = self._start(prompt, tool_choice, False, output_type, output_retries)
         if type(agen) is CoroutineType:
             await agen
         else:
@@ -1193,7 +1210,7 @@ class AgentSession:
                     pass
             finally:
                 await agen.aclose()
-        turn: Turn = finish()
+        turn = Turn(state, self.ledger.turn_usage())
         if turn.outcome is not TurnOutcome.Completed and turn.outcome is not TurnOutcome.Refused:
             turn.raise_for_outcome()  # a refusal is an outcome: the turn returns
         return turn
@@ -1326,7 +1343,7 @@ class AgentSession:
                 pass
         finally:
             await agen.aclose()
-        return Turn(state, self.ledger.turn)
+        return Turn(state, self.ledger.turn_usage())
 
     async def aapprove(self, call_id: str) -> Turn | None:
         """Approve a pending tool call; once every pending call is decided the paused turn
@@ -1374,7 +1391,7 @@ class AgentSession:
     def _continue_stream(self) -> TurnStream:
         agen, state = self._continuation(True)
         return TurnStream(
-            agen, self._drive, lambda: self._finish_stream(lambda: Turn(state, self.ledger.turn))
+            agen, self._drive, lambda: self._finish_stream(lambda: Turn(state, self.ledger.turn_usage()))
         )
 
     def approve(self, call_id: str) -> Turn | None:

@@ -42,31 +42,38 @@ class InMemorySessionStore:
         added = 0
         for r in records:
             kind = type(r)
-            if kind is not _FAILED:
+            if kind is _CONVERSATION:
                 keep.append(r)
-                if kind is _CONVERSATION:
-                    added += 1
+                added += 1
+            elif kind is not _FAILED:
+                keep.append(r)
         if not keep and header is None:
             return
         now = _now()
-        with self._lock:
-            row = self._meta.get(session_id)
+        lock = self._lock
+        lock.acquire()  # rather than ``with``: fewer instructions for this hot path
+        try:
+            meta = self._meta
+            row = meta.get(session_id)
             if row is None:
-                row = self._meta[session_id] = [now, now, 0, None, None, None, (), 0, None]
-            stored = self._data.get(session_id)
+                row = meta[session_id] = [now, now, 0, None, None, None, (), 0, None]
+            data = self._data
+            stored = data.get(session_id)
             if stored is None:
-                self._data[session_id] = keep
+                data[session_id] = keep
             else:
                 stored += keep
             row[1] = now
-            row[2] += added
-            if row[3] is None and added:
-                row[3] = title_of(keep)
+            if added:
+                row[2] += added
+                if row[3] is None:
+                    row[3] = title_of(keep)
             if header is not None:
                 row[4], row[5], row[6] = header.model, header.system_prompt, tuple(header.tools)
                 row[8] = header.base_url
-            self._writes += 1
-            row[7] = self._writes
+            row[7] = self._writes = self._writes + 1
+        finally:
+            lock.release()
 
     async def aappend(
         self, session_id: str, records: Sequence[SessionRecord], header: SessionHeader | None = None

@@ -73,13 +73,14 @@ def assemble_plain(host: TurnHost, state: TurnState) -> Phase:
     (nothing to await): :func:`default_interaction` and its :class:`Generation`. Next:
     ``generate``."""
     choices, step, cut, registry = state.choices, state.step, host.context_cut, host.registry
+    decls = registry._decls  # cached; ``is None``: a ``ToolDeclarations`` has a Python ``__bool__``
     interaction = ModelInteraction(  # default_interaction, inlined
         messages=host.messages[host.context_start :]
         if cut is None
         else window(host.messages, host.context_start, cut),
         system_prompt=host.system_prompt,
         soul=host.soul,
-        tools_shed=registry._decls or registry.declarations(),
+        tools_shed=decls if decls is not None else registry.declarations(),
         tool_choice=choices[step] if step < len(choices) else None,
         chat_template=host.chat_template,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ...types import AgentProgress, AssistantMessage, Messages, SessionRecord, Stream, ToolCall
+from ...types import AgentProgress, AssistantMessage, Messages, SessionRecord, Stream, ToolCall, UserMessage
 from .hooks import Phase
 from .host import TurnHost
 from .persist import persist
@@ -41,7 +41,9 @@ def persist_prompt(host: TurnHost, state: TurnState) -> Phase:
     """Persist the prompt and any follow-ups queued before the turn (they end the turn's head,
     which context trimming never drops). Emits a ``Conversation`` per message (streaming only).
     Next: ``drain_steering``."""
-    queued = [p if isinstance(p, Messages) else Messages.coerce(p) for p in state.prompts]
+    queued: list[Messages] = []
+    for p in state.prompts:  # a loop: no comprehension frame for the usual one prompt
+        queued.append(p if type(p) is UserMessage or isinstance(p, Messages) else Messages.coerce(p))
     queued += host.steering.take_follow_ups()
     persist(host, state, queued)
     state.head_end = state.keep_from + len(queued)

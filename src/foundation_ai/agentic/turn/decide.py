@@ -18,6 +18,8 @@ from .state import TurnState, fail
 __all__ = ["decide"]
 
 _MESSAGE_STOP = type(StopReason.Message("refusal"))
+_PLAIN_STOPS = frozenset(type(s) for s in (StopReason.Stop(), StopReason.ToolUse(), StopReason.Length()))
+"""Exact types of the usual stop reasons (none is a ``Message``): no ``isinstance`` for them."""
 
 _NOTHING_LIVE: dict[str, Any] = {}
 """``state.live`` between generations (shared, never written: a generation has its own)."""
@@ -55,22 +57,20 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     ):
         return after_error(host, state, produced)
     out, emit = state.out, state.emit
-    calls = [m.content for m in produced if isinstance(m.content, ToolCall)]
+    calls = []
+    for m in produced:  # a loop: no comprehension frame for the usual one or two outputs
+        c = m.content
+        if type(c) is ToolCall or (type(c) is not TextContent and isinstance(c, ToolCall)):
+            calls.append(c)
     if not calls:
-        refusal = None
-        for m in reversed(produced):
-            if m.metadata is None and not isinstance(m.stop_reason, _MESSAGE_STOP):
-                continue  # no refusal metadata, and only a ``Message`` stop can be a refusal
-            refusal = m.refusal()
-            if refusal is not None:
-                break
+        refusal = _refusal(produced)
         if refusal is not None:  # a typed outcome: one model call, the refusal kept
             persist(host, state, produced)
             state.outcome, state.refusal = TurnOutcome.Refused, refusal
             if emit:
                 out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
             return Phase.FOLLOW_UPS
-        text = "".join([m.content.content for m in produced if isinstance(m.content, TextContent)])
+        text = _text(produced)
         spec = state.output_spec
         if spec is not None:
             verdict = check_output(spec, state, produced, text)
@@ -102,3 +102,23 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
         out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
         out.append(Stream.Pending(AgentProgress.ExecutingTools(total=len(calls), completed=0)))
     return Phase.EXECUTE_TOOLS
+
+
+def _refusal(produced: list[Any]) -> str | None:
+    """The refusal text of the last output that reports one, else ``None``."""
+    for m in reversed(produced):
+        stop = m.stop_reason  # exact types first: ``isinstance`` on these classes is slower
+        if m.metadata is None and (type(stop) in _PLAIN_STOPS or not isinstance(stop, _MESSAGE_STOP)):
+            continue  # no refusal metadata, and only a ``Message`` stop can be a refusal
+        refusal = m.refusal()
+        if refusal is not None:
+            return refusal  # type: ignore[no-any-return]
+    return None
+
+
+def _text(produced: list[Any]) -> str:
+    """The text outputs, joined."""
+    if len(produced) == 1:  # the usual answer: one output, no comprehension frame
+        only = produced[0].content
+        return only.content if type(only) is TextContent or isinstance(only, TextContent) else ""
+    return "".join([m.content.content for m in produced if isinstance(m.content, TextContent)])

@@ -44,12 +44,23 @@ async def execute_tools(host: TurnHost, state: TurnState) -> Phase:
     if not interrupted:
         steering.waiting = asyncio.current_task()  # the task a steer or an abort interrupts
         try:
-            executor = await _executor(host, state, tracker)
-            if executor is None:
-                state.outcome = TurnOutcome.AwaitingApproval
-                state.results = []
-                return Phase.FINISH
-            await run_calls(calls, executor, results)
+            executor: CallExecutor | None = _ungated(host, state, tracker)
+            if executor is None:  # a gate, a human decision or a tool that asks: decide first
+                executor = await _executor(host, state, tracker)
+                if executor is None:
+                    state.outcome = TurnOutcome.AwaitingApproval
+                    state.results = []
+                    return Phase.FINISH
+            if len(calls) == 1 and not calls[0].depends_on:  # one stage of one call (run_calls' own path)
+                c = calls[0]
+                prepared = executor.prepare(c)
+                results[0] = (
+                    prepared
+                    if type(prepared) is not tuple and isinstance(prepared, ToolResultMessage)
+                    else await executor.execute(c, prepared)
+                )
+            else:
+                await run_calls(calls, executor, results)
         except asyncio.CancelledError as exc:
             if not steering.is_interrupt(exc):
                 raise
@@ -57,7 +68,10 @@ async def execute_tools(host: TurnHost, state: TurnState) -> Phase:
         finally:
             steering.waiting = None
     state.decisions = {}
-    done = [r for r in results if r is not None]
+    done = []
+    for r in results:  # a loop: no comprehension frame for the usual one or two results
+        if r is not None:
+            done.append(r)
     if interrupted:
         why = "aborted" if steering.aborted else "steered"
         missing = [c for c, r in zip(calls, results, strict=True) if r is None]
@@ -124,6 +138,22 @@ async def decide_calls(host: TurnHost, state: TurnState) -> list[GateDecision]:
 
 
 _ALLOW = Allow()
+
+
+def _ungated(host: TurnHost, state: TurnState, tracker: LoopTracker) -> PolicyExecutor | None:
+    """The policy executor when no call needs a decision (no gate, no human decision, no tool
+    marked ``requires_approval``), else ``None`` (:func:`_executor` decides)."""
+    hooks = host.hooks
+    if hooks.gate is not None or state.decisions:
+        return None
+    registry = host.registry
+    for c in state.calls:
+        if requires_approval(registry, c):
+            return None
+    policy = hooks.policy if hooks.policy is not None else DEFAULT_POLICY
+    return PolicyExecutor(
+        registry, policy, tracker, None if hooks.steps is IN_PROCESS else hooks.steps.tool_call
+    )
 
 
 async def _executor(host: TurnHost, state: TurnState, tracker: LoopTracker) -> CallExecutor | None:

@@ -16,6 +16,7 @@ from .state import TurnState
 __all__ = ["close_abandoned", "close_crashed", "finish", "release"]
 
 log = logging.getLogger(__name__)
+_FAILED, _CONVERSATION = SessionRecord.FailedAction, SessionRecord.Conversation
 
 
 def release(host: TurnHost) -> None:
@@ -31,7 +32,12 @@ def finish(host: TurnHost, state: TurnState) -> None:
     and, for a failed turn, the ``FailedAction`` last (it is moved after the ``Summary``)."""
     records = state.records
     summary = persist_summary(host, state)
-    failed = records[-1] if records and isinstance(records[-1], SessionRecord.FailedAction) else None
+    last = records[-1] if records else None
+    failed = (
+        last
+        if type(last) is _FAILED or (type(last) is not _CONVERSATION and isinstance(last, _FAILED))
+        else None
+    )
     out = state.out
     if state.emit and failed is None:
         out.append(Stream.Pending(AgentProgress.TurnComplete(usage=state.snapshot)))

@@ -36,6 +36,10 @@ _NO_USAGE = UsageReport()  # frozen: shared
 _NEXT, _SPREAD, _PENDING, _ERROR = Stream.Next, Stream.Spread, Stream.Pending, StopReason.Error
 # the exact type, checked first (``type(x) is T``), then ``isinstance`` for subclasses
 _NEXT_T = type(Stream.Next(None))
+_INIT_T, _PENDING_T = type(Stream.Init()), type(Stream.Pending(None))
+_FINISHED_T = type(ModelState.Finished())
+_NOT_ERRORS = frozenset(type(s) for s in (StopReason.Stop(), StopReason.ToolUse(), StopReason.Length()))
+"""The usual stop reasons' exact types: no ``isinstance`` (a slower check on these classes)."""
 
 
 class GenerationRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -263,12 +267,16 @@ class Generation:
             if steering.wanted:
                 self.interrupted = True
                 break
-            if type(item) is _NEXT_T or isinstance(item, _NEXT):
+            kind = type(item)
+            if kind is _INIT_T or (kind is _PENDING_T and type(item.value) is _FINISHED_T):
+                continue  # the usual first and last chunks: nothing to take
+            if kind is _NEXT_T or isinstance(item, _NEXT):
                 m = item.value
                 if type(m) is not AssistantMessage and not isinstance(m, AssistantMessage):
                     continue
                 usage = m.usage
-                if isinstance(m.stop_reason, _ERROR):
+                stop = m.stop_reason
+                if type(stop) not in _NOT_ERRORS and isinstance(stop, _ERROR):
                     self.error = m
                 elif snapshot:
                     outputs[m.id] = m

@@ -138,8 +138,7 @@ async def run_turn(
         try:
             await flush(host)
         except StoreError as exc:
-            if state.error is None or state.error.kind != "store":
-                _failed_at_the_end(state, exc)
+            _failed_at_the_end(state, exc)
         for item in out:
             yield item
         out.clear()
@@ -173,11 +172,9 @@ async def run_quiet(
     host: TurnHost, state: TurnState, *, on_exit: Callable[[bool], bool] | None = None
 ) -> None:
     """:func:`run_turn` for a caller that takes no stream items (``state.emit`` False), when
-    :func:`quiet_ok`: the same phases, records, store writes and result in ``state``, driven
-    by one coroutine instead of an async generator. One difference, invisible to the caller:
-    when an answer ends the turn (no follow-up queued), it is written to the store together
-    with the ``Summary`` (nothing runs between the two writes; a failure is reported the same
-    way, see ``docs/turn-loop.md``, "Persistence").
+    :func:`quiet_ok`: the same phases, records, store writes and result in ``state``, in one
+    coroutine. An answer that ends the turn is written with the ``Summary``, in one write
+    (nothing runs between the two; a failure is reported the same way: ``docs/turn-loop.md``).
 
     Raises:
         FoundationAIError: a turn is already running (``on_exit(True)`` returned False).
@@ -186,8 +183,49 @@ async def run_quiet(
         await _wait_to_enter(on_exit)
     try:
         cancelled = False
+        steering = host.steering
+        nonblocking = getattr(host.store, "nonblocking", False)  # written on the loop, no await
         try:
-            await _quiet_phases(host, state)
+            # one phase after the other, what it queued stored before the next; the phases that
+            # queue nothing (admit, assemble_context, generate) fall through to the next at once
+            nxt = _OPEN
+            while True:
+                if nxt is _DRAIN and not steering.wanted:
+                    nxt = _ADMIT  # nothing steered (``wanted`` is set by every steer and abort)
+                if nxt is _ADMIT:
+                    nxt = admit(host, state)
+                if nxt is _ASSEMBLE:
+                    hooks = host.hooks
+                    if hooks.context is None and hooks.can_spend is None:
+                        nxt = assemble_plain(host, state)
+                    else:
+                        nxt = await assemble_context(host, state)
+                if nxt is _GENERATE:
+                    gen = state.generation
+                    if not gen.take_ready():  # type: ignore[union-attr]
+                        await gen.run()  # type: ignore[union-attr]
+                    nxt = _DECIDE
+                if nxt is _DECIDE:
+                    nxt = decide(host, state)
+                    if nxt is _FOLLOW and steering.idle():
+                        break  # no follow-up to take: ``finish``, the answer written with it
+                elif nxt is _TOOLS:
+                    nxt = await execute_tools(host, state)
+                elif nxt is _DRAIN:
+                    nxt = drain_steering(host, state)
+                elif nxt is _FOLLOW:
+                    nxt = take_follow_ups(host, state)
+                elif nxt is _OPEN:
+                    open_turn(host, state)
+                    nxt = _TOOLS if state.resuming else _PROMPT
+                elif nxt is _PROMPT:
+                    nxt = persist_prompt(host, state)
+                else:  # finish
+                    break
+                if host.pending_records and not (
+                    _written(host, state) if nonblocking else await _stored(host, state)
+                ):
+                    break
             state.finished = True
         except asyncio.CancelledError:
             cancelled = True
@@ -202,66 +240,14 @@ async def run_quiet(
                 flush_blocking(host)
         finish(host, state)
         try:
-            await flush(host)
+            if host.pending_records:  # a nonblocking store: flush's own path, without its coroutine
+                write_now(host) if nonblocking else await flush(host)
         except StoreError as exc:
-            if state.error is None or state.error.kind != "store":
-                _failed_at_the_end(state, exc)
+            _failed_at_the_end(state, exc)
         state.out.clear()
     finally:
         if on_exit is not None:
             on_exit(False)
-
-
-async def _quiet_phases(host: TurnHost, state: TurnState) -> None:
-    """The phases of :func:`run_quiet` up to ``finish``: one phase after the other, and what a
-    phase queued is stored before the next one runs. ``admit``, ``assemble_context`` and
-    ``generate`` queue nothing, so a phase that hands over to the next of them is followed at
-    once (the ``if`` chain below falls through in phase order)."""
-    steering = host.steering
-    nonblocking = getattr(host.store, "nonblocking", False)  # written on the loop, no await
-    nxt = _OPEN
-    while True:
-        if nxt is _DRAIN:
-            # nothing steered (``wanted`` is set with every steer and every abort): no-op
-            nxt = drain_steering(host, state) if steering.wanted else _ADMIT
-            if host.pending_records:
-                if not (_written(host, state) if nonblocking else await _stored(host, state)):
-                    return
-                continue
-        if nxt is _ADMIT:
-            nxt = admit(host, state)
-        if nxt is _ASSEMBLE:
-            hooks = host.hooks
-            if hooks.context is None and hooks.can_spend is None:
-                nxt = assemble_plain(host, state)
-            else:
-                nxt = await assemble_context(host, state)
-        if nxt is _GENERATE:
-            gen = state.generation
-            if not gen.take_ready():  # type: ignore[union-attr]
-                await gen.run()  # type: ignore[union-attr]
-            nxt = _DECIDE
-        if nxt is _DECIDE:
-            nxt = decide(host, state)
-            if nxt is _FOLLOW and steering.idle():
-                nxt = take_follow_ups(host, state)
-                if nxt is _FINISH:
-                    return  # the answer is written with the Summary
-        elif nxt is _TOOLS:
-            nxt = await execute_tools(host, state)
-        elif nxt is _FOLLOW:
-            nxt = take_follow_ups(host, state)
-        elif nxt is _OPEN:
-            open_turn(host, state)
-            nxt = _TOOLS if state.resuming else _PROMPT
-        elif nxt is _PROMPT:
-            nxt = persist_prompt(host, state)
-        else:  # finish
-            return
-        if host.pending_records and not (
-            _written(host, state) if nonblocking else await _stored(host, state)
-        ):
-            return
 
 
 def _written(host: TurnHost, state: TurnState) -> bool:
@@ -312,7 +298,10 @@ def _store_down(host: TurnHost, state: TurnState, exc: StoreError) -> None:
 
 def _failed_at_the_end(state: TurnState, exc: StoreError) -> None:
     """The last write (the ``Summary``) failed after ``finish``: the turn fails, its
-    ``FailedAction`` last, in place of ``TurnComplete``."""
+    ``FailedAction`` last, in place of ``TurnComplete`` (a turn that already failed because of
+    the store keeps that failure)."""
+    if state.error is not None and state.error.kind == "store":
+        return
     store_failed(state, exc)
     failed = state.records[-1]
     state.out[:] = [
