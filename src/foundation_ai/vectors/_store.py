@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
@@ -146,6 +148,21 @@ class VectorStoreError(FoundationAIError):
     def __init__(self, message: str, *, where: str = "") -> None:
         super().__init__(message)
         self.where = where
+
+
+@contextlib.contextmanager
+def driver_errors(driver: str, what: str, where: str) -> Iterator[None]:
+    """Raise the database driver's errors (``<driver>.Error``: ``apsw``, ``psycopg``) inside the
+    block as :class:`VectorStoreError` with the message ``f"cannot {what}: {type}: {error}"``;
+    every other exception passes unchanged. The driver is looked up in ``sys.modules``, so it
+    is never imported here."""
+    try:
+        yield
+    except Exception as exc:
+        module = sys.modules.get(driver)
+        if module is None or not isinstance(exc, module.Error):
+            raise
+        raise VectorStoreError(f"cannot {what}: {type(exc).__name__}: {exc}", where=where) from exc
 
 
 def _check_k(k: int) -> None:

@@ -31,9 +31,8 @@ import contextlib
 import json
 import math
 import re
-import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -43,9 +42,9 @@ from ._store import (
     VectorEntry,
     VectorMatch,
     VectorMetadata,
-    VectorStoreError,
     check_k,
     checked_rows,
+    driver_errors,
     want_filter,
 )
 
@@ -154,19 +153,9 @@ class PgVectorStore:
         with self._errors("create"):
             self._setup(index)
 
-    @contextlib.contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
+    def _errors(self, action: str) -> contextlib.AbstractContextManager[None]:
         """psycopg errors as :class:`VectorStoreError` (``action``: what was being done)."""
-        try:
-            yield
-        except Exception as exc:
-            psycopg = sys.modules.get("psycopg")
-            if psycopg is None or not isinstance(exc, psycopg.Error):
-                raise
-            raise VectorStoreError(
-                f"cannot {action} the vector store ({self.where}): {type(exc).__name__}: {exc}",
-                where=self.where,
-            ) from exc
+        return driver_errors("psycopg", f"{action} the vector store ({self.where})", self.where)
 
     def _setup(self, index: str | None) -> None:
         t, metric = self.table, self.metric

@@ -29,9 +29,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,7 @@ from ._store import (
     VectorStoreError,
     check_k,
     checked_rows,
+    driver_errors,
     want_filter,
 )
 
@@ -155,20 +155,11 @@ class SqliteVecStore:
             self._conn.close()
             raise
 
-    @contextlib.contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
+    def _errors(self, action: str) -> contextlib.AbstractContextManager[None]:
         """apsw errors as :class:`VectorStoreError` (``action``: what was being done)."""
-        try:
-            yield
-        except Exception as exc:
-            apsw = sys.modules.get("apsw")
-            if apsw is None or not isinstance(exc, apsw.Error):
-                raise
-            raise VectorStoreError(
-                f"cannot {action} the vector store {self.path!r} (table {self.table!r}): "
-                f"{type(exc).__name__}: {exc}",
-                where=self.path,
-            ) from exc
+        return driver_errors(
+            "apsw", f"{action} the vector store {self.path!r} (table {self.table!r})", self.path
+        )
 
     def _setup(self, dimensions: int | None, metric: Metric) -> None:
         t = self.table
