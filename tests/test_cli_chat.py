@@ -124,7 +124,11 @@ def test_ctrl_c_interrupts_the_turn_and_keeps_the_session(tmp_path: Path) -> Non
 
 def test_steer_during_a_turn(tmp_path: Path) -> None:
     db = tmp_path / "chat.sqlite3"
-    child = spawn(db, max_tokens=300)
+    # room for a long story: the steer must reach the chat while the answer is still generated,
+    # also when this test process reads the terminal late on a loaded machine (with 300 tokens
+    # the whole answer was once done before the steer arrived; a steer taken then waits for the
+    # next turn). A steered turn stops early, so the room costs no time.
+    child = spawn(db, max_tokens=800)
     child.expect_exact(PROMPT)
     child.sendline("Write a very long story about a dragon.")
     child.expect_exact("about a dragon.")
