@@ -520,3 +520,53 @@ def test_an_index_file_from_before_approvals_gains_the_waiting_column(tmp_path: 
         assert [(m["id"], m["waiting"]) for m in index.list("k1")] == [("s2", 0), ("s1", 2)]
     finally:
         index.close()
+
+
+def test_abort_ends_a_turn_waiting_for_approval_without_running_a_tool_or_the_model(tmp_path: Path) -> None:
+    with (
+        serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
+        httpx.Client(base_url=srv.url, timeout=30) as c,
+    ):
+        h = {"Authorization": f"Bearer {keys.create()[1]}"}
+        runs = len(TOOL_RUNS)
+        sid, evs = paused_session(c, h, "add twice")
+        first, second = (x["id"] for x in evs[-2][1]["calls"])
+        approved = c.post(f"/v1/sessions/{sid}/approvals/{first}", headers=h, json={"decision": "approve"})
+        assert approved.json()["continued"] is False
+        r = c.post(f"/v1/sessions/{sid}/abort", headers=h)
+        assert r.status_code == 200 and r.json() == {"session_id": sid, "aborted": True}
+        after = events(c, sid, h, evs[-2][1]["next"])
+        results = {d["result"]["tool_call_id"]: d["result"] for k, d in after if k == "tool_result"}
+        assert set(results) == {first, second}
+        assert all(x["error_detail"] == "interrupted: aborted" for x in results.values())
+        assert TOOL_RUNS[runs:] == [], "no call ran, not even the approved one"
+        assert [d["summary"]["outcome"] for k, d in after if k == "done"] == ["aborted"]
+        assert not [k for k, _ in after if k == "text"], "the model was not called again"
+        assert c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"] == []
+        session = c.get(f"/v1/sessions/{sid}", headers=h).json()
+        assert session["awaiting_approval"] is False
+        stored = [x["message"]["type"] for x in session["records"] if x["type"] == "conversation"]
+        assert stored[-2:] == ["tool_result", "tool_result"], "every call has its result stored"
+        # nothing waits any more: a second abort aborts nothing, and the session takes a new turn
+        assert c.post(f"/v1/sessions/{sid}/abort", headers=h).json()["aborted"] is False
+        assert c.post(f"/v1/sessions/{sid}/turns", headers=h, json={"input": "hello"}).status_code == 202
+
+
+def test_abort_ends_a_pause_left_by_a_previous_server(tmp_path: Path) -> None:
+    with (
+        serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
+        httpx.Client(base_url=srv.url, timeout=30) as c,
+    ):
+        h = {"Authorization": f"Bearer {keys.create()[1]}"}
+        sid, evs = paused_session(c, h)
+        call_id = evs[-2][1]["calls"][0]["id"]
+    with (
+        serving(tmp_path, agents=[gated_agent()]) as (srv, _),
+        httpx.Client(base_url=srv.url, timeout=30) as c,
+    ):
+        assert c.post(f"/v1/sessions/{sid}/abort", headers=h).json()["aborted"] is True
+        after = events(c, sid, h)
+        result = next(d["result"] for k, d in after if k == "tool_result")
+        assert result["tool_call_id"] == call_id and result["error_detail"] == "interrupted: aborted"
+        assert after[-2][0] == "done" and after[-2][1]["summary"]["outcome"] == "aborted"
+        assert c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"] == []

@@ -150,7 +150,8 @@ async def steer(request: Request) -> Response:
 
 
 async def abort(request: Request) -> Response:
-    """Abort the running turn (``{"aborted": false}`` when none runs)."""
+    """Abort the running turn, or end a turn paused for approvals (its waiting calls are
+    denied; see ``SessionManager.abort_paused``); ``{"aborted": false}`` when neither."""
     owner = owner_of(request)
     mgr = state_of(request).manager
     meta = mgr.meta(owner, request.path_params["sid"])
@@ -158,6 +159,8 @@ async def abort(request: Request) -> Response:
     running = live is not None and not live.done
     if live is not None and running:
         live.abort()
+    elif (live is None or live.paused) and await mgr.abort_paused(owner, meta["id"]) is not None:
+        running = True
     return JSONResponse({"session_id": meta["id"], "aborted": running})
 
 
