@@ -534,7 +534,8 @@ def test_abort_ends_a_turn_waiting_for_approval_without_running_a_tool_or_the_mo
         approved = c.post(f"/v1/sessions/{sid}/approvals/{first}", headers=h, json={"decision": "approve"})
         assert approved.json()["continued"] is False
         r = c.post(f"/v1/sessions/{sid}/abort", headers=h)
-        assert r.status_code == 200 and r.json() == {"session_id": sid, "aborted": True}
+        assert r.status_code == 200
+        assert r.json() == {"session_id": sid, "aborted": True, "events_from": evs[-2][1]["next"]}
         after = events(c, sid, h, evs[-2][1]["next"])
         results = {d["result"]["tool_call_id"]: d["result"] for k, d in after if k == "tool_result"}
         assert set(results) == {first, second}
@@ -564,7 +565,11 @@ def test_abort_ends_a_pause_left_by_a_previous_server(tmp_path: Path) -> None:
         serving(tmp_path, agents=[gated_agent()]) as (srv, _),
         httpx.Client(base_url=srv.url, timeout=30) as c,
     ):
-        assert c.post(f"/v1/sessions/{sid}/abort", headers=h).json()["aborted"] is True
+        assert c.post(f"/v1/sessions/{sid}/abort", headers=h).json() == {
+            "session_id": sid,
+            "aborted": True,
+            "events_from": 0,
+        }
         after = events(c, sid, h)
         result = next(d["result"] for k, d in after if k == "tool_result")
         assert result["tool_call_id"] == call_id and result["error_detail"] == "interrupted: aborted"
