@@ -178,7 +178,7 @@ def _published_outputs(sink: EventSink, turn_id: str) -> list[str]:
     events, _ = sink.read(turn_id, 0)
     ids: dict[str, None] = {}
     for raw in events:
-        ev = from_json(raw, TurnEvent)
+        ev: TurnEvent = from_json(raw, TurnEvent)
         if isinstance(ev, TurnEvent.Text | TurnEvent.Thinking | TurnEvent.ToolCall):
             ids[ev.message_id] = None
         elif isinstance(ev, TurnEvent.Retract):
