@@ -20,6 +20,7 @@ is persisted by the session's store; the id printed at start and exit resumes it
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -221,7 +222,7 @@ class ChatApp:
                 stdin=sys.stdin,
                 prompt_out=sys.stdout,
             )
-            runner.run(lambda p=prompt: self.session.run_turn_stream(p).events())
+            runner.run(functools.partial(self._events, prompt))
             self.renderer.end_line()
             if runner.error is not None:
                 self.renderer.failed(f"{type(runner.error).__name__}: {runner.error}")
@@ -240,6 +241,9 @@ class ChatApp:
                 return
             self.renderer.notice(f"→ the turn ended first; sending now: {_texts(late)}", style="magenta")
             prompt = late
+
+    def _events(self, prompt: Any) -> Any:
+        return self.session.run_turn_stream(prompt).events()
 
 
 def _texts(messages: list[Any]) -> str:
