@@ -61,6 +61,7 @@ from ..types import (
     UserMessage,
 )
 from ..types.choices import tool_choice_of
+from ._interrupt import run_interruptible
 from .context import dangling_calls, interrupted_results, window
 from .errors import ApprovalPendingError, SessionClosedError, SessionExistsError, SessionNotFoundError
 from .events import TurnOutcome, TurnStream, TurnSummary
@@ -1414,7 +1415,7 @@ class AgentSession:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return self._own_loop().run_until_complete(awaitable)
+            return run_interruptible(self._own_loop(), awaitable)
         raise FoundationAIError("iterate a TurnStream with `async for` inside a running event loop")
 
     def _settle(self) -> None:
@@ -1431,7 +1432,7 @@ class AgentSession:
             if not self._loop_lock.acquire(blocking=False):  # another thread's blocking call
                 raise FoundationAIError("a turn is already running on this session") from None
             try:
-                return self._own_loop().run_until_complete(make())
+                return run_interruptible(self._own_loop(), make())
             finally:
                 try:
                     self._settle()
