@@ -84,12 +84,17 @@ from .turn import (
 )
 from .turn.machine import quiet_ok, run_quiet
 from .turn.persist import flush as flush_pending
+from .turn.state import DISCARD
 
 __all__ = ["AgentSession", "AgentSessionBuilder", "Answer", "Turn"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _CONVERSATION, _SUMMARY = SessionRecord.Conversation, SessionRecord.Summary
+_LOCKS_MADE = threading.Lock()
+"""Guards making a session's ``_loop_lock`` on first use."""
+_NO_HOOKS = TurnHooks()
+"""No hooks (frozen, shared by every session that sets none)."""
 
 
 class Turn:
@@ -128,7 +133,8 @@ class Turn:
         """The model's refusal text when the outcome is ``Refused``."""
         # the turn's own lists (a finished turn's state is not used again): no copies
         self._output = (state.output, state.output_errors, state.output_text)
-        self.awaiting: list[ToolCall] = state.awaiting
+        awaiting = state.awaiting
+        self.awaiting: list[ToolCall] = awaiting if type(awaiting) is list else list(awaiting)
         """The tool calls the turn paused on (outcome ``AwaitingApproval``), else empty."""
         self._usage = usage
         self.summary = TurnSummary(
@@ -514,7 +520,7 @@ class AgentSessionBuilder:
         self._shed: Any = None
         self._factories: list[Any] = []
         self._can_use_tool: Any = None
-        self._hooks = TurnHooks()
+        self._hooks = _NO_HOOKS  # frozen: shared until a ``with_*`` replaces it
 
     def with_model_id(self, model_id: Any) -> AgentSessionBuilder:
         """For a ``ProviderRouter``: the ``ModelId`` (or name) to route to (default: the
@@ -924,7 +930,7 @@ class AgentSession:
         self.breaker = breaker or CircuitBreaker()
         self.output_spec = output
         """The session's output type (``None``: plain text); a call's ``output_type`` overrides it."""
-        self.hooks = hooks or TurnHooks()
+        self.hooks = hooks or _NO_HOOKS
         """The turn hooks (phase hooks, context assembler, tool gate, step runner)."""
         self.steering = Steering()
         self.messages: list[Messages] = []
@@ -941,7 +947,7 @@ class AgentSession:
         """What the store last recorded about this session (model string, system prompt, tools)."""
         self.meta: SessionMeta | None = None
         """The stored metadata this session was resumed from (``None`` when built)."""
-        self._header: tuple[tuple[Any, ...], SessionHeader] | None = None
+        self._header: tuple[Any, Any, Any, int, SessionHeader] | None = None
         self.awaiting: list[ToolCall] = []
         """The tool calls the last turn paused on, waiting for :meth:`approve`/:meth:`deny`."""
         self.paused_calls: list[ToolCall] = []
@@ -949,7 +955,7 @@ class AgentSession:
         self._decisions: dict[str, Any] = {}
         self._busy = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_lock = threading.Lock()  # one blocking call at a time drives ``_loop``
+        self._loop_lock: threading.Lock | None = None  # one blocking call at a time drives ``_loop``
         self._closed = False
         self.memory: Any = None
         """The session's ``MemoryManager`` (``with_memory``), else ``None``."""
@@ -965,24 +971,26 @@ class AgentSession:
         """What this session records about itself in the store now: the primary model's model
         string, the system prompt and the tool names (written with the next records when it
         changed)."""
-        cached = self._header
+        cached = self._header  # (model, system prompt, registry, its version, header)
         registry = self.registry
-        if cached is not None:
-            model, system, tools, version = cached[0]
-            if (
-                model is self.models[0]
-                and system is self.system_prompt
-                and tools is registry
-                and version == registry.version
-            ):
-                return cached[1]
-        key = (self.models[0], self.system_prompt, registry, registry.version)
-        if cached is None or cached[0] != key:
+        if (
+            cached is not None
+            and cached[0] is self.models[0]
+            and cached[1] is self.system_prompt
+            and cached[2] is registry
+            and cached[3] == registry.version
+        ):
+            return cached[4]
+        model, system, version = self.models[0], self.system_prompt, registry.version
+        if cached is None or cached[:4] != (model, system, registry, version):
             cached = self._header = (
-                key,
-                header_for(self.models[0], self.system_prompt, self.registry.names()),
+                model,
+                system,
+                registry,
+                version,
+                header_for(model, system, registry.names()),
             )
-        return cached[1]
+        return cached[4]
 
     def flush(self) -> None:
         """Write the records a failed store write left in memory (see ``pending_records``);
@@ -1104,14 +1112,16 @@ class AgentSession:
             raise ApprovalPendingError(
                 f"the last turn is waiting for approval of tool call(s) {ids}: approve() or deny() them first"
             )
+        quiet = not emit and self.memory is None and quiet_ok(self)
         state = TurnState(
             prompts,
             _tool_choices(tool_choice, self.registry) if tool_choice is not None else self.tool_choice,
             emit=emit,
+            out=DISCARD if quiet else None,  # nothing is yielded: the items are not kept
         )
         if output_type is not None or self.output_spec is not None:
             state.output_spec = self._spec(output_type, output_retries)
-        if not emit and self.memory is None and quiet_ok(self):
+        if quiet:
             agen: Any = run_quiet(self, state, on_exit=self._enter)  # a coroutine: no items
         else:
             agen = run_turn(self, state, on_exit=self._enter)
@@ -1410,6 +1420,13 @@ class AgentSession:
             weakref.finalize(self, _close_loop, self._loop)  # closed with the session, not by GC order
         return self._loop
 
+    def _make_loop_lock(self) -> threading.Lock:
+        """``_loop_lock``, made on the first blocking call (an async-only session has none)."""
+        with _LOCKS_MADE:
+            if self._loop_lock is None:
+                self._loop_lock = threading.Lock()
+            return self._loop_lock
+
     def _drive(self, awaitable: Any) -> Any:
         try:
             asyncio.get_running_loop()
@@ -1428,7 +1445,8 @@ class AgentSession:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            if not self._loop_lock.acquire(blocking=False):  # another thread's blocking call
+            lock = self._loop_lock or self._make_loop_lock()
+            if not lock.acquire(blocking=False):  # another thread's blocking call
                 raise FoundationAIError("a turn is already running on this session") from None
             try:
                 return self._own_loop().run_until_complete(make())
@@ -1436,7 +1454,7 @@ class AgentSession:
                 try:
                     self._settle()
                 finally:
-                    self._loop_lock.release()
+                    lock.release()
         box: list[Any] = []
 
         def work() -> None:

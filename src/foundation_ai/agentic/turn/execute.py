@@ -17,7 +17,7 @@ from ..toolsets.policy import DEFAULT_POLICY, LoopTracker, PolicyExecutor
 from .hooks import IN_PROCESS, Allow, Ask, Deny, GateDecision, GateRequest, Phase
 from .host import TurnHost
 from .persist import persist
-from .state import TurnState, fail
+from .state import NO_DECISIONS, TurnState, fail
 
 __all__ = ["decide_calls", "execute_tools", "requires_approval"]
 
@@ -67,7 +67,7 @@ async def execute_tools(host: TurnHost, state: TurnState) -> Phase:
             interrupted = True
         finally:
             steering.waiting = None
-    state.decisions = {}
+    state.decisions = NO_DECISIONS
     done = []
     for r in results:  # a loop: no comprehension frame for the usual one or two results
         if r is not None:
