@@ -64,8 +64,17 @@ def refs(objs: list[Any]) -> int:
 
 
 def by_type(objs: list[Any], n: int, top: int = 25) -> str:
-    count = collections.Counter(type(o).__qualname__ for o in objs)
-    return "\n".join(f"    {k:<40} {v / n:6.2f}" for k, v in count.most_common(top))
+    count: collections.Counter[str] = collections.Counter()
+    held: collections.Counter[str] = collections.Counter()
+    for o in objs:
+        kind = type(o).__qualname__
+        if kind == "coroutine":
+            kind += f" {o.cr_code.co_name}"
+        count[kind] += 1
+        held[kind] += len(gc.get_referents(o))
+    return "\n".join(
+        f"    {k:<40} {v / n:6.2f} objects {held[k] / n:7.2f} references" for k, v in count.most_common(top)
+    )
 
 
 async def measure(n: int, show_types: bool) -> None:

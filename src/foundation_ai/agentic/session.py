@@ -948,9 +948,9 @@ class AgentSession:
         self.meta: SessionMeta | None = None
         """The stored metadata this session was resumed from (``None`` when built)."""
         self._header: tuple[Any, Any, Any, int, SessionHeader] | None = None
-        self.awaiting: list[ToolCall] = []
+        self.awaiting: Sequence[ToolCall] = ()
         """The tool calls the last turn paused on, waiting for :meth:`approve`/:meth:`deny`."""
-        self.paused_calls: list[ToolCall] = []
+        self.paused_calls: Sequence[ToolCall] = ()
         """Every call of the paused response (run, or denied, once the turn continues)."""
         self._decisions: dict[str, Any] = {}
         self._busy = threading.Lock()
@@ -1105,7 +1105,8 @@ class AgentSession:
         output_type: Any = None,
         output_retries: int | None = None,
     ) -> tuple[Any, TurnState]:
-        prompts = _prompt_messages(prompt)
+        # one text prompt (the usual case): a tuple, which the cycle collector stops tracking
+        prompts = (checked_message(prompt),) if type(prompt) is str else _prompt_messages(prompt)
         self._check_open()
         if self.awaiting:
             ids = ", ".join(c.id for c in self.awaiting)
@@ -1122,7 +1123,7 @@ class AgentSession:
         if output_type is not None or self.output_spec is not None:
             state.output_spec = self._spec(output_type, output_retries)
         if quiet:
-            agen: Any = run_quiet(self, state, on_exit=self._enter)  # a coroutine: no items
+            agen: Any = run_quiet(self, state)  # a coroutine: no items
         else:
             agen = run_turn(self, state, on_exit=self._enter)
             if self.memory is not None:
@@ -1343,7 +1344,7 @@ class AgentSession:
         state.calls = list(self.paused_calls)
         state.results = [None] * len(state.calls)
         state.decisions = dict(self._decisions)
-        self.awaiting, self.paused_calls, self._decisions = [], [], {}
+        self.awaiting, self.paused_calls, self._decisions = (), (), {}
         return run_turn(self, state, on_exit=self._enter), state
 
     async def _acontinue(self) -> Turn:
