@@ -110,7 +110,9 @@ class Turn:
     """
 
     __slots__ = (
+        "_counts",
         "_output",
+        "_summary",
         "_usage",
         "awaiting",
         "error",
@@ -118,7 +120,6 @@ class Turn:
         "output_spec",
         "records",
         "refusal",
-        "summary",
     )
 
     def __init__(self, state: TurnState, usage: UsageReport | Callable[[], UsageReport]) -> None:
@@ -137,14 +138,25 @@ class Turn:
         self.awaiting: list[ToolCall] = awaiting if type(awaiting) is list else list(awaiting)
         """The tool calls the turn paused on (outcome ``AwaitingApproval``), else empty."""
         self._usage = usage
-        self.summary = TurnSummary(
-            outcome=state.outcome,
-            message_count=state.persisted,
-            usage=state.snapshot or TokenSnapshot.from_usage(self.usage()),
-            generations=state.generations,
-            error=state.error,
-            refusal=state.refusal,
-        )
+        self._counts = (state.persisted, state.generations, state.snapshot)
+        self._summary: TurnSummary | None = None
+
+    @property
+    def summary(self) -> TurnSummary:
+        """The :class:`TurnSummary` (messages persisted, usage, model calls, outcome), built
+        on first read."""
+        made = self._summary
+        if made is None:
+            persisted, generations, snapshot = self._counts
+            made = self._summary = TurnSummary(
+                outcome=self.outcome,
+                message_count=persisted,
+                usage=snapshot or TokenSnapshot.from_usage(self.usage()),
+                generations=generations,
+                error=self.error,
+                refusal=self.refusal,
+            )
+        return made
 
     @property
     def stop_reason(self) -> StopReason:
