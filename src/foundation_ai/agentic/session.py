@@ -908,6 +908,17 @@ class AgentSession:
     """A conversation with a model and tools; see the module docstring. Build with
     :meth:`builder`."""
 
+    # Attributes most sessions never set are class-level defaults (an instance sets its own on
+    # first write): with 30 attributes or more an instance keeps them in a dict object of its
+    # own, one more object the cycle collector scans per session.
+    meta: SessionMeta | None = None
+    """The stored metadata this session was resumed from (``None`` when built)."""
+    memory: Any = None
+    """The session's ``MemoryManager`` (``with_memory``), else ``None``."""
+    _loop: asyncio.AbstractEventLoop | None = None
+    _loop_lock: threading.Lock | None = None  # one blocking call at a time drives ``_loop``
+    _closed = False
+
     def __init__(
         self,
         *,
@@ -957,8 +968,6 @@ class AgentSession:
         :meth:`flush`, writes them first."""
         self.stored_header: SessionHeader | None = None
         """What the store last recorded about this session (model string, system prompt, tools)."""
-        self.meta: SessionMeta | None = None
-        """The stored metadata this session was resumed from (``None`` when built)."""
         self._header: tuple[Any, Any, Any, int, SessionHeader] | None = None
         self.awaiting: Sequence[ToolCall] = ()
         """The tool calls the last turn paused on, waiting for :meth:`approve`/:meth:`deny`."""
@@ -966,11 +975,6 @@ class AgentSession:
         """Every call of the paused response (run, or denied, once the turn continues)."""
         self._decisions: dict[str, Any] = {}
         self._busy = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_lock: threading.Lock | None = None  # one blocking call at a time drives ``_loop``
-        self._closed = False
-        self.memory: Any = None
-        """The session's ``MemoryManager`` (``with_memory``), else ``None``."""
 
     @staticmethod
     def builder(model_or_router: Any = None) -> AgentSessionBuilder:
