@@ -171,3 +171,35 @@ def test_steering_queues_keep_every_message_in_order_from_many_threads() -> None
         assert [x for x in follows if x.startswith(f"t{k} ")] == [f"t{k} m{i}" for i in range(50)]
         assert [x for x in steers if x.startswith(f"t{k} ")] == [f"t{k} s{i}" for i in range(50)]
     assert steering.take_follow_ups() == [] and steering.take_steers() == [] and steering.idle()
+
+
+def test_the_ledgers_sums_and_cost_status_follow_usage_report_addition() -> None:
+    import itertools
+    import random
+
+    from foundation_ai.agentic.ledger import TokenLedger
+    from foundation_ai.types import CostStatus, UsageCosting
+
+    rng = random.Random(7)
+    statuses = [CostStatus.Unknown, CostStatus.Estimated, CostStatus.Actual]
+
+    def report(status: CostStatus) -> UsageReport:
+        i, o = float(rng.randint(0, 900)), float(rng.randint(0, 90))
+        cost = UsageCosting(input=i / 1e6, output=o / 1e5, total=i / 1e6 + o / 1e5, status=status)
+        return UsageReport(input=i, output=o, cache_read=1.0, total_tokens=i + o + 1.0, cost=cost)
+
+    for seq in itertools.product(statuses, repeat=3):
+        ledger = TokenLedger()
+        reports = [report(s) for s in seq]
+        expected = UsageReport()
+        for k, u in enumerate(reports):
+            if k == 2:
+                ledger.start_turn()
+                turn_expected = UsageReport()
+            ledger.record(u)
+            expected = expected + u
+            if k == 2:
+                turn_expected = turn_expected + u
+        assert ledger.total == expected, seq
+        assert ledger.turn == turn_expected, seq
+        assert ledger.generations == 3

@@ -78,30 +78,6 @@ _STATUS = [CostStatus.Unknown, CostStatus.Estimated, CostStatus.Actual]
 _ZERO = _Totals()
 
 
-def _plus(t: _Totals, u: UsageReport, r: int, k: UsageCosting) -> _Totals:
-    """``t`` plus ``u`` (whose cost is ``k``, its status ranked ``r``: 0 unknown, 1 estimated,
-    2 actual)."""
-    rank = t.rank
-    if rank < 0:
-        rank = r
-    elif rank != r or r == 1:
-        rank = 1 if (rank or r) else 0
-    # positional, in field order
-    return _Totals(
-        t.i + u.input,
-        t.o + u.output,
-        t.cr + u.cache_read,
-        t.cw + u.cache_write,
-        t.tt + u.total_tokens,
-        t.ci + k.input,
-        t.co + k.output,
-        t.ccr + k.cache_read,
-        t.ccw + k.cache_write,
-        t.c + k.total,
-        rank,
-    )
-
-
 class TokenLedger:
     """Running totals of a session (tokens; USD), plus per-turn totals.
 
@@ -146,8 +122,24 @@ class TokenLedger:
         k = usage.cost
         status = k.status  # compared by identity: hashing an Enum member runs Python code
         r = 0 if status is _UNKNOWN else 2 if status is _ACTUAL else 1
-        self._total = _plus(self._total, usage, r, k)
-        self._turn = _plus(self._turn, usage, r, k)
+        i, o, cr, cw, tt = usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total_tokens
+        ci, co, ccr, ccw, c = k.input, k.output, k.cache_read, k.cache_write, k.total
+        # new totals (immutable), positional in field order; the rank of a sum's cost status
+        # (0 unknown, 1 estimated, 2 actual) follows ``UsageCosting.__add__``
+        t = self._total
+        n = t.rank
+        self._total = _Totals(
+            t.i + i, t.o + o, t.cr + cr, t.cw + cw, t.tt + tt,
+            t.ci + ci, t.co + co, t.ccr + ccr, t.ccw + ccw, t.c + c,
+            r if n < 0 else n if n == r and r != 1 else 1 if (n or r) else 0,
+        )  # fmt: skip
+        t = self._turn
+        n = t.rank
+        self._turn = _Totals(
+            t.i + i, t.o + o, t.cr + cr, t.cw + cw, t.tt + tt,
+            t.ci + ci, t.co + co, t.ccr + ccr, t.ccw + ccw, t.c + c,
+            r if n < 0 else n if n == r and r != 1 else 1 if (n or r) else 0,
+        )  # fmt: skip
 
     @property
     def tokens(self) -> float:
