@@ -14,8 +14,9 @@ model whose stream waits on an ``asyncio.Event`` before its first chunk, and cou
   the request...), with the model's own share (the scripted model's generator waiting on the
   event) counted apart;
 
-then releases the event and checks every turn finished with the tool's answer. The figures
-are counts, not times: they do not depend on the machine's load (printed anyway).
+then times a full collection (``gc.collect()``) while every turn waits, releases the event and
+checks every turn finished with the tool's answer. The counts do not depend on the machine's
+load; the collection time does (the load average is printed).
 Usage: ``python bench/waiting.py [N]`` (default 1000), ``--types`` for the new objects by type.
 """
 
@@ -26,6 +27,8 @@ import asyncio
 import collections
 import gc
 import os
+import statistics
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -144,6 +147,15 @@ async def measure(n: int, show_types: bool) -> None:
         print(by_type(wait_new, n))
 
     del idle, waiting, idle_new, wait_new, total, model_share
+    times = []
+    for _ in range(7):  # what each full collection costs while every turn waits
+        t0 = time.process_time()  # CPU time: less sensitive to other work on the machine
+        gc.collect()
+        times.append(time.process_time() - t0)
+    print(
+        f"  a full collection while the {n} turns wait: {statistics.median(times) * 1e3:.2f} ms "
+        f"CPU (median of 7; min {min(times) * 1e3:.2f} ms; the whole process's heap)"
+    )
     gate.set()
     turns = await asyncio.gather(*tasks)
     assert all(t.text() == "42" for t in turns), "a turn did not end with the tool's answer"
