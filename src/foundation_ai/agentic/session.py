@@ -82,7 +82,8 @@ from .turn import (
     TurnState,
     run_turn,
 )
-from .turn.machine import quiet_ok, run_quiet
+from .turn.hooks import IN_PROCESS
+from .turn.machine import run_quiet
 from .turn.persist import flush as flush_pending
 from .turn.state import DISCARD
 
@@ -1123,13 +1124,15 @@ class AgentSession:
     ) -> tuple[Any, TurnState]:
         # one text prompt (the usual case): a tuple, which the cycle collector stops tracking
         prompts = (checked_message(prompt),) if type(prompt) is str else _prompt_messages(prompt)
-        self._check_open()
+        if self._closed:
+            self._check_open()  # raises
         if self.awaiting:
             ids = ", ".join(c.id for c in self.awaiting)
             raise ApprovalPendingError(
                 f"the last turn is waiting for approval of tool call(s) {ids}: approve() or deny() them first"
             )
-        quiet = not emit and self.memory is None and quiet_ok(self)
+        hooks = self.hooks  # quiet_ok, inlined: no phase hooks, the in-process step runner
+        quiet = not emit and self.memory is None and hooks.phases is None and hooks.steps is IN_PROCESS
         state = TurnState(
             prompts,
             _tool_choices(tool_choice, self.registry) if tool_choice is not None else self.tool_choice,

@@ -137,6 +137,13 @@ class Steering:
         self._loop = loop
         self.waiting = None
 
+    def release(self) -> None:
+        """The turn ended: :meth:`bind` to ``None`` and :meth:`clear_abort`, in one call."""
+        self._loop = None
+        self.waiting = None
+        if self._aborted:
+            self.clear_abort()
+
     @property
     def aborted(self) -> bool:
         return self._aborted

@@ -21,8 +21,7 @@ _FAILED, _CONVERSATION = SessionRecord.FailedAction, SessionRecord.Conversation
 
 def release(host: TurnHost) -> None:
     """However the turn ends: unbind steering, forget a pending abort and the in-turn cut."""
-    host.steering.bind(None)
-    host.steering.clear_abort()
+    host.steering.release()
     host.context_cut = None
 
 
