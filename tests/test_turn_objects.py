@@ -203,3 +203,54 @@ def test_the_ledgers_sums_and_cost_status_follow_usage_report_addition() -> None
         assert ledger.total == expected, seq
         assert ledger.turn == turn_expected, seq
         assert ledger.generations == 3
+
+
+def test_one_turn_at_a_time_per_session_and_sessions_do_not_block_each_other() -> None:
+    from foundation_ai.errors import FoundationAIError
+
+    async def go() -> None:
+        gate = asyncio.Event()
+        model = Gated(_endless(), gate)
+        a, b = _session(model), _session(model)
+        first = asyncio.ensure_future(a.arun_turn("first"))
+        other = asyncio.ensure_future(b.arun_turn("other session"))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        try:
+            await a.arun_turn("second, while the first waits")
+        except FoundationAIError as exc:
+            assert "already running" in str(exc)
+        else:
+            raise AssertionError("a second turn ran while the first held the session")
+        gate.set()
+        assert (await first).text() == "42" and (await other).text() == "42"
+        assert (await a.arun_turn("after the first")).text() == "42"  # the guard was given back
+
+    asyncio.run(go())
+
+
+def test_blocking_turns_from_two_threads_on_one_session_one_runs_the_other_is_refused() -> None:
+    from foundation_ai.errors import FoundationAIError
+
+    started, release = threading.Event(), threading.Event()
+
+    @tool
+    def slow() -> str:
+        """Wait until released."""
+        started.set()
+        release.wait(10)
+        return "done"
+
+    model = ScriptedModel([call("slow", {}), say("ok")])
+    agent = AgentSession.builder(model).with_tools(slow).with_store(InMemorySessionStore()).build()
+    results: list[Any] = []
+    worker = threading.Thread(target=lambda: results.append(agent.run_turn("go").text()))
+    worker.start()
+    assert started.wait(10)
+    try:
+        agent.run_turn("again")
+    except FoundationAIError as exc:
+        results.append(type(exc).__name__)
+    release.set()
+    worker.join(10)
+    assert sorted(results) == ["FoundationAIError", "ok"]

@@ -92,6 +92,8 @@ __all__ = ["AgentSession", "AgentSessionBuilder", "Answer", "Turn"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _CONVERSATION, _SUMMARY = SessionRecord.Conversation, SessionRecord.Summary
+_BUSY = threading.Lock()
+"""Guards the test-and-set of every session's ``_running`` flag (``AgentSession._enter``)."""
 _LOCKS_MADE = threading.Lock()
 """Guards making a session's ``_loop_lock`` on first use."""
 _NO_HOOKS = TurnHooks()
@@ -919,6 +921,7 @@ class AgentSession:
     _loop: asyncio.AbstractEventLoop | None = None
     _loop_lock: threading.Lock | None = None  # one blocking call at a time drives ``_loop``
     _closed = False
+    _running = False  # a turn holds the session (see ``_enter``)
 
     def __init__(
         self,
@@ -975,7 +978,6 @@ class AgentSession:
         self.paused_calls: Sequence[ToolCall] = ()
         """Every call of the paused response (run, or denied, once the turn continues)."""
         self._decisions: dict[str, Any] = {}
-        self._busy = threading.Lock()
 
     @staticmethod
     def builder(model_or_router: Any = None) -> AgentSessionBuilder:
@@ -1100,9 +1102,16 @@ class AgentSession:
     # -- turns -----------------------------------------------------------------------------------
 
     def _enter(self, entering: bool) -> bool:
+        """The one-turn-at-a-time guard: ``_enter(True)`` takes it (False: a turn holds it),
+        ``_enter(False)`` gives it back. A flag tested and set under one lock shared by every
+        session (no lock object per session)."""
         if entering:
-            return self._busy.acquire(blocking=False)
-        self._busy.release()
+            with _BUSY:
+                if self._running:
+                    return False
+                self._running = True
+                return True
+        self._running = False
         return True
 
     def _check_open(self) -> None:
