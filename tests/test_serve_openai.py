@@ -108,6 +108,12 @@ def test_responses_create_and_previous_response_id_continue_the_session(server: 
     assert r.usage is not None and r.usage.output_tokens > 0
     r2 = c.responses.create(model="bot", input="recall", previous_response_id=r.id)
     assert "my name is Grace" in r2.output_text
+    # the conversation went on after r: continuing from r again would branch, which is refused
+    with pytest.raises(openai.BadRequestError) as info:
+        c.responses.create(model="bot", input="recall", previous_response_id=r.id)
+    assert info.value.code == "response_not_latest" and r2.id in info.value.message
+    r3 = c.responses.create(model="bot", input="recall", previous_response_id=r2.id)
+    assert r3.output_text and r3.previous_response_id == r2.id
     with pytest.raises(openai.NotFoundError):
         c.responses.create(model="bot", input="recall", previous_response_id="resp_unknown")
 

@@ -319,6 +319,12 @@ def test_a_chat_answer_and_a_responses_continuation_work_through_either_process(
     assert r3.headers["x-session-id"] == r1.headers["x-session-id"] != sid
     # the continuation saw the first exchange of its session
     assert task2 in json.dumps(cluster.model.requests_for(task3)[0]["messages"])
+    # r1 is no longer the latest response of its conversation: continuing from it is refused
+    again = {"model": "worker", "input": "task: branch", "previous_response_id": r1.json()["id"]}
+    refused = httpx.post(f"{b}/v1/responses", json=again, headers=_h(key), timeout=60)
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "response_not_latest", (
+        refused.text
+    )
 
 
 def test_keys_and_session_owners_are_the_same_in_every_process_and_keys_stay_apart(cluster: Cluster) -> None:

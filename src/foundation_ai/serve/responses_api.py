@@ -9,7 +9,8 @@ Each text output of the turn is a ``message`` item, each thinking output a ``rea
 know them skip. A turn that pauses for approval sends ``foundation_ai.awaiting_approval``
 (``{"session_id", "calls"}``) and the stream waits for the decisions, then goes on; without
 ``stream`` the response returns at the pause (``incomplete``, reason ``awaiting_approval``).
-``previous_response_id`` continues the session of that response; a turn that
+``previous_response_id`` continues the session of that response (its latest response only:
+an earlier one is a 400 ``response_not_latest``, branches are not kept); a turn that
 was aborted or hit a limit ends ``incomplete``, a failed one ``response.failed``.
 """
 
@@ -215,6 +216,16 @@ async def responses(request: Request) -> Response:
                 f"no response {prev!r}",
                 type="not_found_error",
                 code="response_not_found",
+                param="previous_response_id",
+            )
+        latest = st.manager.index.latest_response(sid)
+        if latest is not None and latest != prev:  # the conversation went on after ``prev``
+            raise ApiError(
+                400,
+                f"response {prev!r} is not the latest of its conversation ({latest!r} is): continuing"
+                " from an earlier response (a branch) is not supported; continue from the latest, or"
+                " send the whole history as input without previous_response_id",
+                code="response_not_latest",
                 param="previous_response_id",
             )
     messages = responses_input(body.get("input"), body.get("instructions"))
