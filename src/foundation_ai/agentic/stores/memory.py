@@ -38,17 +38,28 @@ class InMemorySessionStore:
         self, session_id: str, records: Sequence[SessionRecord], header: SessionHeader | None = None
     ) -> None:
         """Add a batch (``FailedAction`` records skipped) and update the session's metadata."""
-        keep: list[SessionRecord] = []
-        added = 0
-        for r in records:
-            kind = type(r)
+        if len(records) == 1:  # the usual batch: one record, no loop
+            kind = type(records[0])
             if kind is _CONVERSATION:
-                keep.append(r)
-                added += 1
+                keep: list[SessionRecord] = [records[0]]
+                added = 1
             elif kind is not _FAILED:
-                keep.append(r)
-        if not keep and header is None:
-            return
+                keep, added = [records[0]], 0
+            elif header is None:
+                return
+            else:
+                keep, added = [], 0
+        else:
+            keep, added = [], 0
+            for r in records:
+                kind = type(r)
+                if kind is _CONVERSATION:
+                    keep.append(r)
+                    added += 1
+                elif kind is not _FAILED:
+                    keep.append(r)
+            if not keep and header is None:
+                return
         now = _now()
         lock = self._lock
         lock.acquire()  # rather than ``with``: fewer instructions for this hot path

@@ -254,13 +254,24 @@ def _written(host: TurnHost, state: TurnState) -> bool:
     ends; the records stay queued)."""
     pending = host.pending_records
     batch = pending.copy()
-    header = host.session_header()
     stored = host.stored_header
-    try:
+    cached = host._header  # ``session_header()``'s cache, its usual answer inlined
+    if (
+        cached is not None
+        and cached[4] is stored
+        and cached[0] is host.models[0]
+        and cached[1] is host.system_prompt
+        and cached[2] is (registry := host.registry)
+        and cached[3] == registry.version
+    ):
+        header = None  # unchanged since it was stored
+    else:
+        header = host.session_header()
         if header is stored or header == stored:
-            host.store.append(host.session_id, batch, None)
-        else:
-            host.store.append(host.session_id, batch, header)
+            header = None
+    try:
+        host.store.append(host.session_id, batch, header)
+        if header is not None:
             host.stored_header = header
     except StoreError as exc:
         _store_down(host, state, exc)
