@@ -268,7 +268,9 @@ class Generation:
         usage = None
         for item in items:
             kind = type(item)
-            if kind is _INIT_T or (kind is _PENDING_T and type(item.value) is _FINISHED_T):
+            if kind is not _NEXT_T and (
+                kind is _INIT_T or (kind is _PENDING_T and type(item.value) is _FINISHED_T)
+            ):
                 continue  # the usual first and last chunks: nothing to take
             if kind is _NEXT_T or isinstance(item, _NEXT):
                 m = item.value

@@ -73,11 +73,14 @@ _CONVERSATION = SessionRecord.Conversation
 def persist(host: TurnHost, state: TurnState, msgs: Sequence[Messages]) -> None:
     """Append ``msgs`` to the conversation and to ``state.records`` (as ``Conversation``), and
     queue them for the store (written by the driver's next :func:`flush`)."""
-    if not msgs:
+    if len(msgs) == 1:  # the usual case: one message
+        recs = [_CONVERSATION(message=msgs[0])]
+    elif not msgs:
         return
-    recs = []
-    for m in msgs:  # a loop: no comprehension frame for the usual one or two messages
-        recs.append(_CONVERSATION(message=m))
+    else:
+        recs = []
+        for m in msgs:  # a loop: no comprehension frame for the usual two or three messages
+            recs.append(_CONVERSATION(message=m))
     host.messages.extend(msgs)
     state.records.extend(recs)
     state.persisted += len(msgs)
