@@ -206,8 +206,8 @@ async def run_quiet(host: TurnHost, state: TurnState) -> None:
                     nxt = _DECIDE
                 if nxt is _DECIDE:
                     nxt = decide(host, state)
-                    if nxt is _FOLLOW and steering.idle():
-                        break  # no follow-up to take: ``finish``, the answer written with it
+                    if nxt is _FOLLOW and not (steering.wanted or steering._steer or steering._follow):
+                        break  # idle (inlined), no follow-up to take: ``finish``, the answer written with it
                 elif nxt is _TOOLS:
                     nxt = await execute_tools(host, state)
                 elif nxt is _DRAIN:
