@@ -47,7 +47,14 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     state.live = NOTHING_LIVE  # from here on, every path persists or retracts the outputs before yielding
     descriptor = getattr(gen.model, "descriptor", None)
     usage = gen.usage
-    if usage.cost.status is _UNKNOWN and descriptor is not None:  # price_usage's own test, inlined
+    if (  # price_usage's own tests, inlined: no cost reported, prices known
+        usage.cost.status is _UNKNOWN
+        and descriptor is not None
+        and (
+            getattr(descriptor, "input_price", None) is not None
+            or getattr(descriptor, "output_price", None) is not None
+        )
+    ):
         usage = price_usage(usage, descriptor)
     host.ledger.record(usage)
     produced = list(gen.outputs.values())
