@@ -71,49 +71,7 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
         if type(c) is ToolCall or (type(c) is not TextContent and isinstance(c, ToolCall)):
             calls.append(c)
     if not calls:
-        refusal = None
-        for m in reversed(produced):  # _refusal, inlined
-            stop = m.stop_reason  # exact types first: ``isinstance`` on these classes is slower
-            if m.metadata is None and (type(stop) in _PLAIN_STOPS or not isinstance(stop, _MESSAGE_STOP)):
-                continue  # no refusal metadata, and only a ``Message`` stop can be a refusal
-            refusal = m.refusal()
-            if refusal is not None:
-                break
-        if refusal is not None:  # a typed outcome: one model call, the refusal kept
-            persist(host, state, produced)
-            state.outcome, state.refusal = TurnOutcome.Refused, refusal
-            if emit:
-                out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
-            return Phase.FOLLOW_UPS
-        if len(produced) == 1:  # _text, inlined for the usual answer: one output
-            only = produced[0].content
-            text = only.content if type(only) is TextContent or isinstance(only, TextContent) else ""
-        else:
-            text = _text(produced)
-        spec = state.output_spec
-        if spec is not None:
-            verdict = check_output(spec, state, produced, text)
-            if verdict is not None:
-                persist(host, state, produced)
-                if isinstance(verdict, str):
-                    fail(state, "output_validation", verdict, model=gen.model.descriptor.name)
-                    return Phase.FINISH
-                persist(host, state, [verdict])  # the errors go back to the model
-                if emit:
-                    out.append(Stream.Next(SessionRecord.Conversation(message=verdict)))
-                return Phase.DRAIN_STEERING
-        if not text.strip(_VACUOUS) and not state.vacuous_retried and spec is None:  # is_vacuous
-            state.vacuous_retried = True
-            rec = SessionRecord.Retracted(
-                reason="vacuous answer; retrying once", message_ids=[m.id for m in produced]
-            )
-            state.records.append(rec)
-            out.append(Stream.Next(rec))
-            return Phase.DRAIN_STEERING
-        persist(host, state, produced)
-        if emit:
-            out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
-        return Phase.FOLLOW_UPS
+        return _answered(host, state, produced)
     persist(host, state, produced)
     state.calls = calls
     state.results = [None] * len(calls)
@@ -123,16 +81,54 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     return Phase.EXECUTE_TOOLS
 
 
-def _refusal(produced: list[Any]) -> str | None:
-    """The refusal text of the last output that reports one, else ``None``."""
-    for m in reversed(produced):
+def _answered(host: TurnHost, state: TurnState, produced: list[Any]) -> Phase:
+    """:func:`decide` for a response with no tool calls: a refusal, an answer checked against
+    the output type, a vacuous answer retried once, or the answer."""
+    out, emit, gen = state.out, state.emit, state.generation
+    assert gen is not None
+    refusal = None
+    for m in reversed(produced):  # _refusal, inlined
         stop = m.stop_reason  # exact types first: ``isinstance`` on these classes is slower
         if m.metadata is None and (type(stop) in _PLAIN_STOPS or not isinstance(stop, _MESSAGE_STOP)):
             continue  # no refusal metadata, and only a ``Message`` stop can be a refusal
         refusal = m.refusal()
         if refusal is not None:
-            return refusal  # type: ignore[no-any-return]
-    return None
+            break
+    if refusal is not None:  # a typed outcome: one model call, the refusal kept
+        persist(host, state, produced)
+        state.outcome, state.refusal = TurnOutcome.Refused, refusal
+        if emit:
+            out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
+        return Phase.FOLLOW_UPS
+    if len(produced) == 1:  # _text, inlined for the usual answer: one output
+        only = produced[0].content
+        text = only.content if type(only) is TextContent or isinstance(only, TextContent) else ""
+    else:
+        text = _text(produced)
+    spec = state.output_spec
+    if spec is not None:
+        verdict = check_output(spec, state, produced, text)
+        if verdict is not None:
+            persist(host, state, produced)
+            if isinstance(verdict, str):
+                fail(state, "output_validation", verdict, model=gen.model.descriptor.name)
+                return Phase.FINISH
+            persist(host, state, [verdict])  # the errors go back to the model
+            if emit:
+                out.append(Stream.Next(SessionRecord.Conversation(message=verdict)))
+            return Phase.DRAIN_STEERING
+    if not text.strip(_VACUOUS) and not state.vacuous_retried and spec is None:  # is_vacuous
+        state.vacuous_retried = True
+        rec = SessionRecord.Retracted(
+            reason="vacuous answer; retrying once", message_ids=[m.id for m in produced]
+        )
+        state.records.append(rec)
+        out.append(Stream.Next(rec))
+        return Phase.DRAIN_STEERING
+    persist(host, state, produced)
+    if emit:
+        out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
+    return Phase.FOLLOW_UPS
 
 
 def _text(produced: list[Any]) -> str:

@@ -221,41 +221,10 @@ async def run_quiet(host: TurnHost, state: TurnState) -> None:
                     nxt = persist_prompt(host, state)
                 else:  # finish
                     break
-                pending = host.pending_records
-                if not pending:
-                    continue
-                if not nonblocking:
-                    if not await _stored(host, state):
-                        break
-                    continue
-                # the queued records to a ``nonblocking`` store, on the loop (``write_now``, inlined)
-                batch = pending.copy()
-                stored = host.stored_header
-                cached = host._header  # ``session_header()``'s cache, its usual answer inlined
-                if (
-                    cached is not None
-                    and cached[4] is stored
-                    and cached[0] is host.models[0]
-                    and cached[1] is host.system_prompt
-                    and cached[2] is (registry := host.registry)
-                    and cached[3] == registry.version
+                if host.pending_records and not (
+                    _written(host, state) if nonblocking else await _stored(host, state)
                 ):
-                    header = None  # unchanged since it was stored
-                else:
-                    header = host.session_header()
-                    if header is stored or header == stored:
-                        header = None
-                try:
-                    host.store.append(host.session_id, batch, header)
-                except StoreError as exc:
-                    _store_down(host, state, exc)
-                    break  # the turn failed (kind "store"); the records stay queued
-                if header is not None:
-                    host.stored_header = header
-                if len(batch) == len(pending):
-                    pending.clear()
-                else:
-                    del pending[: len(batch)]
+                    break
             state.finished = True
         except asyncio.CancelledError:
             cancelled = True
@@ -279,10 +248,43 @@ async def run_quiet(host: TurnHost, state: TurnState) -> None:
         host._enter(False)
 
 
+def _written(host: TurnHost, state: TurnState) -> bool:
+    """The queued records written to a ``nonblocking`` store, on the loop
+    (:func:`~.persist.write_now`, inlined); False when the store failed (the turn is then
+    failed, kind ``"store"``, and ends; the records stay queued)."""
+    pending = host.pending_records
+    batch = pending.copy()
+    stored = host.stored_header
+    cached = host._header  # ``session_header()``'s cache, its usual answer inlined
+    if (
+        cached is not None
+        and cached[4] is stored
+        and cached[0] is host.models[0]
+        and cached[1] is host.system_prompt
+        and cached[2] is (registry := host.registry)
+        and cached[3] == registry.version
+    ):
+        header = None  # unchanged since it was stored
+    else:
+        header = host.session_header()
+        if header is stored or header == stored:
+            header = None
+    try:
+        host.store.append(host.session_id, batch, header)
+    except StoreError as exc:
+        _store_down(host, state, exc)
+        return False
+    if header is not None:
+        host.stored_header = header
+    if len(batch) == len(pending):
+        pending.clear()
+    else:
+        del pending[: len(batch)]
+    return True
+
+
 async def _stored(host: TurnHost, state: TurnState) -> bool:
-    """The queued records written to any store (off the event loop, :func:`~.persist.flush`);
-    False when the store failed (the turn is then failed, kind ``"store"``, and ends; the
-    records stay queued)."""
+    """:func:`_written` for any store (written off the event loop)."""
     try:
         await flush(host)
     except StoreError as exc:
