@@ -19,7 +19,7 @@ from foundation_ai.agentic import InMemorySessionStore, Reply, ScriptedModel, ca
 from foundation_ai.agentic.turn import TurnState
 from foundation_ai.agentic.turn.hooks import Allow, Ask, Deny
 from foundation_ai.agentic.turn.state import DISCARD, NO_DECISIONS, NOTHING_LIVE
-from foundation_ai.types import Messages, ToolResultMessage, UsageReport
+from foundation_ai.types import Messages, TokenSnapshot, ToolResultMessage, UsageReport
 
 
 @tool
@@ -203,6 +203,40 @@ def test_the_ledgers_sums_and_cost_status_follow_usage_report_addition() -> None
         assert ledger.total == expected, seq
         assert ledger.turn == turn_expected, seq
         assert ledger.generations == 3
+
+
+def test_reports_without_cost_mixed_with_priced_ones_sum_as_usage_report_addition() -> None:
+    """A report with no cost (unknown, every figure 0: the usual one when the model has no
+    prices) adds its tokens only; the sums and the cost status are those of adding the reports."""
+    import itertools
+
+    from foundation_ai.agentic.ledger import TokenLedger
+    from foundation_ai.types import CostStatus, UsageCosting
+
+    def report(kind: str, k: int) -> UsageReport:
+        i, o = float(3 + 7 * k), 0.1 * (k + 1)  # a fraction: the order of the additions shows
+        if kind == "none":
+            return UsageReport(input=i, output=o, cache_write=2.0, total_tokens=i + o + 2.0)
+        status = {"unknown": CostStatus.Unknown, "estimated": CostStatus.Estimated}.get(
+            kind, CostStatus.Actual
+        )
+        cost = UsageCosting(input=i / 3e6, output=o / 7e5, total=i / 3e6 + o / 7e5, status=status)
+        return UsageReport(input=i, output=o, cache_read=0.3, total_tokens=i + o + 0.3, cost=cost)
+
+    for seq in itertools.product(["none", "unknown", "estimated", "actual"], repeat=4):
+        ledger = TokenLedger()
+        expected = turn_expected = UsageReport()
+        for k, kind in enumerate(seq):
+            u = report(kind, k)
+            if k == 2:
+                ledger.start_turn()
+                turn_expected = UsageReport()
+            ledger.record(u)
+            expected, turn_expected = expected + u, turn_expected + u
+        assert ledger.total == expected, seq
+        assert ledger.turn == turn_expected, seq
+        assert ledger.snapshot() == TokenSnapshot.from_usage(turn_expected), seq
+        assert ledger.tokens == expected.input + expected.output + expected.cache_read + expected.cache_write
 
 
 def test_one_turn_at_a_time_per_session_and_sessions_do_not_block_each_other() -> None:

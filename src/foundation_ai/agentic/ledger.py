@@ -74,6 +74,7 @@ class _Totals(msgspec.Struct, frozen=True, gc=False):
 
 
 _EMPTY = UsageReport()
+_NO_COST = UsageCosting()
 _STATUS = [CostStatus.Unknown, CostStatus.Estimated, CostStatus.Actual]
 _ZERO = _Totals()
 
@@ -120,9 +121,25 @@ class TokenLedger:
         if usage == _EMPTY:  # the identity of UsageReport.__add__
             return
         k = usage.cost
+        i, o, cr, cw, tt = usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total_tokens
+        if k is _NO_COST or k == _NO_COST:  # no cost (unknown, every figure 0): the cost sums stay
+            # as they are (``t + 0.0`` is ``t``: a sum starting at 0.0 is never -0.0); the rank
+            # of unknown (0) added to ``n``: 0 when ``n`` is none or unknown, else estimated
+            t = self._total
+            n = t.rank
+            self._total = _Totals(
+                t.i + i, t.o + o, t.cr + cr, t.cw + cw, t.tt + tt,
+                t.ci, t.co, t.ccr, t.ccw, t.c, 0 if n <= 0 else 1,
+            )  # fmt: skip
+            t = self._turn
+            n = t.rank
+            self._turn = _Totals(
+                t.i + i, t.o + o, t.cr + cr, t.cw + cw, t.tt + tt,
+                t.ci, t.co, t.ccr, t.ccw, t.c, 0 if n <= 0 else 1,
+            )  # fmt: skip
+            return
         status = k.status  # compared by identity: hashing an Enum member runs Python code
         r = 0 if status is _UNKNOWN else 2 if status is _ACTUAL else 1
-        i, o, cr, cw, tt = usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total_tokens
         ci, co, ccr, ccw, c = k.input, k.output, k.cache_read, k.cache_write, k.total
         # new totals (immutable), positional in field order; the rank of a sum's cost status
         # (0 unknown, 1 estimated, 2 actual) follows ``UsageCosting.__add__``

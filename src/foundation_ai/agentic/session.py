@@ -188,7 +188,11 @@ class Turn:
     def text(self) -> str:
         """The answer: the text outputs after the last tool result or user message (joined)."""
         out: list[str] = []
-        for r in self.records:
+        records = self.records
+        i = len(records)
+        while i:  # from the end back to the last tool result or user message
+            i -= 1
+            r = records[i]
             # exact types first: ``isinstance`` on these classes is the slower check
             kind = type(r)
             if kind is not _CONVERSATION and (kind is _SUMMARY or not isinstance(r, _CONVERSATION)):
@@ -198,11 +202,13 @@ class Turn:
             if kind is not AssistantMessage and (
                 kind is UserMessage or kind is ToolResultMessage or not isinstance(m, AssistantMessage)
             ):
-                out = []
-                continue
+                break
             c = m.content
             if type(c) is TextContent or (type(c) is not ToolCall and isinstance(c, TextContent)):
                 out.append(c.content)
+        if len(out) == 1:  # the usual answer: one text output
+            return out[0]
+        out.reverse()
         return "".join(out)
 
     def tool_calls(self) -> list[ToolCall]:
@@ -911,6 +917,10 @@ class AgentSessionBuilder:
 class AgentSession:
     """A conversation with a model and tools; see the module docstring. Build with
     :meth:`builder`."""
+
+    replay: Any = None
+    """What an interrupted run of the turn being replayed already stored (set by the durable
+    runner: ``turn.persist.Replay``); ``None`` otherwise."""
 
     # Attributes most sessions never set are class-level defaults (an instance sets its own on
     # first write): with 30 attributes or more an instance keeps them in a dict object of its

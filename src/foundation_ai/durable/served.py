@@ -220,7 +220,7 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
         steps.lookup = session.registry.get
         _LIVE[turn_id] = session
         session.messages = history
-        session.replay = replay  # type: ignore[attr-defined]
+        session.replay = replay
         overrides: ModelParams | None = from_json(params, ModelParams | None)
         if overrides is not None:
             session.params = overrides

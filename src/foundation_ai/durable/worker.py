@@ -178,7 +178,7 @@ async def durable_turn(session_id: str, prompt: str) -> str:
     session = open_session(builder, session_id)
     steps.lookup = session.registry.get
     session.messages = history
-    session.replay = replay  # type: ignore[attr-defined]
+    session.replay = replay
     try:
         turn = await session.arun_turn(msgs)
     except TurnFailedError as failed:  # a failed turn is a result here, not a worker crash

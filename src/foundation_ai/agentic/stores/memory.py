@@ -38,6 +38,30 @@ class InMemorySessionStore:
         self, session_id: str, records: Sequence[SessionRecord], header: SessionHeader | None = None
     ) -> None:
         """Add a batch (``FailedAction`` records skipped) and update the session's metadata."""
+        if len(records) == 1 and header is None:  # the usual write: one record, no loop, no copy
+            r = records[0]
+            kind = type(r)
+            if kind is _FAILED:
+                return
+            now = _now()
+            lock = self._lock
+            lock.acquire()  # rather than ``with``: fewer instructions for this hot path
+            try:
+                row = self._meta.get(session_id)
+                stored = self._data.get(session_id)
+                if row is None or stored is None:
+                    self._add(session_id, [r], 1 if kind is _CONVERSATION else 0, None, now)
+                    return
+                stored.append(r)
+                row[1] = now
+                if kind is _CONVERSATION:
+                    row[2] += 1
+                    if row[3] is None:
+                        row[3] = title_of((r,))
+                row[7] = self._writes = self._writes + 1
+            finally:
+                lock.release()
+            return
         keep: list[SessionRecord] = []
         added = 0
         for r in records:
@@ -50,30 +74,33 @@ class InMemorySessionStore:
         if not keep and header is None:
             return
         now = _now()
-        lock = self._lock
-        lock.acquire()  # rather than ``with``: fewer instructions for this hot path
-        try:
-            meta = self._meta
-            row = meta.get(session_id)
-            if row is None:
-                row = meta[session_id] = [now, now, 0, None, None, None, (), 0, None]
-            data = self._data
-            stored = data.get(session_id)
-            if stored is None:
-                data[session_id] = keep
-            else:
-                stored += keep
-            row[1] = now
-            if added:
-                row[2] += added
-                if row[3] is None:
-                    row[3] = title_of(keep)
-            if header is not None:
-                row[4], row[5], row[6] = header.model, header.system_prompt, tuple(header.tools)
-                row[8] = header.base_url
-            row[7] = self._writes = self._writes + 1
-        finally:
-            lock.release()
+        with self._lock:
+            self._add(session_id, keep, added, header, now)
+
+    def _add(
+        self, session_id: str, keep: list[SessionRecord], added: int, header: SessionHeader | None, now: float
+    ) -> None:
+        """Add ``keep`` (``added`` of them ``Conversation`` records) and update the metadata;
+        under the lock."""
+        meta = self._meta
+        row = meta.get(session_id)
+        if row is None:
+            row = meta[session_id] = [now, now, 0, None, None, None, (), 0, None]
+        data = self._data
+        stored = data.get(session_id)
+        if stored is None:
+            data[session_id] = keep
+        else:
+            stored += keep
+        row[1] = now
+        if added:
+            row[2] += added
+            if row[3] is None:
+                row[3] = title_of(keep)
+        if header is not None:
+            row[4], row[5], row[6] = header.model, header.system_prompt, tuple(header.tools)
+            row[8] = header.base_url
+        row[7] = self._writes = self._writes + 1
 
     async def aappend(
         self, session_id: str, records: Sequence[SessionRecord], header: SessionHeader | None = None

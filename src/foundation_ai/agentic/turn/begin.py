@@ -45,7 +45,8 @@ def persist_prompt(host: TurnHost, state: TurnState) -> Phase:
     for p in state.prompts:  # a loop: no comprehension frame for the usual one prompt
         queued.append(p if type(p) is UserMessage or isinstance(p, Messages) else Messages.coerce(p))
     steering = host.steering
-    if not steering.idle():  # follow-ups queued before the turn (idle: none, no list to make)
+    if steering.wanted or steering._steer or steering._follow:  # not ``idle()`` (inlined): follow-ups
+        # queued before the turn
         queued += steering.take_follow_ups()
     persist(host, state, queued)
     state.head_end = state.keep_from + len(queued)

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...types import AgentProgress, SessionRecord, StopReason, Stream, TextContent, ToolCall
+from ...types import AgentProgress, CostStatus, SessionRecord, StopReason, Stream, TextContent, ToolCall
 from ..events import TurnOutcome
 from ..ledger import price_usage
 from ..output import check_output
 from .hooks import Phase
 from .host import TurnHost
 from .persist import persist
-from .policy import is_vacuous
+from .policy import _VACUOUS
 from .recover import after_error, after_interrupt, overflowed
 from .state import NOTHING_LIVE, TurnState, fail
 
 __all__ = ["decide"]
 
+_UNKNOWN = CostStatus.Unknown
 _MESSAGE_STOP = type(StopReason.Message("refusal"))
 _PLAIN_STOPS = frozenset(type(s) for s in (StopReason.Stop(), StopReason.ToolUse(), StopReason.Length()))
 """Exact types of the usual stop reasons (none is a ``Message``): no ``isinstance`` for them."""
@@ -45,7 +46,17 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     assert gen is not None
     state.live = NOTHING_LIVE  # from here on, every path persists or retracts the outputs before yielding
     descriptor = getattr(gen.model, "descriptor", None)
-    host.ledger.record(price_usage(gen.usage, descriptor))
+    usage = gen.usage
+    if (  # price_usage's own tests, inlined: no cost reported, prices known
+        usage.cost.status is _UNKNOWN
+        and descriptor is not None
+        and (
+            getattr(descriptor, "input_price", None) is not None
+            or getattr(descriptor, "output_price", None) is not None
+        )
+    ):
+        usage = price_usage(usage, descriptor)
+    host.ledger.record(usage)
     produced = list(gen.outputs.values())
     if gen.interrupted:
         return after_interrupt(host, state, produced)
@@ -60,38 +71,7 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
         if type(c) is ToolCall or (type(c) is not TextContent and isinstance(c, ToolCall)):
             calls.append(c)
     if not calls:
-        refusal = _refusal(produced)
-        if refusal is not None:  # a typed outcome: one model call, the refusal kept
-            persist(host, state, produced)
-            state.outcome, state.refusal = TurnOutcome.Refused, refusal
-            if emit:
-                out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
-            return Phase.FOLLOW_UPS
-        text = _text(produced)
-        spec = state.output_spec
-        if spec is not None:
-            verdict = check_output(spec, state, produced, text)
-            if verdict is not None:
-                persist(host, state, produced)
-                if isinstance(verdict, str):
-                    fail(state, "output_validation", verdict, model=gen.model.descriptor.name)
-                    return Phase.FINISH
-                persist(host, state, [verdict])  # the errors go back to the model
-                if emit:
-                    out.append(Stream.Next(SessionRecord.Conversation(message=verdict)))
-                return Phase.DRAIN_STEERING
-        if is_vacuous(text) and not state.vacuous_retried and spec is None:
-            state.vacuous_retried = True
-            rec = SessionRecord.Retracted(
-                reason="vacuous answer; retrying once", message_ids=[m.id for m in produced]
-            )
-            state.records.append(rec)
-            out.append(Stream.Next(rec))
-            return Phase.DRAIN_STEERING
-        persist(host, state, produced)
-        if emit:
-            out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
-        return Phase.FOLLOW_UPS
+        return _answered(host, state, produced)
     persist(host, state, produced)
     state.calls = calls
     state.results = [None] * len(calls)
@@ -101,16 +81,54 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     return Phase.EXECUTE_TOOLS
 
 
-def _refusal(produced: list[Any]) -> str | None:
-    """The refusal text of the last output that reports one, else ``None``."""
-    for m in reversed(produced):
+def _answered(host: TurnHost, state: TurnState, produced: list[Any]) -> Phase:
+    """:func:`decide` for a response with no tool calls: a refusal, an answer checked against
+    the output type, a vacuous answer retried once, or the answer."""
+    out, emit, gen = state.out, state.emit, state.generation
+    assert gen is not None
+    refusal = None
+    for m in reversed(produced):  # _refusal, inlined
         stop = m.stop_reason  # exact types first: ``isinstance`` on these classes is slower
         if m.metadata is None and (type(stop) in _PLAIN_STOPS or not isinstance(stop, _MESSAGE_STOP)):
             continue  # no refusal metadata, and only a ``Message`` stop can be a refusal
         refusal = m.refusal()
         if refusal is not None:
-            return refusal  # type: ignore[no-any-return]
-    return None
+            break
+    if refusal is not None:  # a typed outcome: one model call, the refusal kept
+        persist(host, state, produced)
+        state.outcome, state.refusal = TurnOutcome.Refused, refusal
+        if emit:
+            out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
+        return Phase.FOLLOW_UPS
+    if len(produced) == 1:  # _text, inlined for the usual answer: one output
+        only = produced[0].content
+        text = only.content if type(only) is TextContent or isinstance(only, TextContent) else ""
+    else:
+        text = _text(produced)
+    spec = state.output_spec
+    if spec is not None:
+        verdict = check_output(spec, state, produced, text)
+        if verdict is not None:
+            persist(host, state, produced)
+            if isinstance(verdict, str):
+                fail(state, "output_validation", verdict, model=gen.model.descriptor.name)
+                return Phase.FINISH
+            persist(host, state, [verdict])  # the errors go back to the model
+            if emit:
+                out.append(Stream.Next(SessionRecord.Conversation(message=verdict)))
+            return Phase.DRAIN_STEERING
+    if not text.strip(_VACUOUS) and not state.vacuous_retried and spec is None:  # is_vacuous
+        state.vacuous_retried = True
+        rec = SessionRecord.Retracted(
+            reason="vacuous answer; retrying once", message_ids=[m.id for m in produced]
+        )
+        state.records.append(rec)
+        out.append(Stream.Next(rec))
+        return Phase.DRAIN_STEERING
+    persist(host, state, produced)
+    if emit:
+        out.append(Stream.Pending(AgentProgress.FlushingRecords(count=len(produced))))
+    return Phase.FOLLOW_UPS
 
 
 def _text(produced: list[Any]) -> str:

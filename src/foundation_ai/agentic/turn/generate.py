@@ -260,15 +260,17 @@ class Generation:
         if items is None:
             self._stream = stream
             return False
-        snapshot = getattr(model, "chunk_mode", "snapshot") != "delta"
         steering, outputs = self.host.steering, self.outputs
+        if steering.wanted:  # checked once: nothing between the chunks lets a steer in (no await)
+            self.interrupted = True
+            return True
+        snapshot = getattr(model, "chunk_mode", "snapshot") != "delta"
         usage = None
         for item in items:
-            if steering.wanted:
-                self.interrupted = True
-                break
             kind = type(item)
-            if kind is _INIT_T or (kind is _PENDING_T and type(item.value) is _FINISHED_T):
+            if kind is not _NEXT_T and (
+                kind is _INIT_T or (kind is _PENDING_T and type(item.value) is _FINISHED_T)
+            ):
                 continue  # the usual first and last chunks: nothing to take
             if kind is _NEXT_T or isinstance(item, _NEXT):
                 m = item.value

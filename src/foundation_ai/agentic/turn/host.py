@@ -60,6 +60,9 @@ class TurnHost(Protocol):
     """Records persisted in memory but not yet written to the store (oldest first)."""
     stored_header: SessionHeader | None
     """The ``SessionHeader`` last written to the store (``None``: not yet)."""
+    _header: tuple[Any, Any, Any, int, SessionHeader] | None
+    """``session_header()``'s cache: (primary model, system prompt, registry, its version,
+    header), ``None`` before the first call (the quiet driver checks it inline)."""
 
     def _enter(self, entering: bool) -> bool:
         """The session's one-turn-at-a-time guard: ``_enter(True)`` takes it (False: a turn is

@@ -206,8 +206,8 @@ async def run_quiet(host: TurnHost, state: TurnState) -> None:
                     nxt = _DECIDE
                 if nxt is _DECIDE:
                     nxt = decide(host, state)
-                    if nxt is _FOLLOW and steering.idle():
-                        break  # no follow-up to take: ``finish``, the answer written with it
+                    if nxt is _FOLLOW and not (steering.wanted or steering._steer or steering._follow):
+                        break  # idle (inlined), no follow-up to take: ``finish``, the answer written with it
                 elif nxt is _TOOLS:
                     nxt = await execute_tools(host, state)
                 elif nxt is _DRAIN:
@@ -249,22 +249,33 @@ async def run_quiet(host: TurnHost, state: TurnState) -> None:
 
 
 def _written(host: TurnHost, state: TurnState) -> bool:
-    """:func:`~.persist.write_now` (the queued records to a ``nonblocking`` store, on the
-    loop), inlined; False when the store failed (the turn is then failed, kind ``"store"``, and
-    ends; the records stay queued)."""
+    """The queued records written to a ``nonblocking`` store, on the loop
+    (:func:`~.persist.write_now`, inlined); False when the store failed (the turn is then
+    failed, kind ``"store"``, and ends; the records stay queued)."""
     pending = host.pending_records
     batch = pending.copy()
-    header = host.session_header()
     stored = host.stored_header
-    try:
+    cached = host._header  # ``session_header()``'s cache, its usual answer inlined
+    if (
+        cached is not None
+        and cached[4] is stored
+        and cached[0] is host.models[0]
+        and cached[1] is host.system_prompt
+        and cached[2] is (registry := host.registry)
+        and cached[3] == registry.version
+    ):
+        header = None  # unchanged since it was stored
+    else:
+        header = host.session_header()
         if header is stored or header == stored:
-            host.store.append(host.session_id, batch, None)
-        else:
-            host.store.append(host.session_id, batch, header)
-            host.stored_header = header
+            header = None
+    try:
+        host.store.append(host.session_id, batch, header)
     except StoreError as exc:
         _store_down(host, state, exc)
         return False
+    if header is not None:
+        host.stored_header = header
     if len(batch) == len(pending):
         pending.clear()
     else:

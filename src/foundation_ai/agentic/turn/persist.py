@@ -73,11 +73,14 @@ _CONVERSATION = SessionRecord.Conversation
 def persist(host: TurnHost, state: TurnState, msgs: Sequence[Messages]) -> None:
     """Append ``msgs`` to the conversation and to ``state.records`` (as ``Conversation``), and
     queue them for the store (written by the driver's next :func:`flush`)."""
-    if not msgs:
+    if len(msgs) == 1:  # the usual case: one message
+        recs = [_CONVERSATION(message=msgs[0])]
+    elif not msgs:
         return
-    recs = []
-    for m in msgs:  # a loop: no comprehension frame for the usual one or two messages
-        recs.append(_CONVERSATION(message=m))
+    else:
+        recs = []
+        for m in msgs:  # a loop: no comprehension frame for the usual two or three messages
+            recs.append(_CONVERSATION(message=m))
     host.messages.extend(msgs)
     state.records.extend(recs)
     state.persisted += len(msgs)
@@ -165,13 +168,24 @@ def write_now(host: TurnHost) -> None:
     """
     pending = host.pending_records
     batch = pending.copy()
-    header = host.session_header()
     stored = host.stored_header
-    if header is stored or header == stored:
-        host.store.append(host.session_id, batch, None)
+    cached = getattr(host, "_header", None)  # ``session_header()``'s cache, its usual answer inlined
+    if (
+        cached is not None
+        and cached[4] is stored
+        and cached[0] is host.models[0]
+        and cached[1] is host.system_prompt
+        and cached[2] is (registry := host.registry)
+        and cached[3] == registry.version
+    ):
+        host.store.append(host.session_id, batch, None)  # unchanged since it was stored
     else:
-        host.store.append(host.session_id, batch, header)
-        host.stored_header = header
+        header = host.session_header()
+        if header is stored or header == stored:
+            host.store.append(host.session_id, batch, None)
+        else:
+            host.store.append(host.session_id, batch, header)
+            host.stored_header = header
     if len(batch) == len(pending):
         pending.clear()
     else:
