@@ -5,6 +5,7 @@ requests in flight, requests spread over several httpx clients, connections reus
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 from collections.abc import Iterator
@@ -14,10 +15,12 @@ from typing import Any
 import httpx
 import pytest
 
+from foundation_ai.backends._gate import SlotGate
 from foundation_ai.backends._http import (
     MAX_CONNECTIONS,
     SHARD_CONNECTIONS,
     HttpOptions,
+    HttpStreamError,
     astream_events,
     shared_ssl_context,
 )
@@ -374,3 +377,111 @@ async def test_max_connections_given_to_the_factory_caps_the_requests_in_flight(
     assert all(_content(a) == TextContent("hi") for a in answers)
     assert srv.requests == 5
     assert srv.peak == 2
+
+
+# the wait for a slot (backends/_gate.py)
+
+
+async def test_a_request_waiting_for_its_slot_past_first_byte_timeout_fails_with_that_deadline() -> None:
+    async with Server(hold_until=2) as srv:  # holds the first request: the only slot stays taken
+        patient = HttpOptions(api_key=None, base_url=srv.url, max_connections=1)
+        hasty = HttpOptions(
+            api_key=None, base_url=srv.url, max_connections=1, first_byte_timeout=0.2, max_retries=0
+        )
+        first = asyncio.create_task(_events(patient, srv.url))  # same settings: the same pool
+        while srv.open < 1:
+            await asyncio.sleep(0.01)
+        with pytest.raises(HttpStreamError, match="first_byte_timeout"):
+            await _events(hasty, srv.url)
+        assert srv.requests == 1  # it never got a slot: the wait counted toward its deadline
+        srv.release.set()
+        assert (await first)[-1] == "[DONE]"
+        assert (await _events(patient, srv.url))[-1] == "[DONE]"  # no slot was lost
+        await patient.aclose()
+        await hasty.aclose()
+    assert srv.requests == 2
+
+
+async def test_the_slot_queue_is_first_come_first_served_and_no_one_jumps_it() -> None:
+    gate = SlotGate(1)
+    loop = asyncio.get_running_loop()
+    assert gate.try_take()
+    order: list[int] = []
+
+    async def waiter(k: int) -> None:
+        await gate.wait(loop, None)
+        order.append(k)
+        gate.release()
+
+    tasks = [asyncio.create_task(waiter(k)) for k in range(5)]
+    await asyncio.sleep(0)
+    assert gate.waiting == 5
+    gate.release()
+    assert not gate.try_take()  # the freed slot went to the first waiter, not to a newcomer
+    await asyncio.gather(*tasks)
+    assert order == [0, 1, 2, 3, 4]
+    assert gate.try_take() and not gate.try_take()  # one slot, back once everyone is done
+
+
+async def test_a_slot_handed_to_a_waiter_cancelled_before_it_ran_goes_to_the_next() -> None:
+    gate = SlotGate(1)
+    loop = asyncio.get_running_loop()
+    assert gate.try_take()
+    got: list[str] = []
+
+    async def waiter(name: str) -> None:
+        fut = gate.wait(loop, None)
+        try:
+            await fut
+        except BaseException:
+            gate.give_up(fut)
+            raise
+        got.append(name)
+
+    a = asyncio.create_task(waiter("a"))
+    b = asyncio.create_task(waiter("b"))
+    await asyncio.sleep(0)
+    gate.release()  # handed to a ...
+    a.cancel()  # ... which is cancelled before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await a
+    await b
+    assert got == ["b"]
+    assert gate.waiting == 0 and not gate.try_take()  # b holds the only slot
+
+
+async def test_a_waiter_whose_due_time_passes_fails_alone_and_the_others_keep_their_place() -> None:
+    gate = SlotGate(1)
+    loop = asyncio.get_running_loop()
+    assert gate.try_take()
+    early = gate.wait(loop, None)
+    due = gate.wait(loop, loop.time() + 0.05)
+    late = gate.wait(loop, loop.time() + 60)
+    with pytest.raises(TimeoutError):
+        await due
+    gate.give_up(due)
+    assert gate.waiting == 2 and not early.done() and not late.done()
+    gate.release()
+    assert early.done() and not late.done()  # the order is kept
+    gate.release()
+    assert late.done()
+    gate.release()
+    assert gate.waiting == 0 and gate.try_take()
+
+
+async def test_waiting_requests_share_one_timer_whatever_their_number() -> None:
+    def timers() -> int:
+        gc.collect()
+        return sum(isinstance(o, asyncio.TimerHandle) and not o.cancelled() for o in gc.get_objects())
+
+    gate = SlotGate(1)
+    loop = asyncio.get_running_loop()
+    assert gate.try_take()
+    before = timers()
+    futs = [gate.wait(loop, loop.time() + 60 + k) for k in range(200)]
+    assert timers() - before == 1  # one timer for the queue, not one per waiter
+    for f in futs:
+        f.cancel()
+        gate.give_up(f)
+    assert gate.waiting == 0
+    assert timers() == before  # an empty queue keeps no timer running
