@@ -1356,10 +1356,11 @@ async def astream_events(
                                     raise
                                 finally:
                                     guard.task = None
-                                if final is not None and sse.data == final:
+                                data = sse.data  # a property: read once
+                                if data == final:
                                     await _drain(events, loop, end)
                                 yielded = True
-                                yield SseEvent(sse.event, sse.data)
+                                yield SseEvent(sse.event, data)
                         finally:
                             guard.cancel()
                             await _aclose_quietly(events)
