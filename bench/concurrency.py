@@ -23,7 +23,8 @@ In the bench process, for N in ``--sessions`` (default 100, 1,000, 10,000), inte
   ``arun_turn("session K")`` at once under ``asyncio.gather``; every turn is checked (the tool
   ran once with K, the answer is the expected 200-chunk text ending in the tool's result);
 - **floor**: the same N conversations as raw ``httpx.AsyncClient`` + ``httpx_sse`` (same
-  requests and chunks, same pool limits, ``json.loads`` per event, the text joined, the tool
+  requests and chunks, same pool limits: the backends' layout of httpx clients with a plain
+  ``asyncio.Semaphore`` as the limit on requests in flight, ``json.loads`` per event, the text joined, the tool
   call's arguments parsed, the second request sent with the tool result) -- no agent loop.
 
 chunks/s = SSE events read (both requests of every session) / wall seconds. Memory per idle
