@@ -485,3 +485,20 @@ async def test_waiting_requests_share_one_timer_whatever_their_number() -> None:
         gate.give_up(f)
     assert gate.waiting == 0
     assert timers() == before  # an empty queue keeps no timer running
+
+
+async def test_acquire_waits_for_a_released_slot_and_a_cancelled_acquire_leaks_none() -> None:
+    gate = SlotGate(1)
+    await gate.acquire()
+    second = asyncio.create_task(gate.acquire())
+    third = asyncio.create_task(gate.acquire())
+    await asyncio.sleep(0)
+    assert not second.done() and gate.waiting == 2
+    third.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await third
+    assert gate.waiting == 1
+    gate.release()
+    await second  # the released slot went to the waiter
+    gate.release()
+    assert gate.waiting == 0 and gate.try_take()
