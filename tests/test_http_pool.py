@@ -26,7 +26,7 @@ from foundation_ai.backends._http import (
 )
 from foundation_ai.backends._openai_chat import openai_chat
 from foundation_ai.errors import ConfigurationError
-from foundation_ai.types import AssistantMessage, Messages, ModelInteraction, TextContent
+from foundation_ai.types import AssistantMessage, Messages, ModelInteraction, Stream, TextContent
 
 
 def _chunk(text: str) -> bytes:
@@ -502,3 +502,37 @@ async def test_acquire_waits_for_a_released_slot_and_a_cancelled_acquire_leaks_n
     await second  # the released slot went to the waiter
     gate.release()
     assert gate.waiting == 0 and gate.try_take()
+
+
+async def test_finished_streams_leave_no_cyclic_garbage_for_the_collector() -> None:
+    # each request's objects (httpx response, parser, deadlines, slot) are freed by reference
+    # counting as the stream ends: thousands of sessions add no work to full collections
+    async with Server() as srv:
+        backend = openai_chat("m", base_url=srv.url)
+        ask = ModelInteraction(messages=[Messages.user("hi")])
+        await backend.agenerate(ask)  # the pool and its first connection
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(5):
+                items = [item async for item in backend.astream(ask)]
+            found = gc.collect()
+        finally:
+            gc.enable()
+        await backend.aclose()
+    assert found == 0
+    assert _content([i.value for i in items if isinstance(i, Stream.Next)]) == TextContent("hi")
+
+
+def test_the_items_of_a_streamed_text_chunk_are_not_tracked_by_the_collector() -> None:
+    from foundation_ai.backends._http import SseEvent
+    from foundation_ai.backends._openai_chat import ChatStreamParser
+    from foundation_ai.types import ModelId
+
+    parser = ChatStreamParser(ModelId.Name("m"), None, ())
+    out = parser.feed(SseEvent("message", _chunk("hi")[len(b"data: ") :].decode().strip()))
+    assert out is not None and len(out) == 1
+    item = out[0]
+    assert not gc.is_tracked(parser)
+    assert not gc.is_tracked(item) and not gc.is_tracked(item.value)
+    assert not gc.is_tracked(item.value.content)
