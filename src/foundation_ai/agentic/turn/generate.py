@@ -225,7 +225,8 @@ class Generation:
                     if not isinstance(m, AssistantMessage):
                         continue
                     self.usage = m.usage
-                    if isinstance(m.stop_reason, _ERROR):
+                    stop = m.stop_reason
+                    if type(stop) not in _NOT_ERRORS and isinstance(stop, _ERROR):
                         self.error = m
                     elif snapshot:
                         outputs[m.id] = m
