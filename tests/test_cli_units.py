@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -810,3 +811,55 @@ def test_base_url_password_never_shown_in_cli_errors() -> None:
     with pytest.raises(ProviderError) as unreachable:
         check_reachable("http://user:sk-SECRET@127.0.0.1:9/v1", timeout=1.0)
     assert "sk-SECRET" not in str(unreachable.value) and "***@127.0.0.1" in str(unreachable.value)
+
+
+class _LateStore(InMemorySessionStore):
+    """Calls ``late(session)`` once, when a turn's ``Summary`` is written: after the turn took
+    its last follow-ups and steering, before it ends (where a late /steer lands)."""
+
+    def __init__(self, late: Any) -> None:
+        super().__init__()
+        self.late = late
+
+    def append(self, session_id: str, records: Any, header: Any = None) -> None:
+        super().append(session_id, records, header)
+        if self.late is not None and any(isinstance(r, SessionRecord.Summary) for r in records):
+            late, self.late = self.late, None
+            late()
+
+
+def test_chat_sends_a_steer_that_arrives_as_the_turn_ends_instead_of_holding_it() -> None:
+    seen: list[list[str]] = []
+
+    def answer(inter: Any) -> Any:
+        seen.append([m.text() or "" for m in inter.messages])
+        return say(f"answer {len(seen)}")
+
+    holder: dict[str, AgentSession] = {}
+    store = _LateStore(lambda: (holder["s"].steer("be brief"), holder["s"].follow_up("and this")))
+    session = AgentSession.builder(ScriptedModel([answer] * 3)).with_store(store).build()
+    holder["s"] = session
+    console = recording_console()
+    app = ChatApp(_setup(session), console)
+    app.turn("hello")
+    assert len(seen) == 2, "the late messages were sent as a turn of their own at once"
+    assert seen[1][-2:] == ["and this", "be brief"]
+    out = console.export_text()
+    assert "the turn ended first; sending now: and this / be brief" in out
+    assert "answer 1" in out and "answer 2" in out
+    assert session.steering.idle(), "nothing left waiting for the next message"
+    app.turn("next")
+    assert seen[2][-1] == "next" and seen[2].count("be brief") == 1, "not sent twice"
+
+
+def test_chat_ending_reports_a_late_steer_as_not_sent() -> None:
+    holder: dict[str, AgentSession] = {}
+    store = _LateStore(lambda: holder["s"].steer("too late"))
+    session = AgentSession.builder(ScriptedModel([say("done")] * 2)).with_store(store).build()
+    holder["s"] = session
+    console = recording_console()
+    app = ChatApp(_setup(session), console)
+    app.exit_requested = True  # e.g. Ctrl-D during the turn
+    app.turn("hello")
+    assert "not sent (the turn ended first): too late" in console.export_text()
+    assert len(session.messages) == 2, "no second turn"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,16 @@ def gated_agent(name: str = "bot") -> Agent:
     return Agent(name, model=model, tools=[add], requires_approval=["add"])
 
 
+@pytest.fixture
+def gated(tmp_path: Path) -> Iterator[tuple[httpx.Client, dict[str, str]]]:
+    """A server with :func:`gated_agent`, a client of it and one key's headers."""
+    with (
+        serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
+        httpx.Client(base_url=srv.url, timeout=30) as c,
+    ):
+        yield c, {"Authorization": f"Bearer {keys.create()[1]}"}
+
+
 def events(c: httpx.Client, sid: str, h: dict[str, str], start: int = 0) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     with c.stream("GET", f"/v1/sessions/{sid}/events?from={start}", headers=h) as r:
@@ -58,111 +69,105 @@ def paused_session(c: httpx.Client, h: dict[str, str], prompt: str = "please add
     return sid, events(c, sid, h)
 
 
-def test_a_call_needing_approval_pauses_the_turn_and_approving_continues_it(tmp_path: Path) -> None:
-    with (
-        serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
-    ):
-        h = {"Authorization": f"Bearer {keys.create()[1]}"}
-        runs = len(TOOL_RUNS)
-        sid, evs = paused_session(c, h)
-        kinds = [k for k, _ in evs]
-        assert kinds[-3:] == ["done", "awaiting_approval", "end"]
-        assert evs[-3][1]["summary"]["outcome"] == "awaiting_approval"
-        asked = evs[-2][1]
-        assert asked["session_id"] == sid and asked["next"] == len(evs) - 2
-        assert [(x["name"], x["arguments"]) for x in asked["calls"]] == [("add", {"a": 2, "b": 40})]
-        call_id = asked["calls"][0]["id"]
-        assert "tool_result" not in kinds and len(TOOL_RUNS) == runs, "nothing ran before the decision"
-        listed_session = c.get("/v1/sessions", headers=h).json()["data"][0]
-        assert listed_session["awaiting_approval"] is True and listed_session["running"] is False
-        listed = c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()
-        assert listed == {
-            "object": "list",
-            "session_id": sid,
-            "data": [{"id": call_id, "object": "tool_call", "name": "add", "arguments": {"a": 2, "b": 40}}],
-        }
-        # a new turn cannot start while a call waits
-        busy = c.post(f"/v1/sessions/{sid}/turns", headers=h, json={"input": "hello"})
-        assert busy.status_code == 409 and busy.json()["error"]["code"] == "approval_pending"
-        assert f"POST /v1/sessions/{sid}/approvals/{{call_id}}" in busy.json()["error"]["message"]
+def test_a_call_needing_approval_pauses_the_turn_and_approving_continues_it(
+    gated: tuple[httpx.Client, dict[str, str]],
+) -> None:
+    c, h = gated
+    runs = len(TOOL_RUNS)
+    sid, evs = paused_session(c, h)
+    kinds = [k for k, _ in evs]
+    assert kinds[-3:] == ["done", "awaiting_approval", "end"]
+    assert evs[-3][1]["summary"]["outcome"] == "awaiting_approval"
+    asked = evs[-2][1]
+    assert asked["session_id"] == sid and asked["next"] == len(evs) - 2
+    assert [(x["name"], x["arguments"]) for x in asked["calls"]] == [("add", {"a": 2, "b": 40})]
+    call_id = asked["calls"][0]["id"]
+    assert "tool_result" not in kinds and len(TOOL_RUNS) == runs, "nothing ran before the decision"
+    listed_session = c.get("/v1/sessions", headers=h).json()["data"][0]
+    assert listed_session["awaiting_approval"] is True and listed_session["running"] is False
+    listed = c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()
+    assert listed == {
+        "object": "list",
+        "session_id": sid,
+        "data": [{"id": call_id, "object": "tool_call", "name": "add", "arguments": {"a": 2, "b": 40}}],
+    }
+    # a new turn cannot start while a call waits
+    busy = c.post(f"/v1/sessions/{sid}/turns", headers=h, json={"input": "hello"})
+    assert busy.status_code == 409 and busy.json()["error"]["code"] == "approval_pending"
+    assert f"POST /v1/sessions/{sid}/approvals/{{call_id}}" in busy.json()["error"]["message"]
 
-        r = c.post(f"/v1/sessions/{sid}/approvals/{call_id}", headers=h, json={"decision": "approve"})
-        assert r.status_code == 200
-        body = r.json()
-        assert body["continued"] is True and body["pending"] == [] and body["events_from"] == asked["next"]
-        after = events(c, sid, h, body["events_from"])
-        results = [d["result"] for k, d in after if k == "tool_result"]
-        assert [(x["tool_call_id"], x["content"]["content"]) for x in results] == [(call_id, "42")]
-        text = "".join(d["text"] for k, d in after if k == "text")
-        assert "The sum is 42." in text
-        assert [d["summary"]["outcome"] for k, d in after if k == "done"] == ["completed"]
-        assert TOOL_RUNS[runs:] == [(2, 40)]
-        assert c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"] == []
-        assert c.get(f"/v1/sessions/{sid}", headers=h).json()["awaiting_approval"] is False
-        # the whole turn replays from the start: the pause, then the continuation
-        assert [k for k, _ in events(c, sid, h)].count("awaiting_approval") == 1
+    r = c.post(f"/v1/sessions/{sid}/approvals/{call_id}", headers=h, json={"decision": "approve"})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["continued"] is True and body["pending"] == [] and body["events_from"] == asked["next"]
+    after = events(c, sid, h, body["events_from"])
+    results = [d["result"] for k, d in after if k == "tool_result"]
+    assert [(x["tool_call_id"], x["content"]["content"]) for x in results] == [(call_id, "42")]
+    text = "".join(d["text"] for k, d in after if k == "text")
+    assert "The sum is 42." in text
+    assert [d["summary"]["outcome"] for k, d in after if k == "done"] == ["completed"]
+    assert TOOL_RUNS[runs:] == [(2, 40)]
+    assert c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"] == []
+    assert c.get(f"/v1/sessions/{sid}", headers=h).json()["awaiting_approval"] is False
+    # the whole turn replays from the start: the pause, then the continuation
+    assert [k for k, _ in events(c, sid, h)].count("awaiting_approval") == 1
 
-        again = c.post(f"/v1/sessions/{sid}/approvals/{call_id}", headers=h, json={"decision": "deny"})
-        assert again.status_code == 409
-        assert again.json()["error"] == {
-            "message": f"tool call {call_id!r} is not waiting for a decision (decided already, or it needed none)",
-            "type": "invalid_request_error",
-            "param": "call_id",
-            "code": "tool_call_not_pending",
-        }
-        missing = c.post(f"/v1/sessions/{sid}/approvals/call_nope", headers=h, json={"decision": "approve"})
-        assert missing.status_code == 404
-        assert missing.json()["error"]["code"] == "tool_call_not_found"
-        # the session is free again
-        assert c.post(f"/v1/sessions/{sid}/turns", headers=h, json={"input": "hello"}).status_code == 202
+    again = c.post(f"/v1/sessions/{sid}/approvals/{call_id}", headers=h, json={"decision": "deny"})
+    assert again.status_code == 409
+    assert again.json()["error"] == {
+        "message": f"tool call {call_id!r} is not waiting for a decision (decided already, or it needed none)",
+        "type": "invalid_request_error",
+        "param": "call_id",
+        "code": "tool_call_not_pending",
+    }
+    missing = c.post(f"/v1/sessions/{sid}/approvals/call_nope", headers=h, json={"decision": "approve"})
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "tool_call_not_found"
+    # the session is free again
+    assert c.post(f"/v1/sessions/{sid}/turns", headers=h, json={"input": "hello"}).status_code == 202
 
 
-def test_deny_sends_the_reason_to_the_model_as_the_tool_result(tmp_path: Path) -> None:
-    with (
-        serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
-    ):
-        h = {"Authorization": f"Bearer {keys.create()[1]}"}
-        runs = len(TOOL_RUNS)
-        sid, evs = paused_session(c, h)
-        asked = evs[-2][1]
-        call_id = asked["calls"][0]["id"]
-        r = c.post(
-            f"/v1/sessions/{sid}/approvals/{call_id}",
-            headers=h,
-            json={"decision": "deny", "reason": "no arithmetic today"},
-        )
-        assert r.json()["continued"] is True and r.json()["decision"] == "deny"
-        after = events(c, sid, h, asked["next"])
-        result = next(d["result"] for k, d in after if k == "tool_result")
-        assert result["tool_call_id"] == call_id and "no arithmetic today" in result["error_detail"]
-        assert "I could not add:" in "".join(d["text"] for k, d in after if k == "text")
-        assert len(TOOL_RUNS) == runs, "a denied call never runs"
-        records = c.get(f"/v1/sessions/{sid}", headers=h).json()["records"]
-        stored = [r["message"] for r in records if r["type"] == "conversation"]
-        assert any(m["type"] == "tool_result" and "no arithmetic today" in m["error_detail"] for m in stored)
+def test_deny_sends_the_reason_to_the_model_as_the_tool_result(
+    gated: tuple[httpx.Client, dict[str, str]],
+) -> None:
+    c, h = gated
+    runs = len(TOOL_RUNS)
+    sid, evs = paused_session(c, h)
+    asked = evs[-2][1]
+    call_id = asked["calls"][0]["id"]
+    r = c.post(
+        f"/v1/sessions/{sid}/approvals/{call_id}",
+        headers=h,
+        json={"decision": "deny", "reason": "no arithmetic today"},
+    )
+    assert r.json()["continued"] is True and r.json()["decision"] == "deny"
+    after = events(c, sid, h, asked["next"])
+    result = next(d["result"] for k, d in after if k == "tool_result")
+    assert result["tool_call_id"] == call_id and "no arithmetic today" in result["error_detail"]
+    assert "I could not add:" in "".join(d["text"] for k, d in after if k == "text")
+    assert len(TOOL_RUNS) == runs, "a denied call never runs"
+    records = c.get(f"/v1/sessions/{sid}", headers=h).json()["records"]
+    stored = [r["message"] for r in records if r["type"] == "conversation"]
+    assert any(m["type"] == "tool_result" and "no arithmetic today" in m["error_detail"] for m in stored)
 
 
-def test_the_turn_continues_only_once_every_pending_call_is_decided(tmp_path: Path) -> None:
-    with (
-        serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
-    ):
-        h = {"Authorization": f"Bearer {keys.create()[1]}"}
-        sid, evs = paused_session(c, h, "add twice")
-        first, second = (x["id"] for x in evs[-2][1]["calls"])
-        r = c.post(f"/v1/sessions/{sid}/approvals/{first}", headers=h, json={"decision": "approve"}).json()
-        assert r["continued"] is False and r["pending"] == [second]
-        assert [x["id"] for x in c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"]] == [second]
-        dup = c.post(f"/v1/sessions/{sid}/approvals/{first}", headers=h, json={"decision": "deny"})
-        assert dup.status_code == 409, "a decided call cannot be decided again"
-        r = c.post(f"/v1/sessions/{sid}/approvals/{second}", headers=h, json={"decision": "deny"}).json()
-        assert r["continued"] is True
-        after = events(c, sid, h, r["events_from"])
-        results = {d["result"]["tool_call_id"]: d["result"] for k, d in after if k == "tool_result"}
-        assert results[first]["content"]["content"] == "3"
-        assert results[second]["error_detail"] and "denied" in results[second]["error_detail"]
+def test_the_turn_continues_only_once_every_pending_call_is_decided(
+    gated: tuple[httpx.Client, dict[str, str]],
+) -> None:
+    c, h = gated
+    sid, evs = paused_session(c, h, "add twice")
+    first, second = (x["id"] for x in evs[-2][1]["calls"])
+    r = c.post(f"/v1/sessions/{sid}/approvals/{first}", headers=h, json={"decision": "approve"}).json()
+    assert r["continued"] is False and r["pending"] == [second]
+    assert [x["id"] for x in c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"]] == [second]
+    dup = c.post(f"/v1/sessions/{sid}/approvals/{first}", headers=h, json={"decision": "deny"})
+    assert dup.status_code == 409, "a decided call cannot be decided again"
+    r = c.post(f"/v1/sessions/{sid}/approvals/{second}", headers=h, json={"decision": "deny"}).json()
+    assert r["continued"] is True
+    after = events(c, sid, h, r["events_from"])
+    results = {d["result"]["tool_call_id"]: d["result"] for k, d in after if k == "tool_result"}
+    assert results[first]["content"]["content"] == "3"
+    assert results[second]["error_detail"] and "denied" in results[second]["error_detail"]
 
 
 def test_a_continued_turn_can_pause_again_and_a_waiting_stream_follows_both_pauses(tmp_path: Path) -> None:
@@ -221,27 +226,21 @@ def test_another_key_can_neither_see_nor_decide_the_pending_calls(tmp_path: Path
         ]
 
 
-def test_a_bad_decision_is_a_400_and_decides_nothing(tmp_path: Path) -> None:
-    with (
-        serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
+def test_a_bad_decision_is_a_400_and_decides_nothing(gated: tuple[httpx.Client, dict[str, str]]) -> None:
+    c, h = gated
+    sid, evs = paused_session(c, h)
+    call_id = evs[-2][1]["calls"][0]["id"]
+    url = f"/v1/sessions/{sid}/approvals/{call_id}"
+    for body, param in (
+        ({"decision": "yes"}, "decision"),
+        ({}, "decision"),
+        ({"decision": "deny", "reason": 7}, "reason"),
+        ({"decision": "deny", "reason": "   "}, "reason"),
     ):
-        h = {"Authorization": f"Bearer {keys.create()[1]}"}
-        sid, evs = paused_session(c, h)
-        call_id = evs[-2][1]["calls"][0]["id"]
-        url = f"/v1/sessions/{sid}/approvals/{call_id}"
-        for body, param in (
-            ({"decision": "yes"}, "decision"),
-            ({}, "decision"),
-            ({"decision": "deny", "reason": 7}, "reason"),
-            ({"decision": "deny", "reason": "   "}, "reason"),
-        ):
-            r = c.post(url, headers=h, json=body)
-            assert r.status_code == 400 and r.json()["error"]["param"] == param, body
-        assert c.post(url, headers=h, content=b"not json").json()["error"]["code"] == "invalid_json"
-        assert [x["id"] for x in c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"]] == [
-            call_id
-        ]
+        r = c.post(url, headers=h, json=body)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, body
+    assert c.post(url, headers=h, content=b"not json").json()["error"]["code"] == "invalid_json"
+    assert [x["id"] for x in c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"]] == [call_id]
 
 
 def _chat_stream(
@@ -293,39 +292,33 @@ def test_a_waiting_chat_completions_stream_goes_on_after_the_approval(tmp_path: 
         assert content.startswith("Let me add.") and content.endswith("The sum is 42.")
 
 
-def test_a_chat_request_without_stream_returns_at_the_pause(tmp_path: Path) -> None:
-    with (
-        serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
-    ):
-        h = {"Authorization": f"Bearer {keys.create()[1]}"}
-        body = {"model": "bot", "messages": [{"role": "user", "content": "please add"}]}
-        r = c.post("/v1/chat/completions", headers=h, json=body).json()
-        meta = r["foundation_ai"]
-        assert meta["outcome"] == "awaiting_approval"
-        assert [x["name"] for x in meta["pending_approvals"]] == ["add"]
-        assert r["choices"][0]["message"]["content"] == "Let me add."
-        sid, call_id = meta["session_id"], meta["pending_approvals"][0]["id"]
-        c.post(f"/v1/sessions/{sid}/approvals/{call_id}", headers=h, json={"decision": "approve"})
-        # the session continues through the Chat API once the turn is over
-        follow = "".join(d.get("text", "") for k, d in events(c, sid, h) if k == "text")
-        assert "The sum is 42." in follow
+def test_a_chat_request_without_stream_returns_at_the_pause(
+    gated: tuple[httpx.Client, dict[str, str]],
+) -> None:
+    c, h = gated
+    body = {"model": "bot", "messages": [{"role": "user", "content": "please add"}]}
+    r = c.post("/v1/chat/completions", headers=h, json=body).json()
+    meta = r["foundation_ai"]
+    assert meta["outcome"] == "awaiting_approval"
+    assert [x["name"] for x in meta["pending_approvals"]] == ["add"]
+    assert r["choices"][0]["message"]["content"] == "Let me add."
+    sid, call_id = meta["session_id"], meta["pending_approvals"][0]["id"]
+    c.post(f"/v1/sessions/{sid}/approvals/{call_id}", headers=h, json={"decision": "approve"})
+    # the session continues through the Chat API once the turn is over
+    follow = "".join(d.get("text", "") for k, d in events(c, sid, h) if k == "text")
+    assert "The sum is 42." in follow
 
 
-def test_a_responses_request_without_stream_returns_incomplete_at_the_pause(tmp_path: Path) -> None:
-    with (
-        serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
-    ):
-        h = {"Authorization": f"Bearer {keys.create()[1]}"}
-        r = c.post("/v1/responses", headers=h, json={"model": "bot", "input": "please add"})
-        body = r.json()
-        assert body["status"] == "incomplete"
-        assert body["incomplete_details"] == {"reason": "awaiting_approval"}
-        sid = r.headers["x-session-id"]
-        assert [x["name"] for x in c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"]] == [
-            "add"
-        ]
+def test_a_responses_request_without_stream_returns_incomplete_at_the_pause(
+    gated: tuple[httpx.Client, dict[str, str]],
+) -> None:
+    c, h = gated
+    r = c.post("/v1/responses", headers=h, json={"model": "bot", "input": "please add"})
+    body = r.json()
+    assert body["status"] == "incomplete"
+    assert body["incomplete_details"] == {"reason": "awaiting_approval"}
+    sid = r.headers["x-session-id"]
+    assert [x["name"] for x in c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"]] == ["add"]
 
 
 def test_a_waiting_responses_stream_goes_on_after_the_denial(tmp_path: Path) -> None:
@@ -520,3 +513,56 @@ def test_an_index_file_from_before_approvals_gains_the_waiting_column(tmp_path: 
         assert [(m["id"], m["waiting"]) for m in index.list("k1")] == [("s2", 0), ("s1", 2)]
     finally:
         index.close()
+
+
+def test_abort_ends_a_turn_waiting_for_approval_without_running_a_tool_or_the_model(
+    gated: tuple[httpx.Client, dict[str, str]],
+) -> None:
+    c, h = gated
+    runs = len(TOOL_RUNS)
+    sid, evs = paused_session(c, h, "add twice")
+    first, second = (x["id"] for x in evs[-2][1]["calls"])
+    approved = c.post(f"/v1/sessions/{sid}/approvals/{first}", headers=h, json={"decision": "approve"})
+    assert approved.json()["continued"] is False
+    r = c.post(f"/v1/sessions/{sid}/abort", headers=h)
+    assert r.status_code == 200
+    assert r.json() == {"session_id": sid, "aborted": True, "events_from": evs[-2][1]["next"]}
+    after = events(c, sid, h, evs[-2][1]["next"])
+    results = {d["result"]["tool_call_id"]: d["result"] for k, d in after if k == "tool_result"}
+    assert set(results) == {first, second}
+    assert all(x["error_detail"] == "interrupted: aborted" for x in results.values())
+    assert TOOL_RUNS[runs:] == [], "no call ran, not even the approved one"
+    assert [d["summary"]["outcome"] for k, d in after if k == "done"] == ["aborted"]
+    assert not [k for k, _ in after if k == "text"], "the model was not called again"
+    assert c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"] == []
+    session = c.get(f"/v1/sessions/{sid}", headers=h).json()
+    assert session["awaiting_approval"] is False
+    stored = [x["message"]["type"] for x in session["records"] if x["type"] == "conversation"]
+    assert stored[-2:] == ["tool_result", "tool_result"], "every call has its result stored"
+    # nothing waits any more: a second abort aborts nothing, and the session takes a new turn
+    assert c.post(f"/v1/sessions/{sid}/abort", headers=h).json()["aborted"] is False
+    assert c.post(f"/v1/sessions/{sid}/turns", headers=h, json={"input": "hello"}).status_code == 202
+
+
+def test_abort_ends_a_pause_left_by_a_previous_server(tmp_path: Path) -> None:
+    with (
+        serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
+        httpx.Client(base_url=srv.url, timeout=30) as c,
+    ):
+        h = {"Authorization": f"Bearer {keys.create()[1]}"}
+        sid, evs = paused_session(c, h)
+        call_id = evs[-2][1]["calls"][0]["id"]
+    with (
+        serving(tmp_path, agents=[gated_agent()]) as (srv, _),
+        httpx.Client(base_url=srv.url, timeout=30) as c,
+    ):
+        assert c.post(f"/v1/sessions/{sid}/abort", headers=h).json() == {
+            "session_id": sid,
+            "aborted": True,
+            "events_from": 0,
+        }
+        after = events(c, sid, h)
+        result = next(d["result"] for k, d in after if k == "tool_result")
+        assert result["tool_call_id"] == call_id and result["error_detail"] == "interrupted: aborted"
+        assert after[-2][0] == "done" and after[-2][1]["summary"]["outcome"] == "aborted"
+        assert c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"] == []

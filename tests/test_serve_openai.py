@@ -15,7 +15,7 @@ import pytest
 from foundation_ai.backends._openai_chat import openai_chat
 from foundation_ai.backends._openai_responses import openai_responses
 from foundation_ai.serve import Agent, ServerThread
-from foundation_ai.types import Messages, ModelInteraction, ModelParams, TextContent
+from foundation_ai.types import Messages, ModelInteraction, ModelParams, OutputFormat, TextContent
 from tests._serve_helpers import TOOL_RUNS, scripted_agent, serving
 
 
@@ -108,6 +108,12 @@ def test_responses_create_and_previous_response_id_continue_the_session(server: 
     assert r.usage is not None and r.usage.output_tokens > 0
     r2 = c.responses.create(model="bot", input="recall", previous_response_id=r.id)
     assert "my name is Grace" in r2.output_text
+    # the conversation went on after r: continuing from r again would branch, which is refused
+    with pytest.raises(openai.BadRequestError) as info:
+        c.responses.create(model="bot", input="recall", previous_response_id=r.id)
+    assert info.value.code == "response_not_latest" and r2.id in info.value.message
+    r3 = c.responses.create(model="bot", input="recall", previous_response_id=r2.id)
+    assert r3.output_text and r3.previous_response_id == r2.id
     with pytest.raises(openai.NotFoundError):
         c.responses.create(model="bot", input="recall", previous_response_id="resp_unknown")
 
@@ -212,3 +218,70 @@ def test_request_sampling_fields_reach_the_model_for_that_turn(tmp_path: Path) -
     assert params[0].stop_tokens == ["END"]
     assert params[1].max_tokens == 9
     assert params[2] is None, "the next turn is back to the agent's own parameters"
+
+
+def test_response_format_and_text_format_reach_the_model_as_the_output_format(tmp_path: Path) -> None:
+    agent = scripted_agent()
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    with serving(tmp_path, agents=[agent]) as (srv, keys):
+        c = openai.OpenAI(base_url=srv.url + "/v1", api_key=keys.create()[1], max_retries=0)
+        hi = [{"role": "user", "content": "hi"}]
+        c.chat.completions.create(
+            model="bot",
+            messages=hi,  # type: ignore[arg-type]
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "City", "schema": schema, "strict": True},
+            },
+        )
+        c.chat.completions.create(model="bot", messages=hi, response_format={"type": "json_object"})  # type: ignore[arg-type]
+        r = c.responses.create(
+            model="bot",
+            input="hi",
+            text={"format": {"type": "json_schema", "name": "City", "schema": schema}},
+        )
+        c.chat.completions.create(model="bot", messages=hi, response_format={"type": "text"})  # type: ignore[arg-type]
+        bad = [
+            ({"response_format": {"type": "xml"}}, "response_format.type"),
+            ({"response_format": {"type": "json_schema", "json_schema": {"name": "a b", "schema": schema}}}, "response_format.json_schema.name"),
+            ({"response_format": {"type": "json_schema", "json_schema": {"name": "A", "schema": "x"}}}, "response_format.json_schema.schema"),
+            ({"response_format": "json"}, "response_format"),
+        ]  # fmt: skip
+        for extra, param in bad:
+            with pytest.raises(openai.BadRequestError) as info:
+                c.chat.completions.create(model="bot", messages=hi, **extra)  # type: ignore[arg-type]
+            assert info.value.param == param, (extra, info.value)
+        with pytest.raises(openai.BadRequestError) as info:
+            c.responses.create(
+                model="bot", input="hi", text={"format": {"type": "json_schema", "schema": schema}}
+            )  # type: ignore[typeddict-item]
+        assert info.value.param == "text.format.name"
+    params = agent.model.params
+    assert params[0].output_format == OutputFormat.JsonSchema("City", schema, strict=True)
+    assert params[1].output_format == OutputFormat.JsonObject()
+    assert params[2].output_format == OutputFormat.JsonSchema("City", schema, strict=False)
+    assert r.text.format.type == "json_schema", "the response echoes the requested format"
+    assert params[3] is None, "text: the agent's own parameters"
+    assert len(params) == 4, "a refused request reaches no model"
+
+
+def test_openai_sdk_parse_gets_a_typed_answer_from_the_bundled_model(bundled_server: Any) -> None:
+    from pydantic import BaseModel
+
+    class Capital(BaseModel):
+        city: str
+
+    c = client(bundled_server)
+    ask = [{"role": "user", "content": "What is the capital of France?"}]
+    chat = c.chat.completions.parse(model="smol", messages=ask, response_format=Capital, max_tokens=60)  # type: ignore[arg-type]
+    parsed = chat.choices[0].message.parsed
+    assert isinstance(parsed, Capital) and parsed.city.strip(), chat.choices[0].message.content
+    resp = c.responses.parse(
+        model="smol", input="What is the capital of Italy?", text_format=Capital, max_output_tokens=60
+    )
+    assert isinstance(resp.output_parsed, Capital) and resp.output_parsed.city.strip(), resp.output_text

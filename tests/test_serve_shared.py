@@ -319,6 +319,12 @@ def test_a_chat_answer_and_a_responses_continuation_work_through_either_process(
     assert r3.headers["x-session-id"] == r1.headers["x-session-id"] != sid
     # the continuation saw the first exchange of its session
     assert task2 in json.dumps(cluster.model.requests_for(task3)[0]["messages"])
+    # r1 is no longer the latest response of its conversation: continuing from it is refused
+    again = {"model": "worker", "input": "task: branch", "previous_response_id": r1.json()["id"]}
+    refused = httpx.post(f"{b}/v1/responses", json=again, headers=_h(key), timeout=60)
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "response_not_latest", (
+        refused.text
+    )
 
 
 def test_keys_and_session_owners_are_the_same_in_every_process_and_keys_stay_apart(cluster: Cluster) -> None:
@@ -422,6 +428,7 @@ def test_a_turn_of_a_process_that_shuts_down_is_resumed_by_another_and_followed_
     runner = next(i for i, p in enumerate(cluster.procs) if p.pid == int(pid_file.read_text()))
     other = cluster.urls[1 - runner]
     proc = cluster.procs.pop(runner)
+    cluster.urls.pop(runner)  # procs and urls stay in step for the tests after this one
     proc.send_signal(signal.SIGTERM)  # grace 1 s, then the turn goes back to the queue
     assert proc.wait(timeout=60) == 0
     cluster.open_gate(task)
@@ -444,6 +451,7 @@ def test_a_turn_of_a_process_that_shuts_down_is_resumed_by_another_and_followed_
     assert "".join(d["text"] for k, d in events if k == "text") == f"done {task}"
     kinds = [k for k, _ in events]
     assert kinds.count("tool_call") == 1 and kinds.count("tool_result") == 1, kinds
+    assert "retract" not in kinds, "the resumed run retracts nothing the stopped one finished"
     # the other process resumed from the checkpointed model call: the model was asked twice in all
     assert len(cluster.model.requests_for(task)) == 2
     assert pid_file.read_text() != str(proc.pid)  # the tool ran again in the other process
@@ -453,6 +461,56 @@ def test_a_turn_of_a_process_that_shuts_down_is_resumed_by_another_and_followed_
     ]
     assert len(results) == 1, rec  # the abandoned run stored nothing
     assert results[0]["message"]["content"]["content"] == f"gate {task} opened"
+
+
+def test_a_model_call_cut_by_a_hand_back_is_retracted_before_the_other_process_makes_it_again(
+    cluster: Cluster,
+) -> None:
+    # after the test above: one process is left; a third joins so the turn has somewhere to go
+    cluster.start("c")
+    key = cluster.alice  # type: ignore[attr-defined]
+    a = cluster.urls[-1]
+    sid = httpx.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(key)).json()["id"]
+    task = "task: hold the answer"
+    assert (
+        httpx.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key)).status_code == 202
+    )
+    cluster.open_gate(task)  # the tool returns at once; the answer's first word comes, then it holds
+    ev = Events(f"{a}/v1/sessions/{sid}/events", key)
+    first = ev.wait_for("text")
+    assert first["text"] == "done"
+    runner_pid = int((cluster.gates / gate_name(task)).with_suffix(".pid").read_text())
+    runner = next(i for i, p in enumerate(cluster.procs) if p.pid == runner_pid)
+    cluster.urls.pop(runner)
+    proc = cluster.procs.pop(runner)
+    proc.send_signal(signal.SIGTERM)  # grace 1 s, then the turn goes back to the queue mid-answer
+    assert proc.wait(timeout=60) == 0
+    other = cluster.urls[0]
+    follower = Events(f"{other}/v1/sessions/{sid}/events", key)
+    deadline = time.monotonic() + 60  # the other process makes the model call again
+    while len(cluster.model.requests_for(task)) < 3:
+        assert time.monotonic() < deadline, cluster.model.requests_for(task)
+        time.sleep(0.05)
+    (cluster.gates / (gate_name(task) + ".text")).touch()  # let the answers finish
+    events = follower.finish()
+    assert events[-2][0] == "done" and events[-2][1]["summary"]["outcome"] == "completed", events
+    kinds = [k for k, _ in events]
+    retracts = [d for k, d in events if k == "retract"]
+    assert len(retracts) == 1 and retracts[0]["message_ids"] == [first["message_id"]], events
+    assert kinds.index("retract") < max(i for i, k in enumerate(kinds) if k == "text")
+    texts = [d for k, d in events if k == "text"]
+    shown = "".join(d["text"] for d in texts if d["message_id"] not in retracts[0]["message_ids"])
+    assert shown == f"done {task}", events
+    assert "".join(d["text"] for d in texts) == f"donedone {task}", "the cut call's word came first"
+    rec = httpx.get(f"{other}/v1/sessions/{sid}", headers=_h(key)).json()["records"]
+    answers = [
+        x["message"]["content"]["content"]
+        for x in rec
+        if x.get("type") == "conversation"
+        and x["message"].get("type") == "assistant"
+        and x["message"]["content"].get("type") == "text"
+    ]
+    assert answers == [f"done {task}"], rec
 
 
 def test_serve_with_db_refuses_an_agent_whose_tools_wait_for_approval(tmp_path: Path) -> None:

@@ -92,3 +92,24 @@ def test_a_reload_keeps_the_pending_call_and_its_buttons(page: Any, artifacts: P
     css(page, ".tool-panel.pending button.approve")[0].click()
     wait_for(lambda: "The sum is 42." in log_text(page), "the continued answer after the reload")
     wait_for(lambda: css(page, "#send")[0].is_enabled(), "the chat to be idle again")
+
+
+def test_stop_ends_a_turn_waiting_for_approval_and_runs_nothing(page: Any, artifacts: Path) -> None:
+    runs = len(TOOL_RUNS)
+    send(page, "please add")
+    pending_panel(page)
+    stop = css(page, "#stop")[0]
+    assert stop.is_enabled(), "Stop is offered while a call waits"
+    stop.click()
+    wait_for(lambda: not css(page, ".tool-panel.pending"), "the approval buttons gone")
+    panel = css(page, ".tool-panel")[0]
+    wait_for(lambda: "aborted" in css(page, ".tool-panel .result")[0].text, "the call's aborted result")
+    assert "aborted" in panel.text
+    usage = wait_for(
+        lambda: len(css(page, ".turn-usage")) == 2 and css(page, ".turn-usage"), "both usage lines"
+    )
+    assert "aborted" in usage[1].text
+    wait_for(lambda: css(page, "#send")[0].is_enabled(), "the chat to be idle again")
+    assert not css(page, "#stop")[0].is_enabled()
+    assert len(TOOL_RUNS) == runs, "the waiting call never ran"
+    shot(page, artifacts, "approval-stopped")

@@ -177,6 +177,30 @@ def test_answers_decode_into_each_kind_of_type() -> None:
     assert OutputSpec(int).parse('```json\n{"result": 42}\n```') == 42
 
 
+def test_a_whole_number_written_as_a_float_is_an_integer_as_json_schema_counts_it() -> None:
+    assert OutputSpec(Point).parse('{"x": 7.0, "y": -2.0, "label": null}') == Point(7, -2)
+    assert OutputSpec(list[Point]).parse('{"result": [{"x": 1e2, "y": 0.0, "label": "a"}]}') == [
+        Point(100, 0, "a")
+    ]
+    assert OutputSpec(Movie).parse('{"title": "Up", "year": 2009.0, "rating": 8.0}') == {
+        "title": "Up",
+        "year": 2009,
+        "rating": 8.0,
+    }
+    rating = OutputSpec(Movie).parse('{"title": "Up", "year": 2009, "rating": 8.0}')["rating"]
+    assert type(rating) is float, "a float field keeps a float"
+    with pytest.raises(ValueError, match=r"\$\.x"):
+        OutputSpec(Point).parse('{"x": 7.5, "y": 1, "label": null}')
+    with pytest.raises(ValueError, match=r"\$\.x"):
+        OutputSpec(Point).parse('{"x": "7", "y": 1, "label": null}')  # no string-to-number casts
+
+
+@pytest.mark.parametrize("retries", [-1, 1.5, True, "2"])
+def test_a_bad_retry_count_is_a_configuration_error(retries: Any) -> None:
+    with pytest.raises(ConfigurationError, match="output_retries"):
+        OutputSpec(Point, retries=retries)
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [

@@ -157,3 +157,60 @@ def test_a_message_history_adds_no_object_to_the_collectors_lists() -> None:
     # the 1,000 messages, their content and the 1,000 records are not
     assert grown <= 500 + 10
     assert len(records) == 1000
+
+
+def _request_values() -> list[object]:
+    from foundation_ai.agentic.stores import SessionHeader
+    from foundation_ai.types import ModelInteraction, ToolDeclarations, ToolDefinition
+    from foundation_ai.types.tools import Args, Tool
+
+    add = ToolDefinition(
+        name="add",
+        description="Add two integers.",
+        arguments=Args({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}),
+    )
+    decls = ToolDeclarations(tools=[Tool.SingleCommand(add)])
+    return [
+        ModelInteraction(
+            messages=[Messages.user("hi"), _assistant_call()], system_prompt="be brief", tools_shed=decls
+        ),
+        decls,
+        SessionHeader(model="openai:gpt-4o-mini", system_prompt="be brief", tools=("add",)),
+    ]
+
+
+@pytest.mark.parametrize("value", _request_values(), ids=lambda v: type(v).__qualname__)
+def test_a_request_its_tools_and_a_session_header_are_not_tracked_however_they_are_made(
+    value: object,
+) -> None:
+    # what a turn waiting for its model holds (the request) and what every session holds (its
+    # tools and header): plain data, so a full collection at 10,000 sessions skips them
+    assert not gc.is_tracked(value)
+    assert not gc.is_tracked(copy.copy(value))
+    assert not gc.is_tracked(copy.deepcopy(value))
+    assert not gc.is_tracked(msgspec.structs.replace(value))  # type: ignore[type-var]
+    for encode, decode in (
+        (msgspec.json.encode, msgspec.json.decode),
+        (msgspec.msgpack.encode, msgspec.msgpack.decode),
+    ):
+        back = decode(encode(value), type=type(value))
+        assert back == value
+        assert not gc.is_tracked(back)
+
+
+def test_the_message_list_of_an_untracked_request_stays_tracked_and_is_freed_with_it() -> None:
+    from foundation_ai.types import ModelInteraction
+
+    payload = _Payload(a=[1, 2])
+    call = Messages.Assistant(
+        model=ModelId.Name("m"), content=ToolCall(id="c", name="f", arguments={"p": payload})
+    )
+    request = ModelInteraction(messages=[Messages.user("hi"), call])
+    assert not gc.is_tracked(request) and gc.is_tracked(request.messages)
+    probe = weakref.ref(payload)
+    gc.disable()
+    try:
+        del request, call, payload
+        assert probe() is None  # freed by reference counting, no collection needed
+    finally:
+        gc.enable()

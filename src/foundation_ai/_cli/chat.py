@@ -20,6 +20,7 @@ is persisted by the session's store; the id printed at start and exit resumes it
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -204,19 +205,46 @@ class ChatApp:
     def on_interrupt(self) -> None:
         self.renderer.notice("→ interrupting… (the session is kept)", style="yellow")
 
-    def turn(self, prompt: str) -> None:
-        """Run one turn, rendering as it streams; returns when it has ended."""
-        runner = TurnRunner(
-            self.session,
-            self.handle_event,
-            questions=self.setup.questions,
-            on_line=self.on_line,
-            on_interrupt=self.on_interrupt,
-            on_eof=self.on_eof,
-            stdin=sys.stdin,
-            prompt_out=sys.stdout,
-        )
-        runner.run(lambda: self.session.run_turn_stream(prompt).events())
-        self.renderer.end_line()
-        if runner.error is not None:
-            self.renderer.failed(f"{type(runner.error).__name__}: {runner.error}")
+    def turn(self, prompt: Any) -> None:
+        """Run one turn (``prompt``: a text, or messages), rendering as it streams; returns
+        when it has ended. A ``/steer`` or follow-up typed so late that the turn ended before
+        taking it (after its answer was complete) is sent at once as the next turn's prompt,
+        not left waiting for the next message typed; after a Ctrl-C it waits for the next
+        message, and when the chat is ending it is reported as not sent."""
+        while True:
+            runner = TurnRunner(
+                self.session,
+                self.handle_event,
+                questions=self.setup.questions,
+                on_line=self.on_line,
+                on_interrupt=self.on_interrupt,
+                on_eof=self.on_eof,
+                stdin=sys.stdin,
+                prompt_out=sys.stdout,
+            )
+            runner.run(functools.partial(self._events, prompt))
+            self.renderer.end_line()
+            if runner.error is not None:
+                self.renderer.failed(f"{type(runner.error).__name__}: {runner.error}")
+                return
+            steering = getattr(self.session, "steering", None)
+            if steering is None or steering.idle():
+                return
+            if runner.interrupted:  # stopped on purpose: keep them for the next message
+                self.renderer.notice(
+                    "→ what you typed during the turn is sent with your next message", style="dim"
+                )
+                return
+            late = [*steering.take_follow_ups(), *steering.take_steers()]
+            if self.exit_requested:
+                self.renderer.notice(f"→ not sent (the turn ended first): {_texts(late)}", style="yellow")
+                return
+            self.renderer.notice(f"→ the turn ended first; sending now: {_texts(late)}", style="magenta")
+            prompt = late
+
+    def _events(self, prompt: Any) -> Any:
+        return self.session.run_turn_stream(prompt).events()
+
+
+def _texts(messages: list[Any]) -> str:
+    return visible_line(" / ".join(m.text() or "" for m in messages))

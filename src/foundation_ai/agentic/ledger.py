@@ -49,40 +49,22 @@ def price_usage(usage: UsageReport, descriptor: object | None) -> UsageReport:
 _UNKNOWN, _ACTUAL = CostStatus.Unknown, CostStatus.Actual  # an Enum attribute costs a lookup
 
 
-class _Totals:
-    """Plain float sums of usage reports (faster than adding ``UsageReport``s)."""
+class _Totals(msgspec.Struct, frozen=True, gc=False):
+    """Plain float sums of usage reports (faster than adding ``UsageReport``s). Immutable (an
+    addition makes new totals) and only numbers: never part of a cycle, so untracked by the
+    cycle collector (``gc=False``)."""
 
-    __slots__ = ("c", "ccr", "ccw", "ci", "co", "cr", "cw", "i", "o", "rank", "tt")
-
-    def __init__(self) -> None:
-        self.i = self.o = self.cr = self.cw = self.tt = 0.0
-        self.ci = self.co = self.ccr = self.ccw = self.c = 0.0
-        self.rank = -1  # -1: nothing added yet
-
-    def add(self, u: UsageReport, also: _Totals | None = None) -> None:
-        """Add ``u`` to these totals (and to ``also``: one pass for the session and the turn)."""
-        if u == _EMPTY:  # the identity of UsageReport.__add__
-            return
-        k = u.cost
-        status = k.status  # compared by identity: hashing an Enum member runs Python code
-        r = 0 if status is _UNKNOWN else 2 if status is _ACTUAL else 1
-        i, o, cr, cw, tt = u.input, u.output, u.cache_read, u.cache_write, u.total_tokens
-        ci, co, ccr, ccw, c = k.input, k.output, k.cache_read, k.cache_write, k.total
-        for t in (self,) if also is None else (self, also):
-            t.i += i
-            t.o += o
-            t.cr += cr
-            t.cw += cw
-            t.tt += tt
-            t.ci += ci
-            t.co += co
-            t.ccr += ccr
-            t.ccw += ccw
-            t.c += c
-            if t.rank < 0:
-                t.rank = r
-            elif t.rank != r or r == 1:
-                t.rank = 1 if (t.rank or r) else 0
+    i: float = 0.0
+    o: float = 0.0
+    cr: float = 0.0
+    cw: float = 0.0
+    tt: float = 0.0
+    ci: float = 0.0
+    co: float = 0.0
+    ccr: float = 0.0
+    ccw: float = 0.0
+    c: float = 0.0
+    rank: int = -1  # -1: nothing added yet
 
     def report(self) -> UsageReport:
         status = _STATUS[max(self.rank, 0)]
@@ -93,6 +75,7 @@ class _Totals:
 
 _EMPTY = UsageReport()
 _STATUS = [CostStatus.Unknown, CostStatus.Estimated, CostStatus.Actual]
+_ZERO = _Totals()
 
 
 class TokenLedger:
@@ -111,8 +94,7 @@ class TokenLedger:
 
     def __init__(self, budget: TokenBudget | None = None) -> None:
         self.budget = budget
-        self._total = _Totals()
-        self._turn = _Totals()
+        self._total = self._turn = _ZERO
         self.generations = 0
 
     @property
@@ -124,19 +106,40 @@ class TokenLedger:
         return self._turn.report()
 
     def turn_usage(self) -> Callable[[], UsageReport]:
-        """A function returning :attr:`turn` as it is when called, as long as the current turn
-        lasts: the totals of a turn stay as they are once :meth:`start_turn` begins the next one
-        (what a finished turn reports without building the report nobody reads)."""
+        """A function returning :attr:`turn` as it is now (the totals are immutable: what a
+        finished turn reports, built only if someone reads it)."""
         return self._turn.report
 
     def start_turn(self) -> None:
         """Reset the per-turn totals."""
-        self._turn = _Totals()
+        self._turn = _ZERO
 
     def record(self, usage: UsageReport) -> None:
         """Add one generation's final (cumulative) usage."""
-        self._total.add(usage, self._turn)
         self.generations += 1
+        if usage == _EMPTY:  # the identity of UsageReport.__add__
+            return
+        k = usage.cost
+        status = k.status  # compared by identity: hashing an Enum member runs Python code
+        r = 0 if status is _UNKNOWN else 2 if status is _ACTUAL else 1
+        i, o, cr, cw, tt = usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total_tokens
+        ci, co, ccr, ccw, c = k.input, k.output, k.cache_read, k.cache_write, k.total
+        # new totals (immutable), positional in field order; the rank of a sum's cost status
+        # (0 unknown, 1 estimated, 2 actual) follows ``UsageCosting.__add__``
+        t = self._total
+        n = t.rank
+        self._total = _Totals(
+            t.i + i, t.o + o, t.cr + cr, t.cw + cw, t.tt + tt,
+            t.ci + ci, t.co + co, t.ccr + ccr, t.ccw + ccw, t.c + c,
+            r if n < 0 else n if n == r and r != 1 else 1 if (n or r) else 0,
+        )  # fmt: skip
+        t = self._turn
+        n = t.rank
+        self._turn = _Totals(
+            t.i + i, t.o + o, t.cr + cr, t.cw + cw, t.tt + tt,
+            t.ci + ci, t.co + co, t.ccr + ccr, t.ccw + ccw, t.c + c,
+            r if n < 0 else n if n == r and r != 1 else 1 if (n or r) else 0,
+        )  # fmt: skip
 
     @property
     def tokens(self) -> float:

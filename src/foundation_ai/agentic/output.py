@@ -28,6 +28,7 @@ from typing import Any
 
 import msgspec
 
+from ..errors import ConfigurationError
 from ..schema.strict import allows_null, strict_schema
 from ..schema.typed import decode_as, type_schema
 from ..types import (
@@ -52,6 +53,23 @@ def _name_of(tp: Any) -> str:
     if not isinstance(raw, str) or getattr(tp, "__origin__", None) is not None:
         return "result"
     return (_NAME_BAD.sub("_", raw).strip("_") or "result")[:64]
+
+
+def _whole_floats_as_ints(value: Any) -> Any:
+    """``value`` with every float that has no fractional part (``7.0``) as an int: JSON Schema
+    counts ``7.0`` as an ``integer`` (https://json-schema.org/understanding-json-schema/reference/numeric#integer),
+    and an ``int`` still decodes into a ``float`` field. Containers are changed in place."""
+    if type(value) is float:
+        return int(value) if value.is_integer() and abs(value) < 2**53 else value
+    if type(value) is dict:
+        for k, v in value.items():
+            if type(v) in (float, dict, list):
+                value[k] = _whole_floats_as_ints(v)
+    elif type(value) is list:
+        for i, v in enumerate(value):
+            if type(v) in (float, dict, list):
+                value[i] = _whole_floats_as_ints(v)
+    return value
 
 
 def _prune_nulls(value: Any, schema: Any) -> Any:
@@ -106,10 +124,10 @@ class OutputSpec:
         Raises:
             ConfigurationError: ``tp`` cannot be described, or not in strict mode (a ``dict``
                 of free keys, ``Any``, a fixed-length tuple, a recursive type).
-            ValueError: ``retries`` is negative.
+            ConfigurationError: ``retries`` is not an integer >= 0.
         """
-        if retries < 0:
-            raise ValueError(f"retries must be >= 0, got {retries}")
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            raise ConfigurationError(f"output_retries must be an integer >= 0, got {retries!r}")
         self.type = tp
         self.retries = retries
         self.name = _name_of(tp)
@@ -142,7 +160,7 @@ class OutputSpec:
             raise ValueError(f"the answer is not valid JSON ({exc})") from None
         if not isinstance(value, dict):
             raise ValueError(f"the answer must be a JSON object, got {type(value).__name__}")
-        value = _prune_nulls(value, self._loose)
+        value = _prune_nulls(_whole_floats_as_ints(value), self._loose)
         try:
             if self.wrapped:
                 if "result" not in value:

@@ -61,6 +61,7 @@ from ..types import (
     UserMessage,
 )
 from ..types.choices import tool_choice_of
+from ._interrupt import run_interruptible
 from .context import dangling_calls, interrupted_results, window
 from .errors import ApprovalPendingError, SessionClosedError, SessionExistsError, SessionNotFoundError
 from .events import TurnOutcome, TurnStream, TurnSummary
@@ -82,14 +83,22 @@ from .turn import (
     TurnState,
     run_turn,
 )
-from .turn.machine import quiet_ok, run_quiet
+from .turn.hooks import IN_PROCESS
+from .turn.machine import run_quiet
 from .turn.persist import flush as flush_pending
+from .turn.state import DISCARD
 
 __all__ = ["AgentSession", "AgentSessionBuilder", "Answer", "Turn"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _CONVERSATION, _SUMMARY = SessionRecord.Conversation, SessionRecord.Summary
+_BUSY = threading.Lock()
+"""Guards the test-and-set of every session's ``_running`` flag (``AgentSession._enter``)."""
+_LOCKS_MADE = threading.Lock()
+"""Guards making a session's ``_loop_lock`` on first use."""
+_NO_HOOKS = TurnHooks()
+"""No hooks (frozen, shared by every session that sets none)."""
 
 
 class Turn:
@@ -105,7 +114,9 @@ class Turn:
     """
 
     __slots__ = (
+        "_counts",
         "_output",
+        "_summary",
         "_usage",
         "awaiting",
         "error",
@@ -113,7 +124,6 @@ class Turn:
         "output_spec",
         "records",
         "refusal",
-        "summary",
     )
 
     def __init__(self, state: TurnState, usage: UsageReport | Callable[[], UsageReport]) -> None:
@@ -128,17 +138,29 @@ class Turn:
         """The model's refusal text when the outcome is ``Refused``."""
         # the turn's own lists (a finished turn's state is not used again): no copies
         self._output = (state.output, state.output_errors, state.output_text)
-        self.awaiting: list[ToolCall] = state.awaiting
+        awaiting = state.awaiting
+        self.awaiting: list[ToolCall] = awaiting if type(awaiting) is list else list(awaiting)
         """The tool calls the turn paused on (outcome ``AwaitingApproval``), else empty."""
         self._usage = usage
-        self.summary = TurnSummary(
-            outcome=state.outcome,
-            message_count=state.persisted,
-            usage=state.snapshot or TokenSnapshot.from_usage(self.usage()),
-            generations=state.generations,
-            error=state.error,
-            refusal=state.refusal,
-        )
+        self._counts = (state.persisted, state.generations, state.snapshot)
+        self._summary: TurnSummary | None = None
+
+    @property
+    def summary(self) -> TurnSummary:
+        """The :class:`TurnSummary` (messages persisted, usage, model calls, outcome), built
+        on first read."""
+        made = self._summary
+        if made is None:
+            persisted, generations, snapshot = self._counts
+            made = self._summary = TurnSummary(
+                outcome=self.outcome,
+                message_count=persisted,
+                usage=snapshot or TokenSnapshot.from_usage(self.usage()),
+                generations=generations,
+                error=self.error,
+                refusal=self.refusal,
+            )
+        return made
 
     @property
     def stop_reason(self) -> StopReason:
@@ -514,7 +536,7 @@ class AgentSessionBuilder:
         self._shed: Any = None
         self._factories: list[Any] = []
         self._can_use_tool: Any = None
-        self._hooks = TurnHooks()
+        self._hooks = _NO_HOOKS  # frozen: shared until a ``with_*`` replaces it
 
     def with_model_id(self, model_id: Any) -> AgentSessionBuilder:
         """For a ``ProviderRouter``: the ``ModelId`` (or name) to route to (default: the
@@ -890,6 +912,18 @@ class AgentSession:
     """A conversation with a model and tools; see the module docstring. Build with
     :meth:`builder`."""
 
+    # Attributes most sessions never set are class-level defaults (an instance sets its own on
+    # first write): with 30 attributes or more an instance keeps them in a dict object of its
+    # own, one more object the cycle collector scans per session.
+    meta: SessionMeta | None = None
+    """The stored metadata this session was resumed from (``None`` when built)."""
+    memory: Any = None
+    """The session's ``MemoryManager`` (``with_memory``), else ``None``."""
+    _loop: asyncio.AbstractEventLoop | None = None
+    _loop_lock: threading.Lock | None = None  # one blocking call at a time drives ``_loop``
+    _closed = False
+    _running = False  # a turn holds the session (see ``_enter``)
+
     def __init__(
         self,
         *,
@@ -924,7 +958,7 @@ class AgentSession:
         self.breaker = breaker or CircuitBreaker()
         self.output_spec = output
         """The session's output type (``None``: plain text); a call's ``output_type`` overrides it."""
-        self.hooks = hooks or TurnHooks()
+        self.hooks = hooks or _NO_HOOKS
         """The turn hooks (phase hooks, context assembler, tool gate, step runner)."""
         self.steering = Steering()
         self.messages: list[Messages] = []
@@ -939,20 +973,12 @@ class AgentSession:
         :meth:`flush`, writes them first."""
         self.stored_header: SessionHeader | None = None
         """What the store last recorded about this session (model string, system prompt, tools)."""
-        self.meta: SessionMeta | None = None
-        """The stored metadata this session was resumed from (``None`` when built)."""
-        self._header: tuple[tuple[Any, ...], SessionHeader] | None = None
-        self.awaiting: list[ToolCall] = []
+        self._header: tuple[Any, Any, Any, int, SessionHeader] | None = None
+        self.awaiting: Sequence[ToolCall] = ()
         """The tool calls the last turn paused on, waiting for :meth:`approve`/:meth:`deny`."""
-        self.paused_calls: list[ToolCall] = []
+        self.paused_calls: Sequence[ToolCall] = ()
         """Every call of the paused response (run, or denied, once the turn continues)."""
         self._decisions: dict[str, Any] = {}
-        self._busy = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_lock = threading.Lock()  # one blocking call at a time drives ``_loop``
-        self._closed = False
-        self.memory: Any = None
-        """The session's ``MemoryManager`` (``with_memory``), else ``None``."""
 
     @staticmethod
     def builder(model_or_router: Any = None) -> AgentSessionBuilder:
@@ -965,24 +991,26 @@ class AgentSession:
         """What this session records about itself in the store now: the primary model's model
         string, the system prompt and the tool names (written with the next records when it
         changed)."""
-        cached = self._header
+        cached = self._header  # (model, system prompt, registry, its version, header)
         registry = self.registry
-        if cached is not None:
-            model, system, tools, version = cached[0]
-            if (
-                model is self.models[0]
-                and system is self.system_prompt
-                and tools is registry
-                and version == registry.version
-            ):
-                return cached[1]
-        key = (self.models[0], self.system_prompt, registry, registry.version)
-        if cached is None or cached[0] != key:
+        if (
+            cached is not None
+            and cached[0] is self.models[0]
+            and cached[1] is self.system_prompt
+            and cached[2] is registry
+            and cached[3] == registry.version
+        ):
+            return cached[4]
+        model, system, version = self.models[0], self.system_prompt, registry.version
+        if cached is None or cached[:4] != (model, system, registry, version):
             cached = self._header = (
-                key,
-                header_for(self.models[0], self.system_prompt, self.registry.names()),
+                model,
+                system,
+                registry,
+                version,
+                header_for(model, system, registry.names()),
             )
-        return cached[1]
+        return cached[4]
 
     def flush(self) -> None:
         """Write the records a failed store write left in memory (see ``pending_records``);
@@ -1075,9 +1103,16 @@ class AgentSession:
     # -- turns -----------------------------------------------------------------------------------
 
     def _enter(self, entering: bool) -> bool:
+        """The one-turn-at-a-time guard: ``_enter(True)`` takes it (False: a turn holds it),
+        ``_enter(False)`` gives it back. A flag tested and set under one lock shared by every
+        session (no lock object per session)."""
         if entering:
-            return self._busy.acquire(blocking=False)
-        self._busy.release()
+            with _BUSY:
+                if self._running:
+                    return False
+                self._running = True
+                return True
+        self._running = False
         return True
 
     def _check_open(self) -> None:
@@ -1097,22 +1132,27 @@ class AgentSession:
         output_type: Any = None,
         output_retries: int | None = None,
     ) -> tuple[Any, TurnState]:
-        prompts = _prompt_messages(prompt)
-        self._check_open()
+        # one text prompt (the usual case): a tuple, which the cycle collector stops tracking
+        prompts = (checked_message(prompt),) if type(prompt) is str else _prompt_messages(prompt)
+        if self._closed:
+            self._check_open()  # raises
         if self.awaiting:
             ids = ", ".join(c.id for c in self.awaiting)
             raise ApprovalPendingError(
                 f"the last turn is waiting for approval of tool call(s) {ids}: approve() or deny() them first"
             )
+        hooks = self.hooks  # quiet_ok, inlined: no phase hooks, the in-process step runner
+        quiet = not emit and self.memory is None and hooks.phases is None and hooks.steps is IN_PROCESS
         state = TurnState(
             prompts,
             _tool_choices(tool_choice, self.registry) if tool_choice is not None else self.tool_choice,
             emit=emit,
+            out=DISCARD if quiet else None,  # nothing is yielded: the items are not kept
         )
         if output_type is not None or self.output_spec is not None:
             state.output_spec = self._spec(output_type, output_retries)
-        if not emit and self.memory is None and quiet_ok(self):
-            agen: Any = run_quiet(self, state, on_exit=self._enter)  # a coroutine: no items
+        if quiet:
+            agen: Any = run_quiet(self, state)  # a coroutine: no items
         else:
             agen = run_turn(self, state, on_exit=self._enter)
             if self.memory is not None:
@@ -1333,7 +1373,7 @@ class AgentSession:
         state.calls = list(self.paused_calls)
         state.results = [None] * len(state.calls)
         state.decisions = dict(self._decisions)
-        self.awaiting, self.paused_calls, self._decisions = [], [], {}
+        self.awaiting, self.paused_calls, self._decisions = (), (), {}
         return run_turn(self, state, on_exit=self._enter), state
 
     async def _acontinue(self) -> Turn:
@@ -1410,11 +1450,18 @@ class AgentSession:
             weakref.finalize(self, _close_loop, self._loop)  # closed with the session, not by GC order
         return self._loop
 
+    def _make_loop_lock(self) -> threading.Lock:
+        """``_loop_lock``, made on the first blocking call (an async-only session has none)."""
+        with _LOCKS_MADE:
+            if self._loop_lock is None:
+                self._loop_lock = threading.Lock()
+            return self._loop_lock
+
     def _drive(self, awaitable: Any) -> Any:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return self._own_loop().run_until_complete(awaitable)
+            return run_interruptible(self._own_loop(), awaitable)
         raise FoundationAIError("iterate a TurnStream with `async for` inside a running event loop")
 
     def _settle(self) -> None:
@@ -1428,15 +1475,16 @@ class AgentSession:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            if not self._loop_lock.acquire(blocking=False):  # another thread's blocking call
+            lock = self._loop_lock or self._make_loop_lock()
+            if not lock.acquire(blocking=False):  # another thread's blocking call
                 raise FoundationAIError("a turn is already running on this session") from None
             try:
-                return self._own_loop().run_until_complete(make())
+                return run_interruptible(self._own_loop(), make())
             finally:
                 try:
                     self._settle()
                 finally:
-                    self._loop_lock.release()
+                    lock.release()
         box: list[Any] = []
 
         def work() -> None:

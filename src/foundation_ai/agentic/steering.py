@@ -19,7 +19,6 @@ request waits in the queue and is seen at the next check, which happens before e
 from __future__ import annotations
 
 import asyncio
-import collections
 import threading
 from typing import Any
 
@@ -58,15 +57,21 @@ def checked_message(message: object, *, what: str = "prompt", agent: bool = Fals
     raise TypeError(f"the {what} must be a str or a Messages, got {type(message).__name__}: {message!r:.60}")
 
 
-class Steering:
-    """The steering queues of one session (thread-safe)."""
+_LOCK = threading.Lock()
+"""Guards the queues of every session's :class:`Steering` (each use is a few operations, so
+one lock for all costs no waiting worth counting, and no lock object per session)."""
+_EMPTY: tuple[Messages, ...] = ()
 
-    __slots__ = ("_aborted", "_follow", "_interrupts", "_lock", "_loop", "_steer", "waiting", "wanted")
+
+class Steering:
+    """The steering queues of one session (thread-safe). A queue is a list made on the first
+    message (until then the shared empty tuple): an idle session holds no container."""
+
+    __slots__ = ("_aborted", "_follow", "_interrupts", "_loop", "_steer", "waiting", "wanted")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._steer: collections.deque[Messages] = collections.deque()
-        self._follow: collections.deque[Messages] = collections.deque()
+        self._steer: list[Messages] | tuple[Messages, ...] = _EMPTY
+        self._follow: list[Messages] | tuple[Messages, ...] = _EMPTY
         self._aborted = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self.waiting: asyncio.Task[Any] | None = None
@@ -88,8 +93,11 @@ class Steering:
             ValueError: an empty text.
         """
         msg = checked_message(message, what="steering message", agent=True)
-        with self._lock:
-            self._steer.append(msg)
+        with _LOCK:
+            if self._steer:
+                self._steer.append(msg)  # type: ignore[union-attr]
+            else:
+                self._steer = [msg]
             self.wanted = True
         loop = self._loop
         if loop is not None and calling_tool_loop() is loop:
@@ -105,8 +113,11 @@ class Steering:
             ValueError: an empty text.
         """
         msg = checked_message(message, what="follow-up message")
-        with self._lock:
-            self._follow.append(msg)
+        with _LOCK:
+            if self._follow:
+                self._follow.append(msg)  # type: ignore[union-attr]
+            else:
+                self._follow = [msg]
 
     def abort(self) -> None:
         """End the running turn as ``Aborted`` at the next safe point. With no turn running
@@ -114,7 +125,7 @@ class Steering:
         stream's first step to its last)."""
         if self._loop is None:
             return
-        with self._lock:
+        with _LOCK:
             self._aborted = True
             self.wanted = True
         self._poke()
@@ -126,13 +137,20 @@ class Steering:
         self._loop = loop
         self.waiting = None
 
+    def release(self) -> None:
+        """The turn ended: :meth:`bind` to ``None`` and :meth:`clear_abort`, in one call."""
+        self._loop = None
+        self.waiting = None
+        if self._aborted:
+            self.clear_abort()
+
     @property
     def aborted(self) -> bool:
         return self._aborted
 
     def clear_abort(self) -> None:
         if self._aborted:
-            with self._lock:
+            with _LOCK:
                 self._aborted = False
                 self.wanted = bool(self._steer)
 
@@ -141,23 +159,23 @@ class Steering:
         return not (self.wanted or self._steer or self._follow)
 
     def take_steers(self) -> list[Messages]:
-        """Pop every pending steering message."""
+        """Pop every pending steering message, in order."""
         if not self._steer:
             return []
-        with self._lock:
-            out = list(self._steer)
-            self._steer.clear()
+        with _LOCK:
+            out = self._steer
+            self._steer = _EMPTY
             self.wanted = self._aborted
-        return out
+        return out  # type: ignore[return-value]  # a list: the queue had a message
 
     def take_follow_ups(self) -> list[Messages]:
-        """Pop every queued follow-up."""
+        """Pop every queued follow-up, in order."""
         if not self._follow:
             return []
-        with self._lock:
-            out = list(self._follow)
-            self._follow.clear()
-        return out
+        with _LOCK:
+            out = self._follow
+            self._follow = _EMPTY
+        return out  # type: ignore[return-value]  # a list: the queue had a message
 
     def wait_here(self, task: asyncio.Task[Any] | None) -> None:
         """Publish (or with ``None`` withdraw) the task now awaiting at an interruptible point

@@ -53,6 +53,9 @@ class EventSink(Protocol):
         """Append the turn's last ``events`` (its ``Done``/``Failed``) and mark it ended, at
         once: whoever sees the end also sees the session free for its next turn."""
 
+    def read(self, turn_id: str, start: int) -> tuple[list[bytes], bool]:
+        """The turn's events from index ``start`` on, and whether the turn has ended."""
+
 
 @dataclass(slots=True)
 class _Served:
@@ -133,9 +136,14 @@ class _StreamingSteps(DurableSteps):
     calls) while it runs. A replayed generation publishes nothing: its events were published
     by the run that checkpointed it."""
 
-    def __init__(self, out: Callable[[TurnEvent], None], *, steering: bool = True) -> None:
+    def __init__(
+        self, out: Callable[[TurnEvent], None], *, steering: bool = True, stale: list[str] | None = None
+    ) -> None:
         super().__init__(steering=steering)
         self.out = out
+        self.stale = stale or []
+        """Ids of outputs an earlier run of this turn published and never completed (it
+        stopped during a model call): retracted before the model is called again."""
 
     async def generation(self, step: Generation) -> AsyncGenerator[Any, None]:
         """One checkpointed model call whose stream items are published as ``TurnEvent``s."""
@@ -146,6 +154,12 @@ class _StreamingSteps(DurableSteps):
         mapper = EventMapper()
 
         async def call_model() -> str:
+            if self.stale:  # the call an earlier run left unfinished is made again: drop its output
+                kept = {m.id for m in step.host.messages}
+                gone = [i for i in self.stale if i not in kept]
+                self.stale = []
+                if gone:
+                    self.out(TurnEvent.Retract(gone, "resumed: the model call is made again"))
             async for item in step.stream():
                 for ev in mapper.map(item):
                     if not isinstance(ev, TurnEvent.Progress):
@@ -156,6 +170,21 @@ class _StreamingSteps(DurableSteps):
         step.restore(from_json(record, GenerationRecord))
         return
         yield  # an async generator that yields nothing
+
+
+def _published_outputs(sink: EventSink, turn_id: str) -> list[str]:
+    """Ids of the outputs (text, thinking, tool calls) earlier runs of ``turn_id`` published and
+    did not retract, in order: empty for a turn's first run."""
+    events, _ = sink.read(turn_id, 0)
+    ids: dict[str, None] = {}
+    for raw in events:
+        ev: TurnEvent = from_json(raw, TurnEvent)
+        if isinstance(ev, TurnEvent.Text | TurnEvent.Thinking | TurnEvent.ToolCall):
+            ids[ev.message_id] = None
+        elif isinstance(ev, TurnEvent.Retract):
+            for i in ev.message_ids:
+                ids.pop(i, None)
+    return list(ids)
 
 
 def _crashed() -> TurnEvent:
@@ -183,7 +212,8 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
         msgs: list[Messages] = from_json(prompt, list[Messages])
         records = await asyncio.to_thread(rt.store.load, session_id)
         history, replay = split_replay(records, msgs[0].id)
-        steps = _StreamingSteps(box.put)
+        stale = await asyncio.to_thread(_published_outputs, rt.sink, turn_id)
+        steps = _StreamingSteps(box.put, stale=stale)
         store = _GuardedStore(rt.store)
         builder = rt.builder(agent).with_store(store).with_step_runner(steps)
         session = open_session(builder.with_phase_hooks(_ShutdownGuard(store)), session_id)

@@ -28,7 +28,7 @@ from ..agentic.events import TurnOutcome, TurnSummary
 from ..ids import new_scru128
 from ..types import to_json
 from .approvals import call_json
-from .convert import chat_messages, sampling
+from .convert import chat_messages, output_format, sampling
 from .errors import ApiError, error_body
 from .http import json_bytes, owner_of, read_json, sse_data_bytes, state_of
 from .runtime import LiveTurn, begin_turn, event_batches
@@ -65,7 +65,9 @@ async def chat_completions(request: Request) -> Response:
     agent = st.manager.agent(body.get("model"))
     messages = chat_messages(body.get("messages"))
     sid = request.headers.get("x-session-id") or None
-    live = await begin_turn(st.manager, owner, agent, sid, messages, "messages", sampling(body))
+    live = await begin_turn(
+        st.manager, owner, agent, sid, messages, "messages", sampling(body) | output_format(body)
+    )
     cid = "chatcmpl-" + new_scru128()
     created = int(time.time())
     headers = {"X-Session-Id": live.session_id}

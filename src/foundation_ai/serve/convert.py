@@ -17,6 +17,7 @@ from ..types import (
     AssistantMessage,
     Messages,
     ModelId,
+    OutputFormat,
     TextContent,
     ToolCall,
     ToolResultMessage,
@@ -24,9 +25,10 @@ from ..types import (
 )
 from .errors import ApiError
 
-__all__ = ["chat_messages", "responses_input", "sampling", "split_prompt"]
+__all__ = ["chat_messages", "output_format", "responses_input", "sampling", "split_prompt"]
 
 _CLIENT = ModelId.Name("client-history")
+_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
 def _bad(msg: str, param: str) -> ApiError:
@@ -217,3 +219,56 @@ def sampling(body: dict[str, Any]) -> dict[str, Any]:
             raise _bad("stop must be a string or a list of up to 4 strings", "stop")
         out["stop_tokens"] = stops
     return out
+
+
+def output_format(body: dict[str, Any]) -> dict[str, Any]:
+    """The answer's format a request asks for, as a ``ModelParams`` override
+    (``{"output_format": OutputFormat...}``; ``{}`` for text or when left out): Chat Completions
+    ``response_format`` (https://platform.openai.com/docs/api-reference/chat/create#chat-create-response_format:
+    ``{"type": "text" | "json_object"}`` or ``{"type": "json_schema", "json_schema": {"name",
+    "schema", "strict"}}``) or Responses ``text.format``
+    (https://platform.openai.com/docs/api-reference/responses/create#responses-create-text: the
+    same with ``name``/``schema``/``strict`` on the format itself). Each backend applies it in its
+    own structured-output mode (llama.cpp: a grammar).
+
+    Raises:
+        ApiError: (400) a malformed format, an unknown type, a bad ``name`` (1-64 of a-z, A-Z,
+            0-9, ``_``, ``-``) or a ``schema`` that is not a JSON object.
+    """
+    if "response_format" in body:
+        fmt, param = body["response_format"], "response_format"
+        inner_key: str | None = "json_schema"
+    else:
+        text = body.get("text")
+        if text is None:
+            return {}
+        if not isinstance(text, dict):
+            raise _bad("text must be an object", "text")
+        fmt, param, inner_key = text.get("format"), "text.format", None
+    if fmt is None:
+        return {}
+    if not isinstance(fmt, dict):
+        raise _bad(f"{param} must be an object", param)
+    kind = fmt.get("type")
+    if kind == "text":
+        return {}
+    if kind == "json_object":
+        return {"output_format": OutputFormat.JsonObject()}
+    if kind != "json_schema":
+        raise _bad(
+            f"{param}.type must be 'text', 'json_object' or 'json_schema', not {kind!r}", param + ".type"
+        )
+    spec = fmt.get(inner_key) if inner_key is not None else fmt
+    where = f"{param}.{inner_key}" if inner_key is not None else param
+    if not isinstance(spec, dict):
+        raise _bad(f"{where} must be an object", where)
+    name = spec.get("name")
+    if not isinstance(name, str) or not 0 < len(name) <= 64 or not set(name) <= _NAME_OK:
+        raise _bad(f"{where}.name must be 1 to 64 letters, digits, '_' or '-'", where + ".name")
+    schema = spec.get("schema")
+    if not isinstance(schema, dict):
+        raise _bad(f"{where}.schema must be a JSON Schema object", where + ".schema")
+    strict = spec.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise _bad(f"{where}.strict must be a boolean", where + ".strict")
+    return {"output_format": OutputFormat.JsonSchema(name, schema, strict=bool(strict))}

@@ -21,6 +21,7 @@ CREATE TABLE IF NOT EXISTS sessions(
   title TEXT NOT NULL DEFAULT '', created REAL NOT NULL, updated REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS sessions_owner ON sessions(owner, updated);
 CREATE TABLE IF NOT EXISTS responses(response_id TEXT PRIMARY KEY, session_id TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS responses_session ON responses(session_id, response_id);
 """
 
 
@@ -92,6 +93,14 @@ class SessionIndex:
         with self._lock:
             row = self._db.execute(
                 "SELECT session_id FROM responses WHERE response_id=?", (response_id,)
+            ).fetchone()
+        return row[0] if row else None
+
+    def latest_response(self, session_id: str) -> str | None:
+        """The session's latest Responses id (ids sort by creation time), or ``None``."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT max(response_id) FROM responses WHERE session_id=?", (session_id,)
             ).fetchone()
         return row[0] if row else None
 

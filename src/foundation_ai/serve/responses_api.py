@@ -9,7 +9,8 @@ Each text output of the turn is a ``message`` item, each thinking output a ``rea
 know them skip. A turn that pauses for approval sends ``foundation_ai.awaiting_approval``
 (``{"session_id", "calls"}``) and the stream waits for the decisions, then goes on; without
 ``stream`` the response returns at the pause (``incomplete``, reason ``awaiting_approval``).
-``previous_response_id`` continues the session of that response; a turn that
+``previous_response_id`` continues the session of that response (its latest response only:
+an earlier one is a 400 ``response_not_latest``, branches are not kept); a turn that
 was aborted or hit a limit ends ``incomplete``, a failed one ``response.failed``.
 """
 
@@ -29,7 +30,7 @@ from ..agentic.events import TurnOutcome, TurnSummary
 from ..ids import new_scru128
 from ..types import to_json
 from .approvals import call_json
-from .convert import responses_input, sampling
+from .convert import output_format, responses_input, sampling
 from .errors import ApiError
 from .http import json_bytes, owner_of, read_json, sse_event_bytes, state_of
 from .runtime import LiveTurn, begin_turn, event_batches
@@ -56,6 +57,8 @@ class _Builder:
 
     def __init__(self, rid: str, model: str, created: int, prev: str | None, session_id: str) -> None:
         self.rid, self.model, self.created, self.prev, self.sid = rid, model, created, prev, session_id
+        self.text_format: dict[str, Any] = {"type": "text"}
+        """The answer's format as the request gave it (``text.format``), echoed in the response."""
         self.output: list[dict[str, Any]] = []
         self.open: dict[str, Any] | None = None
         self.open_mid: str | None = None
@@ -83,7 +86,7 @@ class _Builder:
             "reasoning": {"effort": None, "summary": None},
             "store": True,
             "temperature": None,
-            "text": {"format": {"type": "text"}},
+            "text": {"format": self.text_format},
             "tool_choice": "auto",
             "tools": [],
             "top_p": None,
@@ -215,11 +218,26 @@ async def responses(request: Request) -> Response:
                 code="response_not_found",
                 param="previous_response_id",
             )
+        latest = st.manager.index.latest_response(sid)
+        if latest is not None and latest != prev:  # the conversation went on after ``prev``
+            raise ApiError(
+                400,
+                f"response {prev!r} is not the latest of its conversation ({latest!r} is): continuing"
+                " from an earlier response (a branch) is not supported; continue from the latest, or"
+                " send the whole history as input without previous_response_id",
+                code="response_not_latest",
+                param="previous_response_id",
+            )
     messages = responses_input(body.get("input"), body.get("instructions"))
-    live = await begin_turn(st.manager, owner, agent, sid, messages, "input", sampling(body))
+    live = await begin_turn(
+        st.manager, owner, agent, sid, messages, "input", sampling(body) | output_format(body)
+    )
     rid = "resp_" + new_scru128()
     st.manager.index.add_response(rid, live.session_id)
     b = _Builder(rid, agent.name, int(time.time()), prev if isinstance(prev, str) else None, live.session_id)
+    fmt = body.get("text", {}).get("format") if isinstance(body.get("text"), dict) else None
+    if isinstance(fmt, dict):
+        b.text_format = fmt
     headers = {"X-Session-Id": live.session_id}
     if body.get("stream"):
         return StreamingResponse(

@@ -57,6 +57,7 @@ class LiveTurn:
         self.closed = False
         self.asked: dict[int, list[ToolCall]] = {}
         """``{index of a Done event: the tool calls that turn paused on}``, per pause."""
+        self._abort = False
         # checks the prompt now (TypeError, ValueError, ApprovalPendingError)
         self._stream = stream if stream is not None else session.arun_turn_stream(prompts)
 
@@ -72,6 +73,9 @@ class LiveTurn:
         held: TurnEvent | None = None
         try:
             async for ev in stream.events():
+                if self._abort:  # asked before the turn's first step, when it could not take it
+                    self._abort = False
+                    self.session.abort()
                 if isinstance(ev, TurnEvent.Done) and ev.summary.outcome is TurnOutcome.AwaitingApproval:
                     held = ev
                     continue
@@ -113,6 +117,7 @@ class LiveTurn:
         self._stream = stream
         self.done = False
         self.turn = None
+        self._abort = False
         self._notify()
 
     def close(self) -> None:
@@ -154,7 +159,10 @@ class LiveTurn:
             await self._tick.wait()
 
     def abort(self) -> None:
-        """Ask the turn to stop at its next safe point (its output so far is kept)."""
+        """Ask the turn to stop at its next safe point (its output so far is kept). Asked
+        before the turn has taken its first step, the turn takes it at its first event."""
+        if not self.done:
+            self._abort = True
         self.session.abort()
 
 
@@ -342,6 +350,24 @@ class SessionManager:
             live = LiveTurn(session, owner, [], stream)
             self._turns[sid] = live
         self._launch(owner, live)
+        return live
+
+    async def abort_paused(self, owner: str, session_id: str) -> LiveTurn | None:
+        """End a turn paused for approvals (no turn of the session runs): its continuation
+        is started and aborted before its first step, so no tool call of the pause runs (not
+        even one approved already: each gets the error result "interrupted (aborted)"), the
+        model is not called again and the turn ends ``aborted``. Returns the continued
+        :class:`LiveTurn`, ``None`` when nothing waits (docs/serve.md: Approvals)."""
+        session = await self.open_session(owner, session_id)
+        if not isinstance(session, AgentSession) or self.running(session_id):
+            return None
+        stream = None
+        for c in session.pending_approvals():
+            stream = session.deny_stream(c.id, "the turn was aborted")
+        if stream is None:
+            return None
+        live = self.continue_turn(owner, session, stream)
+        live.abort()
         return live
 
     def _launch(self, owner: str, live: LiveTurn) -> None:

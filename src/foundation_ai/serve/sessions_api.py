@@ -150,7 +150,9 @@ async def steer(request: Request) -> Response:
 
 
 async def abort(request: Request) -> Response:
-    """Abort the running turn (``{"aborted": false}`` when none runs)."""
+    """Abort the running turn (``{"aborted": true}``), or end a turn paused for approvals
+    (``SessionManager.abort_paused``; ``{"aborted": true, "events_from": N}``: its events go on
+    from N); ``{"aborted": false}`` when neither."""
     owner = owner_of(request)
     mgr = state_of(request).manager
     meta = mgr.meta(owner, request.path_params["sid"])
@@ -158,7 +160,12 @@ async def abort(request: Request) -> Response:
     running = live is not None and not live.done
     if live is not None and running:
         live.abort()
-    return JSONResponse({"session_id": meta["id"], "aborted": running})
+        return JSONResponse({"session_id": meta["id"], "aborted": True})
+    start = len(live.events) if live is not None and live.paused else 0
+    if (live is None or live.paused) and await mgr.abort_paused(owner, meta["id"]) is not None:
+        # the paused turn goes on (to its end) as after a decision: follow it from ``events_from``
+        return JSONResponse({"session_id": meta["id"], "aborted": True, "events_from": start})
+    return JSONResponse({"session_id": meta["id"], "aborted": False})
 
 
 def routes() -> list[Any]:

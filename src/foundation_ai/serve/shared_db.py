@@ -54,6 +54,8 @@ _SCHEMA = (
     " ON foundation_ai_serve_sessions (owner, updated DESC)",
     "CREATE TABLE IF NOT EXISTS foundation_ai_serve_responses (response_id TEXT PRIMARY KEY,"
     " session_id TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS foundation_ai_serve_responses_session"
+    " ON foundation_ai_serve_responses (session_id, response_id)",
     "CREATE TABLE IF NOT EXISTS foundation_ai_serve_turns (turn_id TEXT PRIMARY KEY,"
     " session_id TEXT NOT NULL, owner TEXT NOT NULL, created DOUBLE PRECISION NOT NULL,"
     " done BOOLEAN NOT NULL DEFAULT false, next_seq INTEGER NOT NULL DEFAULT 0)",
@@ -243,6 +245,13 @@ class SharedIndex:
             "SELECT session_id FROM foundation_ai_serve_responses WHERE response_id = %s", (response_id,)
         )
         return str(rows[0][0]) if rows else None
+
+    def latest_response(self, session_id: str) -> str | None:
+        """The session's latest Responses id (ids sort by creation time), or ``None``."""
+        rows = self.db.rows(
+            "SELECT max(response_id) FROM foundation_ai_serve_responses WHERE session_id = %s", (session_id,)
+        )
+        return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def close(self) -> None:
         """Nothing to do: the :class:`SharedDatabase` owns the connections."""

@@ -160,7 +160,7 @@ def _output_format_of(value: object) -> OutputFormatT:
     )
 
 
-class ModelInteraction(msgspec.Struct, kw_only=True, omit_defaults=True):
+class ModelInteraction(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     """One request to a model (docs/concepts.md: Requests, parameters and usage).
 
     ``messages`` are oldest-first. The system prompt is not a message: ``system_prompt`` and

@@ -233,7 +233,7 @@ ToolT = _SingleCommand | _MultiCommands
 """The decodable union of ``Tool`` variants."""
 
 
-class ToolDeclarations(msgspec.Struct, frozen=True, omit_defaults=True):
+class ToolDeclarations(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """The tools of a request (docs/concepts.md: Tools): ``shed`` (the discovery meta-tool, if any)
     and ``tools`` (the tools it has activated)."""
 

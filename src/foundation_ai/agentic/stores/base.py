@@ -47,7 +47,7 @@ TITLE_CHARS = 80
 """A session's title is the first line of its first user text, cut to this many characters."""
 
 
-class SessionHeader(msgspec.Struct, frozen=True, kw_only=True):
+class SessionHeader(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What a session declares about itself, stored with its records (latest value wins).
 
     Attributes:

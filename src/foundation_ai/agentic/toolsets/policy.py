@@ -160,7 +160,8 @@ class PolicyExecutor:
         self.policy = policy
         self.tracker = tracker
         self._run = run
-        self._direct = run is None and policy.plain  # the registry runs calls as they are
+        # ``policy.plain``, inlined: the registry runs calls as they are
+        self._direct = run is None and policy.max_retries == 0 and policy.on_error is default_on_error
         if self._direct:
             self.execute = registry.execute  # type: ignore[method-assign]  # one frame less
 

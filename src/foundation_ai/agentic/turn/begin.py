@@ -44,7 +44,9 @@ def persist_prompt(host: TurnHost, state: TurnState) -> Phase:
     queued: list[Messages] = []
     for p in state.prompts:  # a loop: no comprehension frame for the usual one prompt
         queued.append(p if type(p) is UserMessage or isinstance(p, Messages) else Messages.coerce(p))
-    queued += host.steering.take_follow_ups()
+    steering = host.steering
+    if not steering.idle():  # follow-ups queued before the turn (idle: none, no list to make)
+        queued += steering.take_follow_ups()
     persist(host, state, queued)
     state.head_end = state.keep_from + len(queued)
     if state.emit:

@@ -13,16 +13,13 @@ from .host import TurnHost
 from .persist import persist
 from .policy import is_vacuous
 from .recover import after_error, after_interrupt, overflowed
-from .state import TurnState, fail
+from .state import NOTHING_LIVE, TurnState, fail
 
 __all__ = ["decide"]
 
 _MESSAGE_STOP = type(StopReason.Message("refusal"))
 _PLAIN_STOPS = frozenset(type(s) for s in (StopReason.Stop(), StopReason.ToolUse(), StopReason.Length()))
 """Exact types of the usual stop reasons (none is a ``Message``): no ``isinstance`` for them."""
-
-_NOTHING_LIVE: dict[str, Any] = {}
-"""``state.live`` between generations (shared, never written: a generation has its own)."""
 
 
 def decide(host: TurnHost, state: TurnState) -> Phase:
@@ -46,7 +43,7 @@ def decide(host: TurnHost, state: TurnState) -> Phase:
     """
     gen = state.generation
     assert gen is not None
-    state.live = _NOTHING_LIVE  # from here on, every path persists or retracts the outputs before yielding
+    state.live = NOTHING_LIVE  # from here on, every path persists or retracts the outputs before yielding
     descriptor = getattr(gen.model, "descriptor", None)
     host.ledger.record(price_usage(gen.usage, descriptor))
     produced = list(gen.outputs.values())

@@ -17,7 +17,7 @@ from ..toolsets.policy import DEFAULT_POLICY, LoopTracker, PolicyExecutor
 from .hooks import IN_PROCESS, Allow, Ask, Deny, GateDecision, GateRequest, Phase
 from .host import TurnHost
 from .persist import persist
-from .state import TurnState, fail
+from .state import NO_DECISIONS, TurnState, fail
 
 __all__ = ["decide_calls", "execute_tools", "requires_approval"]
 
@@ -67,7 +67,7 @@ async def execute_tools(host: TurnHost, state: TurnState) -> Phase:
             interrupted = True
         finally:
             steering.waiting = None
-    state.decisions = {}
+    state.decisions = NO_DECISIONS
     done = []
     for r in results:  # a loop: no comprehension frame for the usual one or two results
         if r is not None:
@@ -148,7 +148,8 @@ def _ungated(host: TurnHost, state: TurnState, tracker: LoopTracker) -> PolicyEx
         return None
     registry = host.registry
     for c in state.calls:
-        if requires_approval(registry, c):
+        t = registry.get(c.name)  # requires_approval, its usual answer inlined
+        if t is not None and getattr(t, "requires_approval", False) and requires_approval(registry, c):
             return None
     policy = hooks.policy if hooks.policy is not None else DEFAULT_POLICY
     return PolicyExecutor(

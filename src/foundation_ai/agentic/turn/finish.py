@@ -11,7 +11,7 @@ from ..context import dangling_calls, interrupted_results
 from ..events import TurnOutcome
 from .host import TurnHost
 from .persist import persist, persist_summary
-from .state import TurnState
+from .state import DISCARD, TurnState
 
 __all__ = ["close_abandoned", "close_crashed", "finish", "release"]
 
@@ -21,8 +21,7 @@ _FAILED, _CONVERSATION = SessionRecord.FailedAction, SessionRecord.Conversation
 
 def release(host: TurnHost) -> None:
     """However the turn ends: unbind steering, forget a pending abort and the in-turn cut."""
-    host.steering.bind(None)
-    host.steering.clear_abort()
+    host.steering.release()
     host.context_cut = None
 
 
@@ -44,7 +43,8 @@ def finish(host: TurnHost, state: TurnState) -> None:
     if failed is not None:
         records.pop()
     records.append(summary)
-    out.append(Stream.Next(summary))
+    if out is not DISCARD:  # a driver that yields nothing keeps no item
+        out.append(Stream.Next(summary))
     if failed is not None:
         records.append(failed)
         out.append(Stream.Next(failed))

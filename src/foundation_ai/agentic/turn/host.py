@@ -7,6 +7,7 @@ prompt, ``messages`` replaced by ``resume``) is seen by the next turn.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ...types import Messages, ModelParams, SessionRecord, ToolCall
@@ -51,14 +52,19 @@ class TurnHost(Protocol):
     breaker: CircuitBreaker
     steering: Steering
     messages: list[Messages]
-    awaiting: list[ToolCall]
-    paused_calls: list[ToolCall]
+    awaiting: Sequence[ToolCall]
+    paused_calls: Sequence[ToolCall]
     context_start: int
     context_cut: tuple[int, int] | None
     pending_records: list[SessionRecord]
     """Records persisted in memory but not yet written to the store (oldest first)."""
     stored_header: SessionHeader | None
     """The ``SessionHeader`` last written to the store (``None``: not yet)."""
+
+    def _enter(self, entering: bool) -> bool:
+        """The session's one-turn-at-a-time guard: ``_enter(True)`` takes it (False: a turn is
+        running), ``_enter(False)`` gives it back."""
+        ...
 
     def session_header(self) -> SessionHeader:
         """What the session records about itself now (model string, system prompt, tools)."""

@@ -168,19 +168,18 @@ def quiet_ok(host: TurnHost) -> bool:
     return hooks.phases is None and hooks.steps is IN_PROCESS
 
 
-async def run_quiet(
-    host: TurnHost, state: TurnState, *, on_exit: Callable[[bool], bool] | None = None
-) -> None:
+async def run_quiet(host: TurnHost, state: TurnState) -> None:
     """:func:`run_turn` for a caller that takes no stream items (``state.emit`` False), when
     :func:`quiet_ok`: the same phases, records, store writes and result in ``state``, in one
     coroutine. An answer that ends the turn is written with the ``Summary``, in one write
     (nothing runs between the two; a failure is reported the same way: ``docs/turn-loop.md``).
+    The turn holds the host's guard (``host._enter``) while it runs.
 
     Raises:
-        FoundationAIError: a turn is already running (``on_exit(True)`` returned False).
+        FoundationAIError: a turn is already running (``host._enter(True)`` returned False).
     """
-    if on_exit is not None and not on_exit(True):
-        await _wait_to_enter(on_exit)
+    if not host._enter(True):
+        await _wait_to_enter(host._enter)
     try:
         cancelled = False
         steering = host.steering
@@ -246,8 +245,7 @@ async def run_quiet(
             _failed_at_the_end(state, exc)
         state.out.clear()
     finally:
-        if on_exit is not None:
-            on_exit(False)
+        host._enter(False)
 
 
 def _written(host: TurnHost, state: TurnState) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import string
 import time
 
+import msgspec
+
 __all__ = ["CircuitBreaker", "is_rate_limit", "is_vacuous"]
 
 _VACUOUS = string.punctuation + string.whitespace + "\u2026\u00a0"
@@ -26,14 +28,12 @@ def is_rate_limit(detail: str | None) -> bool:
     return any(k in low for k in _RATE)
 
 
-class CircuitBreaker:
-    """Per-model breakers: a model that hit a rate limit is skipped for ``cooldown`` seconds."""
+class CircuitBreaker(msgspec.Struct, gc=False):
+    """Per-model breakers: a model that hit a rate limit is skipped for ``cooldown`` seconds.
+    Holds only numbers: untracked by the cycle collector (``gc=False``)."""
 
-    __slots__ = ("_open_until", "cooldown")
-
-    def __init__(self, cooldown: float = 30.0) -> None:
-        self.cooldown = cooldown
-        self._open_until: dict[int, float] = {}
+    cooldown: float = 30.0
+    _open_until: dict[int, float] = msgspec.field(default_factory=dict)
 
     def trip(self, index: int) -> None:
         """Open the breaker of model ``index``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...types import (
@@ -17,7 +18,7 @@ from ..events import TurnOutcome
 if TYPE_CHECKING:
     from .generate import Generation
 
-__all__ = ["TurnState", "fail"]
+__all__ = ["DISCARD", "NOTHING_LIVE", "NO_DECISIONS", "TurnState", "fail"]
 
 _OUTCOMES = {
     "budget_exhausted": TurnOutcome.BudgetExhausted,
@@ -90,8 +91,18 @@ class TurnState:
     )
 
     def __init__(
-        self, prompts: list[Any] | None = None, tool_choice: Any = None, *, emit: bool = True
+        self,
+        prompts: Sequence[Any] | None = None,
+        tool_choice: Any = None,
+        *,
+        emit: bool = True,
+        out: list[Any] | None = None,
     ) -> None:
+        """``out``: where phases put their stream items (default: a new list; a driver that
+        yields nothing passes :data:`DISCARD`). The containers a turn may never fill (``calls``,
+        ``results``, ``awaiting``, ``output_errors``, ``live``, ``decisions``) start as shared
+        empty values that are replaced, never written to: a turn waiting for its model holds
+        fewer objects the cycle collector scans."""
         self.records: list[SessionRecord] = []
         self.outcome = TurnOutcome.Completed
         self.refusal: str | None = None
@@ -99,12 +110,16 @@ class TurnState:
         self.generations = 0
         self.persisted = 0
         self.snapshot: Any = None
-        self.prompts: list[Any] = prompts or []
-        self.choices: list[Any] = (
-            list(tool_choice) if isinstance(tool_choice, (list, tuple)) else [tool_choice]
+        self.prompts: Sequence[Any] = prompts if prompts is not None else ()
+        self.choices: Sequence[Any] = (
+            _NO_CHOICE
+            if tool_choice is None
+            else tuple(tool_choice)
+            if isinstance(tool_choice, (list, tuple))
+            else (tool_choice,)
         )
         self.emit = emit
-        self.out: list[Any] = []
+        self.out: list[Any] = out if out is not None else []
         self.keep_from = 0
         self.head_end = 0
         self.inner = 0
@@ -113,20 +128,48 @@ class TurnState:
         self.vacuous_retried = False
         self.model_index = 0
         self.generation: Generation | None = None
-        self.live: dict[str, AssistantMessage] = {}
-        self.calls: list[ToolCall] = []
-        self.results: list[ToolResultMessage | None] = []
+        self.live: dict[str, AssistantMessage] = NOTHING_LIVE
+        self.calls: Sequence[ToolCall] = ()
+        self.results: list[ToolResultMessage | None] = _NO_RESULTS  # type: ignore[assignment]
         self.finished = False
-        self.awaiting: list[ToolCall] = []
-        self.decisions: dict[str, Any] = {}
+        self.awaiting: Sequence[ToolCall] = ()
+        self.decisions: dict[str, Any] = NO_DECISIONS
         self.resuming = False
         self.tracker: Any = None
         # typed structured output (agentic/output.py), checked by ``decide``
         self.output_spec: Any = None
         self.output: Any = None
-        self.output_errors: list[str] = []
+        self.output_errors: Sequence[str] = ()
         self.output_text = ""
         self.output_retries = 0
+
+
+class _Discard(list):  # type: ignore[type-arg]
+    """A list that keeps nothing: ``out`` of a turn whose driver yields nothing (``run_quiet``)."""
+
+    __slots__ = ()
+
+    def append(self, item: Any) -> None:
+        pass
+
+    def extend(self, items: Any) -> None:
+        pass
+
+    def __iadd__(self, items: Any) -> _Discard:  # type: ignore[misc]
+        return self
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        pass
+
+
+DISCARD: list[Any] = _Discard()
+"""``TurnState.out`` for a driver that yields nothing: every item put there is dropped (shared)."""
+NOTHING_LIVE: dict[str, Any] = {}
+"""``TurnState.live`` while no generation runs (shared, never written: a generation has its own)."""
+NO_DECISIONS: dict[str, Any] = {}
+"""``TurnState.decisions`` when no human decided (shared, never written: replaced when set)."""
+_NO_CHOICE = (None,)
+_NO_RESULTS: tuple[()] = ()
 
 
 def fail(state: TurnState, kind: str, message: str, retryable: bool = False, **context: Any) -> None:

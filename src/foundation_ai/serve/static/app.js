@@ -292,7 +292,7 @@ async function follow(sid, from) {
 
 function setRunning(on) {
   state.running = on;
-  $("#stop").disabled = !on;
+  $("#stop").disabled = !on && state.pending.size === 0;  // Stop also ends a turn waiting for approvals
   $("#send").disabled = on || state.pending.size > 0;  // a new turn waits for the decisions
 }
 
@@ -351,7 +351,22 @@ async function send(ev) {
 
 async function stop() {
   if (!state.session) return;
-  try { await api("POST", `/v1/sessions/${encodeURIComponent(state.session)}/abort`); } catch (e) { status(e.message); }
+  const sid = state.session;
+  try {
+    const res = await (await api("POST", `/v1/sessions/${encodeURIComponent(sid)}/abort`)).json();
+    // a turn waiting for approvals ends: none of its calls runs; follow it to its end
+    if (res.events_from === undefined || sid !== state.session) return;
+    for (const id of state.pending) {
+      const panel = view.panels.get(id);
+      if (!panel) continue;
+      panel.node.classList.remove("pending");
+      const box = panel.node.querySelector(".approval");
+      if (box) box.replaceChildren(el("span", "decided deny", "aborted"));
+    }
+    state.pending.clear();
+    status("");
+    follow(sid, res.events_from);
+  } catch (e) { status(e.message); }
 }
 
 async function start() {
