@@ -642,3 +642,33 @@ async def test_cancel_async_over_sync_client_does_not_wait_for_blocked_read() ->
     assert got == ["1"] and not body.release.is_set()  # we did not wait for the blocked read
     body.release.set()
     assert await asyncio.to_thread(body.closed.wait, 10.0)  # closed in the background
+
+
+def test_a_retry_after_beyond_max_retry_delay_ends_the_retries_at_once(srv: FixtureServer) -> None:
+    srv.queue(Canned(status=429, headers={"Retry-After": "3600"}, body=b'{"error":{"message":"quota"}}'))
+    with pytest.raises(HttpStreamError) as caught:
+        events(opts(srv, max_retry_delay=5.0), srv.base_url + "/v1/x")
+    assert caught.value.status_code == 429 and "quota" in caught.value.detail
+    assert len(srv.requests) == 1, "no retry when the server asks for more than max_retry_delay"
+    with FixtureServer() as other:  # within the cap it is honoured as before
+        other.queue(
+            Canned(status=429, headers={"Retry-After": "0.05"}, body=b'{"error":{"message":"quota"}}')
+        )
+        other.queue(Canned(chunks=sse([{"a": 1}, "[DONE]"])))
+        assert events(opts(other, max_retry_delay=5.0), other.base_url + "/v1/x")[0] == ("message", '{"a":1}')
+        assert len(other.requests) == 2
+
+
+def test_a_long_retry_after_hands_the_turn_to_the_fallback_model_at_once(srv: FixtureServer) -> None:
+    from foundation_ai.agentic import InMemorySessionStore, ScriptedModel, say
+
+    srv.queue(Canned(status=429, headers={"Retry-After": "3600"}, body=b'{"error":{"message":"quota"}}'))
+    primary = openai_chat("gpt-x", base_url=srv.base_url + "/v1", api_key=KEY, max_retries=3)
+    agent = (
+        AgentSession.builder(primary)
+        .with_fallback_models(ScriptedModel([say("from the fallback")]))
+        .with_store(InMemorySessionStore())
+        .build()
+    )
+    assert agent.run_turn("hi").text() == "from the fallback"
+    assert len(srv.requests) == 1

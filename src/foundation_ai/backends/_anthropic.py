@@ -327,7 +327,9 @@ def anthropic(
             ``max_connections`` on an event loop (``docs/scaling.md``, "Many sessions in one
             process"); a client given as ``http_client`` keeps its own limits.
         retry_base_delay: seconds of the first backoff step.
-        max_retry_delay: cap in seconds on any single wait between retries.
+        max_retry_delay: cap in seconds on any single wait between retries; a ``Retry-After``
+            asking for longer ends the retries at once (the 429 is returned, a fallback model
+            can take over).
 
     Raises:
         ConfigurationError: no API key for the default Anthropic host; ``max_connections`` not a positive

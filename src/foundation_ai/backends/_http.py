@@ -26,7 +26,8 @@ https://docs.anthropic.com/en/api/messages):
   :class:`SseEvent` items (``event``, ``data`` as ``str``). Retries happen *inside*, before the
   first event: 429, 5xx (and 408/409/529), connection errors, timeouts and a connection dropped
   before any event are retried up to ``max_retries``
-  times, honouring ``Retry-After`` / ``retry-after-ms`` (capped by ``max_retry_delay``), else
+  times, honouring ``Retry-After`` / ``retry-after-ms`` (a wait asked beyond ``max_retry_delay``
+  ends the retries: the error is raised at once), else
   exponential backoff with jitter; 400/401/403/404/422 are never retried. Once the first
   event was yielded nothing is retried. A ``Content-Type: application/json`` answer (a server
   that ignored ``stream: true``) is yielded as ONE event with ``event == "json"`` and the whole
@@ -452,7 +453,8 @@ class HttpOptions:
         headers: extra headers sent on every request.
         async_client / sync_client: user-supplied clients (used as given, never closed here).
         retry_base_delay: seconds of the first backoff step (doubles each retry, with jitter).
-        max_retry_delay: the cap on any wait, including ``Retry-After``, in seconds.
+        max_retry_delay: the cap on any wait, in seconds; a ``Retry-After`` asking for more
+            ends the retries at once (the error is raised, a fallback model can take over).
         max_connections: requests in flight at once through the pool of own async clients
             (default :data:`MAX_CONNECTIONS`, 1,000; ``None``: no limit). That pool is shared,
             per event loop, by every backend with the same ``timeout`` and ``max_connections``
@@ -1245,11 +1247,18 @@ def _retry_wait(
     err: HttpStreamError | None, attempt: int, headers: httpx.Headers | None, clock: _Clock, opts: HttpOptions
 ) -> float | None:
     """Seconds to wait before the next attempt, or ``None`` when there is none: ``err`` not
-    retryable, no retries left, or the wait would end past the total deadline."""
+    retryable, no retries left, the server asks (``Retry-After``) for a longer wait than
+    ``max_retry_delay`` (retrying sooner would only be refused again: the error is returned
+    at once, so a fallback model, if any, is tried), or the wait would end past the total
+    deadline."""
     if err is not None and (not err.retryable or attempt >= opts.max_retries):
         return None
     if attempt >= opts.max_retries:
         return None
+    if headers is not None:
+        asked = _header_seconds(headers)
+        if asked is not None and asked > retry_delay(attempt, headers, opts):
+            return None
     wait = retry_delay(attempt, headers, opts)
     if wait >= clock.remaining():
         return None

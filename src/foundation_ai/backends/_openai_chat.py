@@ -147,8 +147,9 @@ def openai_chat(
         context_window / max_output_tokens: tokens, for the descriptor.
         extra_body: fields merged into every request body (e.g. ``{"top_k": 20}`` for vLLM).
         retry_base_delay: seconds of the first backoff step (doubling, with jitter).
-        max_retry_delay: cap in seconds on any single wait between retries, ``Retry-After``
-            included.
+        max_retry_delay: cap in seconds on any single wait between retries; a ``Retry-After``
+            asking for longer ends the retries at once (the 429 is returned, a fallback model
+            can take over).
         streaming: ``False`` sends ``stream: false`` and reads the whole ``chat.completion``
             answer (for servers whose streaming is broken); the items are the same shape.
         forced_tool_mode: how a forced call (``ToolChoice.Required`` / ``Function``) is asked
