@@ -23,7 +23,8 @@ In the bench process, for N in ``--sessions`` (default 100, 1,000, 10,000), inte
   ``arun_turn("session K")`` at once under ``asyncio.gather``; every turn is checked (the tool
   ran once with K, the answer is the expected 200-chunk text ending in the tool's result);
 - **floor**: the same N conversations as raw ``httpx.AsyncClient`` + ``httpx_sse`` (same
-  requests and chunks, same pool limits, ``json.loads`` per event, the text joined, the tool
+  requests and chunks, same pool limits: the backends' layout of httpx clients with a plain
+  ``asyncio.Semaphore`` as the limit on requests in flight, ``json.loads`` per event, the text joined, the tool
   call's arguments parsed, the second request sent with the tool result) -- no agent loop.
 
 chunks/s = SSE events read (both requests of every session) / wall seconds. Memory per idle
@@ -260,10 +261,12 @@ async def run_sessions(sessions: list[Any]) -> tuple[float, float]:
 
 
 async def _floor_sse(pool: Any, url: str, body: dict[str, Any], on_data: Any) -> None:
-    """POST ``body`` through a shard of ``pool`` and call ``on_data(text)`` per SSE event."""
+    """POST ``body`` through a shard of ``pool`` (once a slot of its ``asyncio.Semaphore``
+    ``pool.limit`` is held) and call ``on_data(text)`` per SSE event."""
     import httpx_sse
 
-    shard = await pool.acquire()
+    await pool.limit.acquire()
+    shard = pool.take()
     try:
         headers = {"Authorization": "Bearer sk-bench"}
         async with httpx_sse.aconnect_sse(pool.client(shard), "POST", url, json=body, headers=headers) as es:
@@ -272,6 +275,7 @@ async def _floor_sse(pool: Any, url: str, body: dict[str, Any], on_data: Any) ->
                     on_data(sse.data)
     finally:
         pool.release(shard)
+        pool.limit.release()
 
 
 async def floor_one(pool: Any, url: str, k: int) -> str:
@@ -336,12 +340,44 @@ async def floor_one(pool: Any, url: str, k: int) -> str:
     return "".join(text)
 
 
+class FloorPool:
+    """The floor's connections: the backends' layout of httpx clients (``_AsyncPool`` without
+    its gate: shards of ``SHARD_CONNECTIONS``) and a plain ``asyncio.Semaphore`` of
+    ``max_connections`` as the limit on requests in flight (``None``: no limit)."""
+
+    def __init__(self, max_connections: int | None) -> None:
+        from foundation_ai.backends._http import _AsyncPool
+
+        self._pool = _AsyncPool(600.0, None)
+        self.limit: Any = asyncio.Semaphore(max_connections) if max_connections else _NoLimit()
+
+    def take(self) -> int:
+        return self._pool.take()
+
+    def client(self, shard: int) -> Any:
+        return self._pool.client(shard)
+
+    def release(self, shard: int) -> None:
+        self._pool.release(shard)
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
+
+
+class _NoLimit:
+    async def acquire(self) -> None:
+        return None
+
+    def release(self) -> None:
+        return None
+
+
 async def run_floor(n: int, base: str) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of ``n`` raw conversations at once, through a pool laid out
     as a backend's own (same connection limit, same shards); every answer checked."""
-    from foundation_ai.backends._http import MAX_CONNECTIONS, _AsyncPool
+    from foundation_ai.backends._http import MAX_CONNECTIONS
 
-    pool = _AsyncPool(600.0, MAX_CONNECTIONS)
+    pool = FloorPool(MAX_CONNECTIONS)
     url = base + "/chat/completions"
     t0, c0 = time.perf_counter(), time.process_time()
     texts = await asyncio.gather(*(floor_one(pool, url, k) for k in range(n)))

@@ -5,6 +5,7 @@ requests in flight, requests spread over several httpx clients, connections reus
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 from collections.abc import Iterator
@@ -14,16 +15,18 @@ from typing import Any
 import httpx
 import pytest
 
+from foundation_ai.backends._gate import SlotGate
 from foundation_ai.backends._http import (
     MAX_CONNECTIONS,
     SHARD_CONNECTIONS,
     HttpOptions,
+    HttpStreamError,
     astream_events,
     shared_ssl_context,
 )
 from foundation_ai.backends._openai_chat import openai_chat
 from foundation_ai.errors import ConfigurationError
-from foundation_ai.types import AssistantMessage, Messages, ModelInteraction, TextContent
+from foundation_ai.types import AssistantMessage, Messages, ModelInteraction, Stream, TextContent
 
 
 def _chunk(text: str) -> bytes:
@@ -374,3 +377,162 @@ async def test_max_connections_given_to_the_factory_caps_the_requests_in_flight(
     assert all(_content(a) == TextContent("hi") for a in answers)
     assert srv.requests == 5
     assert srv.peak == 2
+
+
+# the wait for a slot (backends/_gate.py)
+
+
+async def test_a_request_waiting_for_its_slot_past_first_byte_timeout_fails_with_that_deadline() -> None:
+    async with Server(hold_until=2) as srv:  # holds the first request: the only slot stays taken
+        patient = HttpOptions(api_key=None, base_url=srv.url, max_connections=1)
+        hasty = HttpOptions(
+            api_key=None, base_url=srv.url, max_connections=1, first_byte_timeout=0.2, max_retries=0
+        )
+        first = asyncio.create_task(_events(patient, srv.url))  # same settings: the same pool
+        while srv.open < 1:
+            await asyncio.sleep(0.01)
+        with pytest.raises(HttpStreamError, match="first_byte_timeout"):
+            await _events(hasty, srv.url)
+        assert srv.requests == 1  # it never got a slot: the wait counted toward its deadline
+        srv.release.set()
+        assert (await first)[-1] == "[DONE]"
+        assert (await _events(patient, srv.url))[-1] == "[DONE]"  # no slot was lost
+        await patient.aclose()
+        await hasty.aclose()
+    assert srv.requests == 2
+
+
+async def test_the_slot_queue_is_first_come_first_served_and_no_one_jumps_it() -> None:
+    gate = SlotGate(1)
+    loop = asyncio.get_running_loop()
+    assert gate.try_take()
+    order: list[int] = []
+
+    async def waiter(k: int) -> None:
+        await gate.wait(loop, None)
+        order.append(k)
+        gate.release()
+
+    tasks = [asyncio.create_task(waiter(k)) for k in range(5)]
+    await asyncio.sleep(0)
+    assert gate.waiting == 5
+    gate.release()
+    assert not gate.try_take()  # the freed slot went to the first waiter, not to a newcomer
+    await asyncio.gather(*tasks)
+    assert order == [0, 1, 2, 3, 4]
+    assert gate.try_take() and not gate.try_take()  # one slot, back once everyone is done
+
+
+async def test_a_slot_handed_to_a_waiter_cancelled_before_it_ran_goes_to_the_next() -> None:
+    gate = SlotGate(1)
+    loop = asyncio.get_running_loop()
+    assert gate.try_take()
+    got: list[str] = []
+
+    async def waiter(name: str) -> None:
+        fut = gate.wait(loop, None)
+        try:
+            await fut
+        except BaseException:
+            gate.give_up(fut)
+            raise
+        got.append(name)
+
+    a = asyncio.create_task(waiter("a"))
+    b = asyncio.create_task(waiter("b"))
+    await asyncio.sleep(0)
+    gate.release()  # handed to a ...
+    a.cancel()  # ... which is cancelled before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await a
+    await b
+    assert got == ["b"]
+    assert gate.waiting == 0 and not gate.try_take()  # b holds the only slot
+
+
+async def test_a_waiter_whose_due_time_passes_fails_alone_and_the_others_keep_their_place() -> None:
+    gate = SlotGate(1)
+    loop = asyncio.get_running_loop()
+    assert gate.try_take()
+    early = gate.wait(loop, None)
+    due = gate.wait(loop, loop.time() + 0.05)
+    late = gate.wait(loop, loop.time() + 60)
+    with pytest.raises(TimeoutError):
+        await due
+    gate.give_up(due)
+    assert gate.waiting == 2 and not early.done() and not late.done()
+    gate.release()
+    assert early.done() and not late.done()  # the order is kept
+    gate.release()
+    assert late.done()
+    gate.release()
+    assert gate.waiting == 0 and gate.try_take()
+
+
+async def test_waiting_requests_share_one_timer_whatever_their_number() -> None:
+    def timers() -> int:
+        gc.collect()
+        return sum(isinstance(o, asyncio.TimerHandle) and not o.cancelled() for o in gc.get_objects())
+
+    gate = SlotGate(1)
+    loop = asyncio.get_running_loop()
+    assert gate.try_take()
+    before = timers()
+    futs = [gate.wait(loop, loop.time() + 60 + k) for k in range(200)]
+    assert timers() - before == 1  # one timer for the queue, not one per waiter
+    for f in futs:
+        f.cancel()
+        gate.give_up(f)
+    assert gate.waiting == 0
+    assert timers() == before  # an empty queue keeps no timer running
+
+
+async def test_acquire_waits_for_a_released_slot_and_a_cancelled_acquire_leaks_none() -> None:
+    gate = SlotGate(1)
+    await gate.acquire()
+    second = asyncio.create_task(gate.acquire())
+    third = asyncio.create_task(gate.acquire())
+    await asyncio.sleep(0)
+    assert not second.done() and gate.waiting == 2
+    third.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await third
+    assert gate.waiting == 1
+    gate.release()
+    await second  # the released slot went to the waiter
+    gate.release()
+    assert gate.waiting == 0 and gate.try_take()
+
+
+async def test_finished_streams_leave_no_cyclic_garbage_for_the_collector() -> None:
+    # each request's objects (httpx response, parser, deadlines, slot) are freed by reference
+    # counting as the stream ends: thousands of sessions add no work to full collections
+    async with Server() as srv:
+        backend = openai_chat("m", base_url=srv.url)
+        ask = ModelInteraction(messages=[Messages.user("hi")])
+        await backend.agenerate(ask)  # the pool and its first connection
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(5):
+                items = [item async for item in backend.astream(ask)]
+            found = gc.collect()
+        finally:
+            gc.enable()
+        await backend.aclose()
+    assert found == 0
+    assert _content([i.value for i in items if isinstance(i, Stream.Next)]) == TextContent("hi")
+
+
+def test_the_items_of_a_streamed_text_chunk_are_not_tracked_by_the_collector() -> None:
+    from foundation_ai.backends._http import SseEvent
+    from foundation_ai.backends._openai_chat import ChatStreamParser
+    from foundation_ai.types import ModelId
+
+    parser = ChatStreamParser(ModelId.Name("m"), None, ())
+    out = parser.feed(SseEvent("message", _chunk("hi")[len(b"data: ") :].decode().strip()))
+    assert out is not None and len(out) == 1
+    item = out[0]
+    assert not gc.is_tracked(parser)
+    assert not gc.is_tracked(item) and not gc.is_tracked(item.value)
+    assert not gc.is_tracked(item.value.content)

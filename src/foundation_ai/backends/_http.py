@@ -112,6 +112,7 @@ from ..types import (
     TextContent,
     UsageReport,
 )
+from ._gate import SlotGate
 from .base import _sync_iter
 
 __all__ = [
@@ -662,8 +663,8 @@ def shared_ssl_context() -> ssl.SSLContext:
 class _AsyncPool:
     """The own async clients of the :class:`HttpOptions` sharing one setting on one event
     loop (:func:`shared_pool`): up to
-    ``max_connections`` requests in flight (the rest wait in an ``asyncio.Semaphore``, first
-    come first served), spread over ``httpx.AsyncClient`` objects of
+    ``max_connections`` requests in flight (the rest wait in a :class:`~._gate.SlotGate`, first
+    come first served, each until its first-byte deadline), spread over ``httpx.AsyncClient`` objects of
     :data:`SHARD_CONNECTIONS` connections each, created as the load grows. httpcore's pool
     scans its connections on every request and release (and counts the idle ones once per
     idle connection), so one client holding thousands of connections would cost
@@ -675,7 +676,7 @@ class _AsyncPool:
         self._timeout = timeout
         self._clients: list[httpx.AsyncClient] = []
         self._busy: list[int] = []
-        self.gate = asyncio.Semaphore(max_connections) if max_connections is not None else None
+        self.gate = SlotGate(max_connections) if max_connections is not None else None
         """The wait for a slot (``None``: no limit); :meth:`acquire` is ``gate.acquire()`` then
         :meth:`take`."""
         self._key = key
@@ -1305,7 +1306,25 @@ async def astream_events(
         shard = -1
         try:
             try:
-                resp, shard = await _send(pool, client, clock, loop, url, content, hdrs)
+                if pool is not None:
+                    gate = pool.gate
+                    if gate is not None and not gate.try_take():
+                        # wait for a slot in the queue (one future; the first-byte deadline
+                        # counts from before the wait): thousands of requests may wait here
+                        slot = gate.wait(loop, clock.loop_due(loop, clock.first_due))
+                        try:
+                            await slot
+                        except BaseException as exc:
+                            gate.give_up(slot)
+                            if isinstance(exc, TimeoutError):
+                                clock.expire("first_byte" if clock.first_due < clock.end else "deadline")
+                                raise _Expired from None
+                            raise
+                    shard = pool.take()
+                    resp = await _send(pool.client(shard), clock, loop, url, content, hdrs)
+                else:
+                    assert client is not None
+                    resp = await _send(client, clock, loop, url, content, hdrs)
                 started = True
                 try:
                     end = clock.loop_due(loop, clock.end)
@@ -1346,10 +1365,11 @@ async def astream_events(
                                     raise
                                 finally:
                                     guard.task = None
-                                if final is not None and sse.data == final:
+                                data = sse.data  # a property: read once
+                                if data == final:
                                     await _drain(events, loop, end)
                                 yielded = True
-                                yield SseEvent(sse.event, sse.data)
+                                yield SseEvent(sse.event, data)
                         finally:
                             guard.cancel()
                             await _aclose_quietly(events)
@@ -1384,26 +1404,23 @@ DRAIN_SECONDS = 0.25
 
 
 async def _send(
-    pool: _AsyncPool | None,
-    client: httpx.AsyncClient | None,
+    client: httpx.AsyncClient,
     clock: _Clock,
     loop: asyncio.AbstractEventLoop,
     url: str,
     content: bytes,
     hdrs: Mapping[str, str],
-) -> tuple[httpx.Response, int]:
+) -> httpx.Response:
     """One attempt of :func:`astream_events` up to the response's headers, under the attempt's
-    first-byte (or total) deadline: ``(response, shard)``, ``shard`` the pool slot it holds
-    (-1 without a pool; the caller releases it). A slot taken by an attempt that fails here is
-    released here.
+    first-byte (or total) deadline, through ``client`` (a pool slot, if any, is already held
+    by the caller, which releases it).
 
     The deadline is a :class:`_ReadDeadline` timer (what ``asyncio.timeout_at`` does, with
-    fewer objects kept alive by a request waiting for its pool slot: thousands may wait).
+    fewer objects).
 
     Raises:
         _Expired: the deadline passed first (recorded on ``clock``).
     """
-    shard = -1
     task = asyncio.current_task(loop)
     assert task is not None
     base = task.cancelling()
@@ -1412,20 +1429,11 @@ async def _send(
     try:
         if guard.fired:
             raise asyncio.CancelledError  # a due time already past: expired at once
-        if pool is not None:
-            if pool.gate is not None:
-                await pool.gate.acquire()
-            shard = pool.take()
-            client = pool.client(shard)
-        assert client is not None
         request = client.build_request(
             "POST", url, content=content, headers=hdrs, timeout=clock.httpx_timeout()
         )
-        return await client.send(request, stream=True), shard
+        return await client.send(request, stream=True)
     except BaseException as exc:
-        if shard >= 0:
-            assert pool is not None
-            pool.release(shard)
         expired = isinstance(exc, TimeoutError)
         if guard.fired:
             # as asyncio.timeout: our cancellation becomes the deadline error

@@ -132,7 +132,8 @@ class Generation:
         # item from another task, so it is looked up before every await.
         current_task = asyncio.current_task
         agen = model.astream(self.interaction, self.params)
-        anext_ = agen.__anext__
+        # ``anext(agen)`` per chunk, not a bound ``agen.__anext__`` kept in a local: one tracked
+        # object fewer per generation in flight (thousands may be, see docs/scaling.md)
         try:
             while True:
                 if steering.wanted:
@@ -140,7 +141,7 @@ class Generation:
                     break
                 steering.waiting = current_task()
                 try:
-                    item = await anext_()
+                    item = await anext(agen)
                 except StopAsyncIteration:
                     break
                 except asyncio.CancelledError as exc:
@@ -199,7 +200,6 @@ class Generation:
         snapshot = getattr(model, "chunk_mode", "snapshot") != "delta"
         agen = self._stream
         task = asyncio.current_task()  # nothing is yielded: the same task awaits every chunk
-        anext_ = agen.__anext__
         try:
             while True:
                 if steering.wanted:
@@ -207,7 +207,7 @@ class Generation:
                     break
                 steering.waiting = task
                 try:
-                    item = await anext_()
+                    item = await anext(agen)
                 except StopAsyncIteration:
                     break
                 except asyncio.CancelledError as exc:
@@ -225,7 +225,8 @@ class Generation:
                     if not isinstance(m, AssistantMessage):
                         continue
                     self.usage = m.usage
-                    if isinstance(m.stop_reason, _ERROR):
+                    stop = m.stop_reason
+                    if type(stop) not in _NOT_ERRORS and isinstance(stop, _ERROR):
                         self.error = m
                     elif snapshot:
                         outputs[m.id] = m
