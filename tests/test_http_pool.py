@@ -8,6 +8,8 @@ import asyncio
 import gc
 import json
 import threading
+import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -64,6 +66,7 @@ class Server:
         self.peak = 0
         self.requests = 0
         self.connections = 0
+        self.closed = 0
         self.release = asyncio.Event()
         self.server: asyncio.Server | None = None
         self.url = ""
@@ -86,6 +89,7 @@ class Server:
                 try:
                     head = await reader.readuntil(b"\r\n\r\n")
                 except (asyncio.IncompleteReadError, ConnectionError):
+                    self.closed += 1  # the client closed the connection
                     return
                 length = 0
                 for line in head.split(b"\r\n")[1:]:
@@ -536,3 +540,25 @@ def test_the_items_of_a_streamed_text_chunk_are_not_tracked_by_the_collector() -
     assert not gc.is_tracked(parser)
     assert not gc.is_tracked(item) and not gc.is_tracked(item.value)
     assert not gc.is_tracked(item.value.content)
+
+
+def test_closing_a_blocking_session_closes_the_connections_it_kept_alive() -> None:
+    from foundation_ai.agentic import AgentSession, InMemorySessionStore
+
+    with _server_in_thread() as srv:
+        session = (
+            AgentSession.builder(openai_chat("m", base_url=srv.url, api_key="k"))
+            .with_store(InMemorySessionStore())
+            .build()
+        )
+        assert session.run_turn("hi").text() == "hi"
+        assert session.run_turn("again").text() == "hi"
+        assert srv.connections == 1 and srv.closed == 0, "kept alive between turns"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ResourceWarning)
+            session.close()
+            gc.collect()
+        deadline = time.monotonic() + 10
+        while srv.closed < srv.connections and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert srv.closed == srv.connections == 1, "the session's close closed its connection"

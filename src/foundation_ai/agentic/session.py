@@ -425,7 +425,8 @@ def _tool_choices(choice: Any, registry: ToolRegistry) -> Any:
 
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
     """Close a session's private loop: let its leftover tasks finish (bounded), cancel the rest,
-    finalize open async generators; never "Task was destroyed but it is pending!"."""
+    close the HTTP connections kept alive on it, finalize open async generators; never "Task
+    was destroyed but it is pending!"."""
     if loop.is_closed() or loop.is_running():
         return
     try:
@@ -442,6 +443,9 @@ def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
             t.cancel()
         if pending:
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        from ..backends._http import close_pools  # the HTTP connections kept alive on this loop
+
+        loop.run_until_complete(close_pools(loop))
         loop.run_until_complete(loop.shutdown_asyncgens())
     except Exception:  # closing must not fail (it may run at interpreter exit)
         pass

@@ -754,6 +754,17 @@ _POOLS: dict[tuple[int, str, int | None], tuple[asyncio.AbstractEventLoop, _Asyn
 _POOLS_LOCK = threading.Lock()
 
 
+async def close_pools(loop: asyncio.AbstractEventLoop) -> None:
+    """Close and forget every pool of own async clients bound to ``loop`` (run on ``loop``
+    just before it closes: a session's private loop), so their kept-alive connections are
+    closed now rather than left open until garbage collection warns about them."""
+    with _POOLS_LOCK:
+        mine = [k for k, (lp, _p) in _POOLS.items() if lp is loop]
+        pools = [_POOLS.pop(k)[1] for k in mine]
+    for pool in pools:
+        await pool.aclose()
+
+
 def shared_pool(loop: asyncio.AbstractEventLoop, timeout: Any, max_connections: int | None) -> _AsyncPool:
     """The pool of own async clients for ``loop`` with these settings, made on first use and
     shared by every :class:`HttpOptions` asking with the same ones (pools of closed loops are
