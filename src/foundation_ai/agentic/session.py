@@ -26,6 +26,7 @@ aborted turn is not an error.
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import dataclasses
 import logging
@@ -934,7 +935,7 @@ class AgentSession:
     memory: Any = None
     """The session's ``MemoryManager`` (``with_memory``), else ``None``."""
     _loop: asyncio.AbstractEventLoop | None = None
-    _loop_lock: threading.Lock | None = None  # one blocking call at a time drives ``_loop``
+    _loop_lock: _thread.LockType | None = None  # one blocking call at a time drives ``_loop``
     _closed = False
     _running = False  # a turn holds the session (see ``_enter``)
 
@@ -1464,7 +1465,7 @@ class AgentSession:
             weakref.finalize(self, _close_loop, self._loop)  # closed with the session, not by GC order
         return self._loop
 
-    def _make_loop_lock(self) -> threading.Lock:
+    def _make_loop_lock(self) -> _thread.LockType:
         """``_loop_lock``, made on the first blocking call (an async-only session has none)."""
         with _LOCKS_MADE:
             if self._loop_lock is None:
