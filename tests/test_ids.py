@@ -116,3 +116,78 @@ def test_an_id_past_its_blocks_13_digit_head_is_still_the_reference_string(
     made = _one_id(monkeypatch, ms, [2**32 - 1, 0, 2**32 - 1])
     assert made == str(scru128.Scru128Id.from_fields(ms, 0, 2**24 - 1, 2**32 - 1))
     assert int(made, 36) // 36**12 == (ms << 80) // 36**12 + 1
+
+
+def _reference(clock: list[int], word: int) -> list[str]:
+    """The SCRU128 spec's generator (https://github.com/scru128/spec) over the millisecond
+    readings ``clock`` when every random 32-bit word is ``word``: the reference strings."""
+    ts = ts_hi = hi = lo = 0
+    out = []
+    for now in clock:
+        if now > ts:
+            ts, lo = now, word >> 8
+        elif now + 10_000 >= ts:
+            lo += 1
+            if lo > 0xFFFFFF:
+                lo, hi = 0, hi + 1
+                if hi > 0xFFFFFF:
+                    hi, ts, lo = 0, ts + 1, word >> 8
+        else:
+            ts, ts_hi, lo = now, 0, word >> 8
+        if ts - ts_hi >= 1000 or ts_hi < 1:
+            ts_hi, hi = ts, word >> 8
+        out.append(str(scru128.Scru128Id.from_fields(ts, hi, lo, word)))
+    return out
+
+
+def _made(monkeypatch: pytest.MonkeyPatch, clock: list[int], word: int) -> list[str]:
+    """The ids of a fresh generator reading ``clock`` (one reading per id) whose random words
+    are all ``word``."""
+    readings = iter(clock)
+    monkeypatch.setattr(time, "time_ns", lambda: next(readings) * 1_000_000)
+    monkeypatch.setattr(os, "urandom", lambda n: array("I", [word] * (n // 4)).tobytes())
+    make, _ = ids._generator()
+    return [make() for _ in clock]
+
+
+@given(
+    st.integers(min_value=1, max_value=2**48 - 1 - 400 * 1000 - 1),
+    st.integers(min_value=0, max_value=2**32 - 1),
+    st.lists(st.sampled_from([0, 0, 0, 1, 999, 1000]), min_size=1, max_size=400),
+)
+def test_ids_in_a_row_are_the_reference_strings(ms: int, word: int, steps: list[int]) -> None:
+    # many ids per millisecond (counter_lo steps, and past 0xFFFFFF carries into counter_hi and
+    # then the next millisecond), new milliseconds, counter_hi renewed after a second
+    clock = [ms]
+    for step in steps:
+        clock.append(clock[-1] + step)
+    with pytest.MonkeyPatch.context() as mp:
+        assert _made(mp, clock, word) == _reference(clock, word)
+
+
+@pytest.mark.parametrize("word", [0, 0xFFFFFEFF, 0xFFFFFFFF, 0xFFFFFE00 | 0x7F])
+def test_counter_overflow_within_one_millisecond_gives_the_reference_strings(
+    monkeypatch: pytest.MonkeyPatch, word: int
+) -> None:
+    clock = [1_700_000_000_123] * 600
+    assert _made(monkeypatch, clock, word) == _reference(clock, word)
+
+
+@pytest.mark.parametrize("crossing", [1, 2, 3, 7])
+def test_an_id_crossing_into_the_next_13_digit_head_mid_millisecond_is_the_reference_string(
+    monkeypatch: pytest.MonkeyPatch, crossing: int
+) -> None:
+    # the millisecond whose low 12 digits (counter_hi = counter_lo = word >> 8) start just below
+    # 36**12 so that the id number ``crossing`` (0-based) of that millisecond carries into the head:
+    # ``rest`` = ((ms << 24 | hi) << 56) mod 36**12 is a multiple of 2**24, solved for ``ms``
+    word = 100 << 8 | 7
+    lo = hi = word >> 8
+    b12, m3 = 36**12, 3**24
+    rest = (b12 - word - ((lo + crossing - 1) << 32)) // 2**24 * 2**24
+    ms = ((rest // 2**24 - (hi << 32)) * pow(2**56, -1, m3)) % m3
+    assert ((ms << 24 | hi) << 56) % b12 == rest and ms > 0
+    clock = [ms] * (crossing + 3)
+    made = _made(monkeypatch, clock, word)
+    assert made == _reference(clock, word)
+    heads = [int(i, 36) // b12 for i in made]
+    assert heads[crossing] == heads[crossing - 1] + 1 and len(set(heads)) == 2
