@@ -1291,14 +1291,12 @@ async def astream_events(
     never through a client of our own.
 
     ``final``: the ``data`` of the stream's last event (``"[DONE]"`` for OpenAI Chat
-    Completions). When it arrives, the rest of the body (the HTTP chunked terminator) is read
-    before the event is yielded, for at most :data:`DRAIN_SECONDS`, so a caller that stops
-    there leaves a complete response and its connection goes back to the pool for the next
-    request (no new TCP and TLS handshake).
+    Completions): when it arrives, the rest of the body (the HTTP chunked terminator) is read
+    first, for at most :data:`DRAIN_SECONDS`, so a caller that stops there leaves a complete
+    response whose connection goes back to the pool (no new TCP and TLS handshake).
 
-    Without a user client, requests go through the options' own pool
-    (:meth:`HttpOptions.async_pool`): at most ``opts.max_connections`` in flight, the rest
-    waiting their turn."""
+    Without a user client, requests go through the options' own pool (:meth:`HttpOptions.async_pool`):
+    at most ``opts.max_connections`` in flight, the rest wait their turn."""
     if opts.async_client is None and opts.sync_client is not None:
         async for ev in _in_thread(stream_events(opts, url, body, headers)):
             yield ev
@@ -1320,16 +1318,12 @@ async def astream_events(
                 if pool is not None:
                     gate = pool.gate
                     if gate is not None and not gate.try_take():
-                        # wait for a slot in the queue (one future; the first-byte deadline
-                        # counts from before the wait): thousands of requests may wait here
+                        # one future per waiting request (thousands may wait); the first-byte deadline runs
                         slot = gate.wait(loop, clock.loop_due(loop, clock.first_due))
                         try:
                             await slot
                         except BaseException as exc:
-                            gate.give_up(slot)
-                            if isinstance(exc, TimeoutError):
-                                clock.expire("first_byte" if clock.first_due < clock.end else "deadline")
-                                raise _Expired from None
+                            _left_queue(gate, slot, exc, clock)
                             raise
                     shard = pool.take()
                     resp = await _send(pool.client(shard), clock, loop, url, content, hdrs)
@@ -1340,12 +1334,7 @@ async def astream_events(
                 try:
                     end = clock.loop_due(loop, clock.end)
                     if resp.status_code >= 400:
-                        async with asyncio.timeout_at(end):
-                            raw = await resp.aread()
-                        err = _status_error(resp.status_code, raw, opts)
-                        wait = _retry_wait(err, attempt, resp.headers, clock, opts)
-                        if wait is None:
-                            raise err
+                        wait = await _error_answer(resp, end, attempt, clock, opts)
                     else:
                         if _is_json(resp):
                             async with asyncio.timeout_at(end):
@@ -1392,8 +1381,7 @@ async def astream_events(
                     await resp.aclose()
                     _unlink(resp)
             finally:
-                if shard >= 0:
-                    assert pool is not None
+                if shard >= 0 and pool is not None:
                     pool.release(shard)
         except HttpStreamError:
             raise
@@ -1460,6 +1448,29 @@ async def _send(
         guard.cancel()
         if guard.cancelled:  # fired as the attempt finished: take our cancellation back
             task.uncancel()
+
+
+def _left_queue(gate: Any, slot: asyncio.Future[Any], exc: BaseException, clock: _Clock) -> None:
+    """A request stopped waiting for its pool slot (``exc``: cancelled, or its deadline
+    passed): the slot is given up; a passed deadline raises ``_Expired``."""
+    gate.give_up(slot)
+    if isinstance(exc, TimeoutError):
+        clock.expire("first_byte" if clock.first_due < clock.end else "deadline")
+        raise _Expired from None
+
+
+async def _error_answer(
+    resp: httpx.Response, end: float | None, attempt: int, clock: _Clock, opts: HttpOptions
+) -> float:
+    """An HTTP error answer: its body read (under the deadline ``end``, loop time) into the
+    error; returns the wait before the next attempt, or raises the error when there is none."""
+    async with asyncio.timeout_at(end):
+        raw = await resp.aread()
+    err = _status_error(resp.status_code, raw, opts)
+    wait = _retry_wait(err, attempt, resp.headers, clock, opts)
+    if wait is None:
+        raise err
+    return wait
 
 
 async def _drain(events: AsyncIterator[Any], loop: asyncio.AbstractEventLoop, end: float | None) -> None:
