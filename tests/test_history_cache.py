@@ -7,13 +7,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from foundation_ai.backends import anthropic, openai_chat, openai_responses
+from foundation_ai.backends import _wire_cache, anthropic, openai_chat, openai_responses
 from foundation_ai.backends._anthropic import AnthropicWireCache
 from foundation_ai.backends._anthropic_request import wire_messages
 from foundation_ai.backends._sanitize import ANTHROPIC, IdMapping, sanitize_history
@@ -158,6 +159,21 @@ def _bytes(body: bytes | dict[str, Any]) -> bytes:
 def test_cached_request_bytes_equal_fresh_ones_on_random_histories(
     plan: list[Any], params: ModelParams, system: str
 ) -> None:
+    _check_plan(plan, params, system)
+
+
+@pytest.mark.fuzz
+@fuzz_settings()
+@given(steps, PARAMS, st.sampled_from([1, 2, 3]))
+def test_packed_prefixes_send_the_bytes_of_fresh_requests_on_random_histories(
+    plan: list[Any], params: ModelParams, pack: int
+) -> None:
+    # tiny packs, so that every random history has encoded items joined into packed ones
+    with mock.patch.object(_wire_cache, "PACK", pack):
+        _check_plan(plan, params, "You add.")
+
+
+def _check_plan(plan: list[Any], params: ModelParams, system: str) -> None:
     backends = _pairs()
     history: list[Any] = []
     for step in plan:

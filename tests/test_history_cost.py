@@ -124,6 +124,26 @@ def test_a_turn_encodes_only_the_messages_added_since_the_last_request() -> None
     assert len(out) == len(build_messages(ModelInteraction(messages=list(history))))
 
 
+def test_a_long_prefix_is_packed_and_still_encodes_to_the_whole_history_request() -> None:
+    cache = WireCache()
+    history: list[Any] = []
+    for i in range(300):  # 1,200 messages: past 2 * PACK, so older items are packed
+        history += [
+            Messages.user(f"q{i}"),
+            call(f"c{i}", args={"n": i}),
+            result(f"c{i}", str(i)),
+            text(f"a{i}"),
+        ]
+        out = cache.messages(ModelInteraction(messages=list(history), system_prompt="You add."))
+        if i % 60 == 59:
+            whole = build_messages(ModelInteraction(messages=list(history), system_prompt="You add."))
+            assert msgspec.json.encode(out) == msgspec.json.encode(whole)
+    assert len(out) < len(whole) // 2  # fewer items for the encoder to walk
+    entry = next(iter(cache._cache._entries.values()))
+    assert len(entry.wire) < len(entry.messages) // 2
+    assert all(b'"role"' in bytes(w) for w in entry.wire)  # no empty pack
+
+
 def test_a_changed_history_is_mapped_afresh() -> None:
     cache = WireCache()
     first = [Messages.user("a"), text("b"), Messages.user("c")]

@@ -60,7 +60,7 @@ from ._http import (
     resolve_endpoint,
 )
 from ._sanitize import ANTHROPIC, anthropic_accepts_thinking, sanitize_history
-from ._wire_cache import Prefix, PrefixCache, encode_raw
+from ._wire_cache import Prefix, PrefixCache
 from ._wire_text import decode_event
 from .base import ModelDescriptor, ModelStream
 
@@ -162,9 +162,9 @@ class AnthropicWireCache:
             )
             for msg in closed:
                 sent, entry.expected = pair_step(msg, entry.expected)
-                entry.wire += encode_raw(sent)
+                entry.extend_wire(sent)
                 entry.role = sent[-1]["role"]
-            entry.messages = history[:cut]
+            entry.extend_messages(history, cut)
         tail: list[dict[str, Any]] = []
         expected = entry.expected
         open_history = sanitize_history(

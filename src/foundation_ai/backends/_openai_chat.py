@@ -95,7 +95,7 @@ from ._http import (
 from ._reasoning_tokens import billed_output
 from ._responses_request import is_reasoning_model
 from ._sanitize import OPENAI_CHAT, sanitize_history
-from ._wire_cache import Prefix, PrefixCache, encode_raw
+from ._wire_cache import Prefix, PrefixCache
 from ._wire_text import as_name, decode_event, final, has_surrogate_escape, join, join_all, visible
 from .base import ModelStream
 
@@ -612,8 +612,8 @@ class WireCache:
                 )
                 return out
             ids.commit()
-            entry.messages = history[:cut]
-            entry.wire += encode_raw(pair_tool_messages(fresh))
+            entry.extend_messages(history, cut)
+            entry.extend_wire(pair_tool_messages(fresh))
         tail = wire_messages(
             sanitize_history(history[cut:], OPENAI_CHAT, ids=entry.ids.child()),
             tool_call_content=tool_call_content,

@@ -45,7 +45,7 @@ from ._responses_request import (
 )
 from ._responses_stream import ResponsesStreamParser, parse_response
 from ._sanitize import OPENAI_RESPONSES, IdMapping, sanitize_history
-from ._wire_cache import Prefix, PrefixCache, encode_raw
+from ._wire_cache import Prefix, PrefixCache
 from ._wire_text import decode_event
 from .base import ModelDescriptor, ModelStream
 
@@ -136,9 +136,9 @@ class ResponsesWireCache:
                     history[start:cut], OPENAI_RESPONSES, keep_thinking=keep_reasoning, ids=entry.ids
                 )
                 pair_outputs(fresh[: ends[last]], entry.pairing, into=entry.pairing)
-            entry.wire += encode_raw(out[:done])
+            entry.extend_wire(out[:done])
             entry.reasoning = entry.reasoning or any(it["type"] == "reasoning" for it in out[:done])
-            entry.messages = history[:cut]
+            entry.extend_messages(history, cut)
         tail = out[done:]
         reasoning = entry.reasoning or any(it["type"] == "reasoning" for it in tail)
         mapped = MappedInput([*entry.wire, *tail], reasoning)

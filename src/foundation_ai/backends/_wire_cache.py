@@ -13,6 +13,13 @@ this byte for byte on random histories).
 keyed by the history's first message id and the mapping's other inputs. An entry is lent to one
 request at a time (:meth:`PrefixCache.take` removes it, :meth:`PrefixCache.keep` puts it back),
 so two requests of one session never write to one entry; the other request maps afresh.
+
+The encoded items of a long prefix are packed: every :data:`PACK` of them become one ``Raw``
+holding their JSON texts joined by commas. ``msgspec.json.encode`` writes a list item by item
+with a comma between them and a ``Raw`` verbatim, so a packed run encodes to the very bytes of
+its items, while the encoder walks a few hundred items rather than one per message (at 40,000
+messages the body is encoded about 3x faster). The newest :data:`PACK` items or more are always
+left one per item, so a backend may still read the last ones back.
 """
 
 from __future__ import annotations
@@ -26,7 +33,10 @@ import msgspec
 
 from ._sanitize import IdMapping
 
-__all__ = ["Prefix", "PrefixCache", "encode_raw"]
+__all__ = ["PACK", "Prefix", "PrefixCache", "encode_raw"]
+
+PACK = 256
+"""How many encoded items :meth:`Prefix.extend_wire` joins into one packed ``Raw``."""
 
 
 def encode_raw(items: Sequence[Any]) -> list[msgspec.Raw]:
@@ -41,12 +51,31 @@ class Prefix:
     mapping after them (``ids``). Backends subclass it to add the state their mapping carries
     over the prefix's end."""
 
-    __slots__ = ("ids", "messages", "wire")
+    __slots__ = ("_loose", "ids", "messages", "wire")
 
     def __init__(self, id_max: int) -> None:
         self.messages: list[Any] = []
         self.wire: list[msgspec.Raw] = []
         self.ids = IdMapping(id_max)
+        self._loose = 0  # the newest items of ``wire`` that are one item each
+
+    def extend_wire(self, items: Sequence[Any]) -> None:
+        """Append ``items`` (JSON-ready values) to ``wire``, each encoded once; once
+        ``2 * PACK`` items are unpacked, the oldest ``PACK`` of them are joined into one packed
+        ``Raw`` (see the module docstring): ``wire`` encodes, as a list, to the same bytes."""
+        wire = self.wire
+        wire += encode_raw(items)
+        loose = self._loose + len(items)
+        while loose >= 2 * PACK:
+            first = len(wire) - loose
+            wire[first : first + PACK] = [msgspec.Raw(b",".join(wire[first : first + PACK]))]
+            loose -= PACK
+        self._loose = loose
+
+    def extend_messages(self, history: Sequence[Any], cut: int) -> None:
+        """Cover ``history[:cut]`` (which starts with ``messages``): only the new messages are
+        copied, not the whole prefix again."""
+        self.messages += history[len(self.messages) : cut]
 
 
 P = TypeVar("P", bound=Prefix)
