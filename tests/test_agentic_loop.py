@@ -499,10 +499,13 @@ def test_a_blocking_turn_from_a_second_thread_is_refused_with_the_typed_error() 
     import threading
     import warnings
 
-    from foundation_ai.agentic import pause
+    from foundation_ai.agentic import hook
     from foundation_ai.errors import FoundationAIError
 
-    agent = build(ScriptedModel([[pause(0.5), say("one")], say("two")]))
+    # the first turn holds its model call until the second call was refused (no timing to
+    # depend on, however loaded the machine); the hook blocks only the first turn's own loop
+    refused = threading.Event()
+    agent = build(ScriptedModel([[hook(lambda: refused.wait(30)), say("one")], say("two")]))
     started = threading.Event()
     results: dict[str, Any] = {}
 
@@ -519,6 +522,7 @@ def test_a_blocking_turn_from_a_second_thread_is_refused_with_the_typed_error() 
         warnings.simplefilter("error")  # no "coroutine ... was never awaited"
         with pytest.raises(FoundationAIError, match="a turn is already running"):
             agent.run_turn("fast")
+    refused.set()
     t.join()
     assert results["first"] == "one"
     assert agent.run_turn("again").text() == "two"  # the session is usable afterwards
