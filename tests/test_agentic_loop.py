@@ -504,20 +504,16 @@ def test_a_blocking_turn_from_a_second_thread_is_refused_with_the_typed_error() 
 
     # the first turn holds its model call until the second call was refused (no timing to
     # depend on, however loaded the machine); the hook blocks only the first turn's own loop
-    refused = threading.Event()
-    agent = build(ScriptedModel([[hook(lambda: refused.wait(30)), say("one")], say("two")]))
-    started = threading.Event()
+    in_model, refused = threading.Event(), threading.Event()
+    agent = build(ScriptedModel([[hook(lambda: (in_model.set(), refused.wait(30))), say("one")], say("two")]))
     results: dict[str, Any] = {}
 
     def first() -> None:
-        started.set()
         results["first"] = agent.run_turn("slow").text()
 
     t = threading.Thread(target=first)
     t.start()
-    started.wait()
-    while not agent._loop_lock.locked():  # the first thread is inside its blocking call
-        threading.Event().wait(0.005)
+    assert in_model.wait(30)  # the first thread's blocking turn is calling its model
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "coroutine ... was never awaited"
         with pytest.raises(FoundationAIError, match="a turn is already running"):
