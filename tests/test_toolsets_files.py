@@ -145,6 +145,75 @@ def test_tools_subset_and_names(files: FileToolset) -> None:
     assert schema["required"] == ["path", "old_string", "new_string"]
 
 
+def test_writes_and_edits_run_alone_in_call_order_after_the_other_calls(files: FileToolset) -> None:
+    assert {t.definition.name: t.sequential for t in files.tools()} == {
+        "read": False, "write": True, "edit": True, "list": False, "search_file": False,
+    }  # fmt: skip
+    model = ScriptedModel(
+        [
+            [  # one response: the second edit needs the first one's text
+                call("edit", {"path": "notes.txt", "old_string": "alpha", "new_string": "A1"}),
+                call("edit", {"path": "notes.txt", "old_string": "A1", "new_string": "A2"}),
+                call("read", {"path": "notes.txt"}),
+                call("write", {"path": "log.txt", "content": "one"}),
+                call("edit", {"path": "log.txt", "old_string": "one", "new_string": "two"}),
+            ],
+            say("done"),
+        ]
+    )
+    session = AgentSession.builder(model).with_tools(files.tools()).with_store(InMemorySessionStore()).build()
+    turn = session.run_turn("go")
+    first, second, read, write, edit = turn.tool_results()
+    assert [r.error_detail for r in (first, second, write, edit)] == [None] * 4
+    assert read.content == TextContent("alpha\nbeta\ngamma\n")  # the read ran first, beside no write
+    assert files.read("notes.txt") == "A2\nbeta\ngamma\n"
+    assert files.read("log.txt") == "two"
+
+
+def test_two_edits_of_one_local_file_from_two_threads_both_apply(tmp_path: Path) -> None:
+    fs = _local(tmp_path).fs
+    barrier = threading.Barrier(2)
+
+    def edit(line: bytes) -> None:
+        def change(old: bytes) -> bytes:
+            threading.Event().wait(0.05)  # a slow edit: the other thread's edit starts meanwhile
+            return old + line
+
+        barrier.wait()
+        fs.update("notes.txt", change, 1 << 20)
+
+    threads = [threading.Thread(target=edit, args=(line,)) for line in (b"one\n", b"two\n")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    text = (tmp_path / "root" / "notes.txt").read_bytes()
+    assert text.startswith(b"alpha\nbeta\ngamma\n")
+    assert sorted(text.splitlines()[3:]) == [b"one", b"two"]  # neither edit lost
+
+
+def test_a_local_read_beside_writes_never_sees_the_file_cut_short(tmp_path: Path) -> None:
+    fs = _local(tmp_path).fs
+    versions = [b"a" * 400_000, b"b" * 400_000]
+    fs.write("big.txt", versions[0])
+    done = threading.Event()
+
+    def writer() -> None:
+        for i in range(60):
+            fs.write("big.txt", versions[i % 2])
+        done.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    seen = set()
+    while not done.is_set():
+        data = fs.read("big.txt", 1 << 20).data
+        seen.add(len(data))
+        assert data in versions, f"a read saw {len(data):,} bytes"
+    t.join()
+    assert seen == {400_000}
+
+
 def test_file_tools_run_through_a_session(files: FileToolset) -> None:
     model = ScriptedModel(
         [

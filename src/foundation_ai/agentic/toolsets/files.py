@@ -275,7 +275,7 @@ def _make_tools(ft: FileToolset) -> dict[str, FunctionTool]:
         """
         return ft.read(path, offset, limit)
 
-    @tool(name="write", category="files")
+    @tool(name="write", category="files", sequential=True)
     def write(path: str, content: str) -> str:
         """Create or overwrite a text file (parent directories are created).
 
@@ -285,7 +285,7 @@ def _make_tools(ft: FileToolset) -> dict[str, FunctionTool]:
         """
         return ft.write(path, content)
 
-    @tool(name="edit", category="files")
+    @tool(name="edit", category="files", sequential=True)
     def edit(path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
         """Replace exact text in a file; old_string must occur exactly once unless replace_all.
 

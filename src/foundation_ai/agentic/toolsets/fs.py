@@ -13,7 +13,11 @@ update in place, list a directory and walk its files. Two implementations:
   redirect a write outside the root. A file with more than one hard link is refused for writing
   (its other name may be outside the root). Only regular files are read or written: a FIFO,
   socket, device or directory is refused after ``lstat`` and again on the open descriptor
-  (opened ``O_NONBLOCK``, so nothing blocks).
+  (opened ``O_NONBLOCK``, so nothing blocks). Files are written in place; within one
+  ``LocalFileSystem``, reading, writing and editing a file's contents take turns (a lock), so a
+  read never sees a file cut short by a write of another thread, and an edit reads, changes and
+  writes the file as one step. Other processes (or another ``LocalFileSystem`` on the same
+  directory) are not coordinated with.
 - :class:`MemoryFileSystem` — files in a dict, for tests and sandboxes; ``..`` cannot leave it.
 
 Every confinement refusal is a :class:`~.errors.PathRefused`; other refusals (missing file, not a
@@ -195,6 +199,11 @@ class LocalFileSystem:
             raise ToolRefused(f"root {str(self.root)!r} is not a directory") from None
         self._fd = fd
         self._finalizer = weakref.finalize(self, os.close, fd)
+        # reads, writes and edits of file contents hold it: a file is written in place, so
+        # without it a read (or an edit's read) running beside a write in another thread could
+        # see the file cut short, and two edits of one file could both start from its old text
+        # (one of them lost)
+        self._io = threading.Lock()
 
     def close(self) -> None:
         """Close the root directory's descriptor (idempotent)."""
@@ -404,9 +413,10 @@ class LocalFileSystem:
         """See :meth:`FileSystem.read`. Reading a file with several hard links is allowed."""
         fd, shown = self._open_leaf(path, os.O_RDONLY)
         try:
-            size = os.fstat(fd).st_size
-            data = self._read_fd(fd, limit)
-            whole = len(data) < limit or not os.read(fd, 1)
+            with self._io:
+                size = os.fstat(fd).st_size
+                data = self._read_fd(fd, limit)
+                whole = len(data) < limit or not os.read(fd, 1)
         except OSError as exc:
             raise _os_error("read", path, exc) from None
         finally:
@@ -417,7 +427,8 @@ class LocalFileSystem:
         """See :meth:`FileSystem.write`."""
         fd, shown = self._open_leaf(path, os.O_WRONLY, create=True, for_write=True)
         try:
-            self._write_fd(fd, data)
+            with self._io:
+                self._write_fd(fd, data)
         except OSError as exc:
             raise _os_error("write", path, exc) from None
         finally:
@@ -433,22 +444,23 @@ class LocalFileSystem:
         """
         fd, shown = self._open_leaf(path, os.O_RDWR, for_write=True)
         try:
-            size = os.fstat(fd).st_size
-            if size > max_bytes:
-                raise ToolRefused(
-                    f"refused: {path!r} is {size:,} bytes; files larger than {max_bytes:,} bytes are not edited"
-                )
-            try:
-                raw = self._read_fd(fd, max_bytes + 1)
-            except OSError as exc:
-                raise _os_error("read", path, exc) from None
-            if len(raw) > max_bytes:
-                raise ToolRefused(f"refused: {path!r} grew past {max_bytes:,} bytes while being read")
-            new = change(raw)
-            try:
-                self._write_fd(fd, new)
-            except OSError as exc:
-                raise _os_error("write", path, exc) from None
+            with self._io:  # read, change and write as one step
+                size = os.fstat(fd).st_size
+                if size > max_bytes:
+                    raise ToolRefused(
+                        f"refused: {path!r} is {size:,} bytes; files larger than {max_bytes:,} bytes are not edited"
+                    )
+                try:
+                    raw = self._read_fd(fd, max_bytes + 1)
+                except OSError as exc:
+                    raise _os_error("read", path, exc) from None
+                if len(raw) > max_bytes:
+                    raise ToolRefused(f"refused: {path!r} grew past {max_bytes:,} bytes while being read")
+                new = change(raw)
+                try:
+                    self._write_fd(fd, new)
+                except OSError as exc:
+                    raise _os_error("write", path, exc) from None
         finally:
             os.close(fd)
         return shown
@@ -496,14 +508,18 @@ class LocalFileSystem:
                 mode = os.stat(leaf, dir_fd=walk.top, follow_symlinks=False).st_mode
                 if not stat.S_ISREG(mode):
                     raise _not_regular(path, mode)
-                yield walk.shown(leaf), self._read_small(walk.top, leaf, max_bytes)
+                with self._io:
+                    data = self._read_small(walk.top, leaf, max_bytes)
+                yield walk.shown(leaf), data
                 return
             base = walk.shown(None)
             for dirpath, dirnames, filenames, dfd in os.fwalk(".", dir_fd=walk.top, follow_symlinks=False):
                 dirnames.sort()
                 for name in sorted(filenames):
                     rel = posixpath.normpath(posixpath.join(base, dirpath, name))
-                    yield rel, self._read_small(dfd, name, max_bytes)
+                    with self._io:
+                        data = self._read_small(dfd, name, max_bytes)
+                    yield rel, data
         finally:
             walk.close()
 
