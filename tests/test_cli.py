@@ -144,6 +144,14 @@ def test_sessions_on_an_empty_store(tmp_path: Path) -> None:
     assert r.stdout.strip() == "no stored sessions"
 
 
+def test_a_chat_left_before_any_turn_announces_no_saved_session(tmp_path: Path) -> None:
+    db = tmp_path / "chat.sqlite3"
+    r = cli("chat", db=db, stdin="")  # end of input at the first prompt
+    assert r.returncode == 0, r.stderr
+    assert "nothing was saved" in r.stdout and "resume with" not in r.stdout
+    assert cli("sessions", db=db).stdout.strip() == "no stored sessions"
+
+
 # --------------------------------------------------------------------------------------------
 # one-line errors and exit codes
 
