@@ -243,8 +243,9 @@ def test_python_m_foundation_ai_and_help() -> None:
     assert r.returncode == 0
     for command in ("chat", "run", "sessions", "show"):
         assert command in r.stdout
-    r = cli()
-    assert r.returncode == 2
+    r = cli(stdin="What is 2 + 2?")  # no command: the help, and one line saying what to do
+    assert r.returncode == 2 and "run" in r.stdout
+    assert one_error_line(r.stderr).endswith('piped text is read by run (echo "Hi" | foundation-ai run)')
 
 
 def test_console_script_is_installed() -> None:
