@@ -39,7 +39,7 @@ from typing import Any, TextIO
 from ...errors import ConfigurationError, FoundationAIError
 from ...types import Args, Tool, ToolDefinition
 
-__all__ = ["MCPServerTools", "MCPTool", "MCPToolError"]
+__all__ = ["MCPServerTools", "MCPTool", "MCPToolError", "tool_names"]
 
 log = logging.getLogger(__name__)
 
