@@ -41,6 +41,7 @@ from ..agentic.turn.state import TurnState
 from ..errors import ConfigurationError, TurnFailedError
 from ..types import Messages, SessionRecord, from_json
 from .config import DurableConfig
+from .ownership import Ownership
 from .steps import DurableSteps
 
 __all__ = ["AgentFactory", "TurnResult", "durable_turn", "load_agent_factory", "run_worker", "split_replay"]
@@ -121,15 +122,16 @@ class _ShutdownGuard(PhaseHooks):
 
 
 class _GuardedStore:
-    """The worker's session store as one turn sees it: writes are dropped once ``frozen``."""
+    """The worker's session store as one turn sees it: writes are dropped once ``frozen`` (the
+    worker's shutdown abandoned the turn) or once the turn is owned by another run."""
 
-    def __init__(self, store: SessionStore) -> None:
-        self.inner, self.frozen = store, False
+    def __init__(self, store: SessionStore, ownership: Ownership | None = None) -> None:
+        self.inner, self.frozen, self.ownership = store, False, ownership
 
     def append(
         self, session_id: str, records: Sequence[SessionRecord], header: SessionHeader | None = None
     ) -> None:
-        if not self.frozen:
+        if not self.frozen and (self.ownership is None or self.ownership.still_owned()):
             if header is not None and takes_header(self.inner):
                 self.inner.append(session_id, records, header)
             else:
@@ -165,15 +167,18 @@ async def durable_turn(session_id: str, prompt: str) -> str:
     """The DBOS workflow of one turn: ``prompt`` is the JSON list of the prompt's messages
     (ids fixed at enqueue time); returns a :class:`TurnResult` as JSON. Each model call and
     tool call is a step (:class:`~foundation_ai.durable.steps.DurableSteps`); a recovered run
-    replays them and stores nothing twice (``host.replay``)."""
+    replays them and stores nothing twice (``host.replay``). A run whose turn was handed to
+    another run stores nothing more and ends at its next step
+    (:mod:`~foundation_ai.durable.ownership`; DBOS then waits for the owner's outcome)."""
     rt = _RUNTIME
     if rt is None:
         raise ConfigurationError("durable_turn runs in a worker (run_worker) only")
     msgs: list[Messages] = from_json(prompt, list[Messages])
     records = await asyncio.to_thread(rt.store.load, session_id)
     history, replay = split_replay(records, msgs[0].id)
-    steps = DurableSteps(steering=rt.steering)
-    store = _GuardedStore(rt.store)
+    ownership = Ownership.of_this_run()
+    steps = DurableSteps(steering=rt.steering, ownership=ownership)
+    store = _GuardedStore(rt.store, ownership)
     builder = rt.agent().with_store(store).with_step_runner(steps).with_phase_hooks(_ShutdownGuard(store))
     session = open_session(builder, session_id)
     steps.lookup = session.registry.get
