@@ -150,7 +150,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
     def ready() -> None:
         print(f"worker ready (queue {cfg.queue})", file=sys.stderr, flush=True)
 
-    run_worker(cfg, agent, executor_id=args.executor_id, stop=stop, grace=args.grace, ready=ready)
+    run_worker(
+        cfg,
+        agent,
+        executor_id=args.executor_id,
+        stop=stop,
+        grace=args.grace,
+        ready=ready,
+        agent_name=args.agent,
+    )
     print("worker stopped", file=sys.stderr, flush=True)
     return 0
 
