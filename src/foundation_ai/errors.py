@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ArgumentValidationError",
     "ConfigurationError",
+    "EmptyPromptError",
     "FoundationAIError",
     "InvalidChoiceError",
     "JsonFormatError",
@@ -73,6 +74,11 @@ class JsonFormatError(FoundationAIError, ValueError):
         super().__init__(f"{reason} (at {path})")
         self.reason = reason
         self.path = path
+
+
+class EmptyPromptError(FoundationAIError, ValueError):
+    """A prompt (or a steering / follow-up message) with no text: ``""``, only whitespace, or
+    an empty list. A ``ValueError`` too, as it always was."""
 
 
 class ToolArgumentError(FoundationAIError, ValueError):
