@@ -282,7 +282,7 @@ def run_worker(
     agent_name: str | None = None,
 ) -> None:
     """Run a worker until ``stop`` is set (blocks; a new ``Event`` waited forever if ``None``).
-    The agent factory is called once first (:func:`check_agent_factory`).
+    The agent factory is called once before any turn runs (:func:`check_agent_factory`).
 
     Args:
         config: the databases and the queue's limits.
@@ -302,10 +302,14 @@ def run_worker(
             raises or does not return an ``AgentSessionBuilder``.
     """
     global _RUNTIME
-    check_agent_factory(agent, agent_name)
     stop = stop or threading.Event()
     me = executor_id or f"{socket.gethostname()}-{os.getpid()}"
-    store = config.open_store()
+    store = config.open_store()  # an unreachable database is reported first
+    try:
+        check_agent_factory(agent, agent_name)  # before DBOS resumes this worker's turns
+    except BaseException:
+        store.close()
+        raise
     _RUNTIME = _Runtime(agent=agent, store=store, steering=config.steering)
     DBOS(config=config.dbos_config(executor_id=me))  # type: ignore[arg-type]
     try:
