@@ -86,7 +86,8 @@ def interrupt(turn_id: str) -> bool:
 class _Outbox:
     """Events of one turn, written to the sink in batches (at most every ``every`` seconds,
     and at the end) on a worker thread: a token-by-token model costs one write per batch.
-    A write in flight is never cancelled (it would be written again)."""
+    A write in flight is never cancelled (it would be written again). Once the turn is owned
+    by another run (``ownership``, checked before each batch) nothing more is written."""
 
     def __init__(
         self, sink: EventSink, turn_id: str, every: float, ownership: Ownership | None = None
@@ -107,11 +108,9 @@ class _Outbox:
             await self.wake.wait()
             self.wake.clear()
             batch, self.pending = self.pending, []
-            if self.ownership is not None and self.ownership.lost:
-                batch = []  # the turn is owned by another run: it publishes the turn's events
             if batch:
                 try:
-                    await asyncio.to_thread(self.sink.publish, self.turn_id, batch)
+                    await asyncio.to_thread(self._publish, batch)
                     failures = 0
                 except Exception:  # one transaction: nothing was stored; retry a bit later
                     failures += 1
@@ -125,6 +124,11 @@ class _Outbox:
             if self.closing and not self.pending:
                 return
             await asyncio.sleep(self.every)
+
+    def _publish(self, batch: list[bytes]) -> None:
+        own = self.ownership
+        if own is None or own.still_owned():  # else the run that owns the turn publishes its events
+            self.sink.publish(self.turn_id, batch)
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self.run())
@@ -222,6 +226,7 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
     box.start()
     last: TurnEvent = _crashed()
     abandoned = False
+    mine: Any = None
     try:
         msgs: list[Messages] = from_json(prompt, list[Messages])
         records = await asyncio.to_thread(rt.store.load, session_id)
@@ -232,7 +237,7 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
         builder = rt.builder(agent).with_store(store).with_step_runner(steps)
         session = open_session(builder.with_phase_hooks(_ShutdownGuard(store)), session_id)
         steps.lookup = session.registry.get
-        _LIVE[turn_id] = session
+        _LIVE[turn_id] = mine = session
         session.messages = history
         session.replay = replay
         overrides: ModelParams | None = from_json(params, ModelParams | None)
@@ -253,7 +258,8 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
         log.exception("served turn %s of session %s crashed", turn_id, session_id)
         last = _crashed()
     finally:
-        _LIVE.pop(turn_id, None)
+        if mine is not None and _LIVE.get(turn_id) is mine:  # a run that took the turn over keeps its own
+            del _LIVE[turn_id]
         await box.close()
         if not abandoned and not ownership.lost:
             await asyncio.to_thread(rt.sink.finish, turn_id, [to_json(last)])
