@@ -7,7 +7,7 @@ whose token is no longer the workflow's (``dbos.error.DBOSWorkflowConflictIDErro
 https://docs.dbos.dev/architecture#workflow-recovery). The session store is not part of
 DBOS, so the turn checks the same token before each session write: once the turn is owned
 elsewhere, the run that lost it stores nothing more and stops at its next step. The new
-owner's records stand (``docs/scaling.md``, "Failures").
+owner's records stand (``docs/scaling.md``, "Running N workers on M machines").
 """
 
 from __future__ import annotations
