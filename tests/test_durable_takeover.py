@@ -1,10 +1,15 @@
 """A durable turn taken over while its worker is still alive (``recover`` of a live worker):
 the run that lost the turn stores nothing more, the new owner's records stand, and the
 session stays well-formed for the next turn. Real worker processes on the embedded SQLite
-databases and a loopback fake model server."""
+databases and a loopback fake model server; and one real DBOS process whose workflow loses its
+turn between two steps (``tests/_durable_ownership.py``)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,7 +24,7 @@ from foundation_ai.durable import DurableClient, DurableConfig
 from foundation_ai.types import Messages, SessionRecord, ToolCall, ToolResultMessage
 
 from ._durable_app import FakeModelServer, effects_table
-from ._durable_pool import WorkerPool, normalized
+from ._durable_pool import ROOT, WorkerPool, normalized
 
 
 def _wait_probe(path: str, key: str, timeout: float = 60) -> int:
@@ -141,3 +146,23 @@ def test_a_worker_that_lost_its_turn_to_recover_stores_nothing_more(
         codes = pool.stop()
         model.__exit__()
     assert set(codes.values()) == {0}
+
+
+def test_a_run_that_lost_its_turn_between_steps_writes_nothing_and_starts_no_step(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'durable.sqlite3'}"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    r = subprocess.run(
+        [sys.executable, "-m", "tests._durable_ownership", db],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(r.stdout)
+    assert seen["recovered"] == [seen["workflow_id"]] and seen["lost"] is True
+    assert seen["stored"] == ["before"]  # "after" was dropped: the turn had another owner
+    assert seen["step"] == "refused" and seen["step_body_ran"] is False
+    assert seen["result"] == "second run"  # the workflow's outcome is the new owner's
+    assert r.stderr.count("this run stops and stores nothing more") == 1
