@@ -57,6 +57,7 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.requests += 1
             k = self.server.requests
+            self.server.bodies.append(body)
         plan = script(body)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -126,6 +127,7 @@ class FakeModelServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.token_delay = token_delay
         self.requests = 0
+        self.bodies: list[dict[str, Any]] = []  # every request body, in arrival order
         self.lock = threading.Lock()
         self.base_url = f"http://127.0.0.1:{self.server_address[1]}/v1"
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)

@@ -78,7 +78,12 @@ def add_durable_commands(sub: Any) -> None:
     )
     s.add_argument("session_id", metavar="SESSION", help="the session (created by its first turn)")
     s.add_argument("prompt", metavar="PROMPT", help="the prompt ('-' reads stdin)")
-    s.add_argument("--turn-id", metavar="ID", help="an idempotency key: the same id is enqueued once")
+    s.add_argument(
+        "--turn-id",
+        metavar="ID",
+        help="an idempotency key: the same session, prompt and id are enqueued once; "
+        "an id taken by another session or prompt is refused",
+    )
     s.add_argument("--wait", action="store_true", help="wait for the turn and print its answer")
     _add_db(s)
 
@@ -106,7 +111,9 @@ def add_durable_commands(sub: Any) -> None:
     r = sub.add_parser(
         "recover",
         help="hand back the turns of stopped workers",
-        description="Re-enqueue the running turns of workers that stopped for good.",
+        description="Re-enqueue the running turns of workers that stopped for good. A turn "
+        "recovered while its worker still runs it is taken over: that worker stops storing "
+        "anything for it.",
     )
     r.add_argument("executor_ids", nargs="+", metavar="EXECUTOR_ID")
     _add_db(r)
@@ -150,7 +157,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
     def ready() -> None:
         print(f"worker ready (queue {cfg.queue})", file=sys.stderr, flush=True)
 
-    run_worker(cfg, agent, executor_id=args.executor_id, stop=stop, grace=args.grace, ready=ready)
+    run_worker(
+        cfg,
+        agent,
+        executor_id=args.executor_id,
+        stop=stop,
+        grace=args.grace,
+        ready=ready,
+        agent_name=args.agent,
+    )
     print("worker stopped", file=sys.stderr, flush=True)
     return 0
 

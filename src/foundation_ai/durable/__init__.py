@@ -14,10 +14,17 @@ Needs the ``durable`` extra (``pip install foundation-ai[durable]``).
 
 from __future__ import annotations
 
-from .client import DurableClient, TurnFailedError, TurnHandle, enqueue_turn
+from .client import DurableClient, TurnFailedError, TurnHandle, TurnIdConflictError, enqueue_turn
 from .config import DurableConfig
 from .steps import DurableSteps, current_call_id, has_side_effects, side_effects
-from .worker import AgentFactory, TurnResult, durable_turn, load_agent_factory, run_worker
+from .worker import (
+    AgentFactory,
+    TurnResult,
+    check_agent_factory,
+    durable_turn,
+    load_agent_factory,
+    run_worker,
+)
 
 __all__ = [
     "AgentFactory",
@@ -26,7 +33,9 @@ __all__ = [
     "DurableSteps",
     "TurnFailedError",
     "TurnHandle",
+    "TurnIdConflictError",
     "TurnResult",
+    "check_agent_factory",
     "current_call_id",
     "durable_turn",
     "enqueue_turn",

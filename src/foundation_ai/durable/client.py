@@ -16,16 +16,17 @@ from typing import Any
 
 import msgspec
 from dbos import DBOSClient, EnqueueOptions
+from dbos import error as dbos_errors
 
 from ..agentic.stores import SessionStore
-from ..errors import FoundationAIError
+from ..errors import ConfigurationError, FoundationAIError
 from ..ids import new_scru128
 from ..types import Messages, SessionRecord, from_json, to_json
 from .config import APP_VERSION, DurableConfig
 from .steps import STEER_TOPIC
 from .worker import WORKFLOW_NAME, TurnResult
 
-__all__ = ["DurableClient", "TurnFailedError", "TurnHandle", "enqueue_turn"]
+__all__ = ["DurableClient", "TurnFailedError", "TurnHandle", "TurnIdConflictError", "enqueue_turn"]
 
 TERMINAL = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 """DBOS workflow statuses after which a turn changes no more."""
@@ -40,6 +41,33 @@ class TurnFailedError(FoundationAIError):
     def __init__(self, turn_id: str, status: str, detail: str) -> None:
         super().__init__(f"turn {turn_id} ended {status}: {detail}")
         self.turn_id, self.status = turn_id, status
+
+
+class TurnIdConflictError(ConfigurationError, ValueError):
+    """A turn id given to :meth:`DurableClient.enqueue_turn` already names a turn of another
+    session or with another prompt (``turn_id``, ``session_id``: the existing turn's)."""
+
+    def __init__(self, turn_id: str, session_id: str, what: str) -> None:
+        super().__init__(
+            f"turn id {turn_id!r} is already taken by {what}; choose another id (the same "
+            "session and prompt again return the existing turn)"
+        )
+        self.turn_id, self.session_id = turn_id, session_id
+
+
+def _same_prompt(stored: list[Messages], given: list[Messages]) -> bool:
+    """The same messages, whatever their ids and timestamps (made fresh at each call)."""
+    if len(stored) != len(given):
+        return False
+    for a, b in zip(stored, given, strict=True):
+        if type(a) is not type(b):
+            return False
+        same = {"id": a.id}
+        if hasattr(a, "timestamp"):
+            same["timestamp"] = a.timestamp
+        if msgspec.structs.replace(b, **same) != a:
+            return False
+    return True
 
 
 def _prompt_messages(prompt: str | Messages | Sequence[str | Messages]) -> list[Messages]:
@@ -162,11 +190,13 @@ class DurableClient:
         turn_id: str | None = None,
     ) -> TurnHandle:
         """Enqueue a turn of ``session_id`` (created by its first turn) and return its handle.
-        ``turn_id`` makes the call idempotent: enqueueing the same id again returns the
-        existing turn.
+        ``turn_id`` makes the call idempotent: enqueueing the same id again with the same
+        session and prompt returns the existing turn (``docs/scaling.md``, "Turn ids").
 
         Raises:
             TypeError / ValueError: a bad prompt (nothing is enqueued).
+            TurnIdConflictError: ``turn_id`` names a turn of another session or with another
+                prompt (nothing is enqueued).
         """
         msgs = _prompt_messages(prompt)
         wf_id = turn_id or f"turn-{new_scru128()}"
@@ -177,8 +207,22 @@ class DurableClient:
             "queue_partition_key": session_id,
             "app_version": APP_VERSION,
         }
-        self.dbos.enqueue(opts, session_id, to_json(msgs).decode())
-        return TurnHandle(self, wf_id, session_id, msgs[0].id)
+        try:
+            self.dbos.enqueue(opts, session_id, to_json(msgs).decode())
+        except dbos_errors.DBOSConflictingWorkflowError:
+            raise TurnIdConflictError(wf_id, "", "a workflow that is not a durable turn") from None
+        if turn_id is None:
+            return TurnHandle(self, wf_id, session_id, msgs[0].id)
+        # DBOS keeps the first enqueue of an id: check it was this one, or the same turn
+        rows = self.dbos.list_workflows(workflow_ids=[wf_id], load_input=True)
+        args = rows[0].input["args"] if rows and rows[0].input else []
+        stored_sid = str(args[0]) if args else ""
+        stored: list[Messages] = from_json(args[1], list[Messages]) if len(args) > 1 else []
+        if stored_sid != session_id:
+            raise TurnIdConflictError(wf_id, stored_sid, f"a turn of session {stored_sid!r}")
+        if not _same_prompt(stored, msgs):
+            raise TurnIdConflictError(wf_id, stored_sid, "a turn of this session with another prompt")
+        return TurnHandle(self, wf_id, session_id, stored[0].id)
 
     def handle(self, turn_id: str) -> TurnHandle:
         """The handle of an enqueued turn.

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dbos import DBOS
+from dbos import error as dbos_errors
 
 from ..agentic.events import EventMapper, TurnEvent, TurnOutcome, TurnSummary
 from ..agentic.session import AgentSessionBuilder
@@ -29,6 +30,7 @@ from ..agentic.stores import SessionStore
 from ..errors import ConfigurationError
 from ..types import AgenticError, Messages, ModelParams, TokenSnapshot, from_json, to_json
 from .config import DurableConfig
+from .ownership import Ownership
 from .steps import DurableSteps
 from .worker import _SHUTTING_DOWN, _GuardedStore, _ShutdownGuard, open_session, split_replay
 
@@ -84,10 +86,13 @@ def interrupt(turn_id: str) -> bool:
 class _Outbox:
     """Events of one turn, written to the sink in batches (at most every ``every`` seconds,
     and at the end) on a worker thread: a token-by-token model costs one write per batch.
-    A write in flight is never cancelled (it would be written again)."""
+    A write in flight is never cancelled (it would be written again). Once the turn is owned
+    by another run (``ownership``, checked before each batch) nothing more is written."""
 
-    def __init__(self, sink: EventSink, turn_id: str, every: float) -> None:
-        self.sink, self.turn_id, self.every = sink, turn_id, every
+    def __init__(
+        self, sink: EventSink, turn_id: str, every: float, ownership: Ownership | None = None
+    ) -> None:
+        self.sink, self.turn_id, self.every, self.ownership = sink, turn_id, every, ownership
         self.pending: list[bytes] = []
         self.wake = asyncio.Event()
         self.closing = False
@@ -105,7 +110,7 @@ class _Outbox:
             batch, self.pending = self.pending, []
             if batch:
                 try:
-                    await asyncio.to_thread(self.sink.publish, self.turn_id, batch)
+                    await asyncio.to_thread(self._publish, batch)
                     failures = 0
                 except Exception:  # one transaction: nothing was stored; retry a bit later
                     failures += 1
@@ -119,6 +124,11 @@ class _Outbox:
             if self.closing and not self.pending:
                 return
             await asyncio.sleep(self.every)
+
+    def _publish(self, batch: list[bytes]) -> None:
+        own = self.ownership
+        if own is None or own.still_owned():  # else the run that owns the turn publishes its events
+            self.sink.publish(self.turn_id, batch)
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self.run())
@@ -137,9 +147,14 @@ class _StreamingSteps(DurableSteps):
     by the run that checkpointed it."""
 
     def __init__(
-        self, out: Callable[[TurnEvent], None], *, steering: bool = True, stale: list[str] | None = None
+        self,
+        out: Callable[[TurnEvent], None],
+        *,
+        steering: bool = True,
+        stale: list[str] | None = None,
+        ownership: Ownership | None = None,
     ) -> None:
-        super().__init__(steering=steering)
+        super().__init__(steering=steering, ownership=ownership)
         self.out = out
         self.stale = stale or []
         """Ids of outputs an earlier run of this turn published and never completed (it
@@ -166,7 +181,7 @@ class _StreamingSteps(DurableSteps):
                         self.out(ev)
             return to_json(step.snapshot()).decode()
 
-        record = await DBOS.run_step_async({"name": step.key}, call_model)
+        record = await self._step({"name": step.key}, call_model)
         step.restore(from_json(record, GenerationRecord))
         return
         yield  # an async generator that yields nothing
@@ -199,26 +214,30 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
     """The DBOS workflow of one served turn: ``agent`` names the served agent, ``prompt`` is
     the JSON list of the prompt's messages (ids fixed when enqueued), ``params`` the turn's
     ``ModelParams`` as JSON (``"null"``: the agent's own). Publishes every ``TurnEvent`` to the
-    process's :class:`EventSink`; returns the terminal event's JSON."""
+    process's :class:`EventSink`; returns the terminal event's JSON. A run whose turn was
+    handed to another run publishes and stores nothing more
+    (:mod:`~foundation_ai.durable.ownership`)."""
     rt = _SERVED
     if rt is None:
         raise ConfigurationError("served_turn runs in a serving process (start_served_worker) only")
     turn_id = str(DBOS.workflow_id)
-    box = _Outbox(rt.sink, turn_id, rt.flush_every)
+    ownership = Ownership.of_this_run()
+    box = _Outbox(rt.sink, turn_id, rt.flush_every, ownership)
     box.start()
     last: TurnEvent = _crashed()
     abandoned = False
+    mine: Any = None
     try:
         msgs: list[Messages] = from_json(prompt, list[Messages])
         records = await asyncio.to_thread(rt.store.load, session_id)
         history, replay = split_replay(records, msgs[0].id)
         stale = await asyncio.to_thread(_published_outputs, rt.sink, turn_id)
-        steps = _StreamingSteps(box.put, stale=stale)
-        store = _GuardedStore(rt.store)
+        steps = _StreamingSteps(box.put, stale=stale, ownership=ownership)
+        store = _GuardedStore(rt.store, ownership)
         builder = rt.builder(agent).with_store(store).with_step_runner(steps)
         session = open_session(builder.with_phase_hooks(_ShutdownGuard(store)), session_id)
         steps.lookup = session.registry.get
-        _LIVE[turn_id] = session
+        _LIVE[turn_id] = mine = session
         session.messages = history
         session.replay = replay
         overrides: ModelParams | None = from_json(params, ModelParams | None)
@@ -232,13 +251,17 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
     except (GeneratorExit, asyncio.CancelledError):
         abandoned = _SHUTTING_DOWN.is_set()  # handed back to the queue: another process goes on
         raise
+    except dbos_errors.DBOSWorkflowConflictIDError:
+        abandoned = True  # owned by another run now: it publishes the turn's end
+        raise
     except Exception:
         log.exception("served turn %s of session %s crashed", turn_id, session_id)
         last = _crashed()
     finally:
-        _LIVE.pop(turn_id, None)
+        if mine is not None and _LIVE.get(turn_id) is mine:  # a run that took the turn over keeps its own
+            del _LIVE[turn_id]
         await box.close()
-        if not abandoned:
+        if not abandoned and not ownership.lost:
             await asyncio.to_thread(rt.sink.finish, turn_id, [to_json(last)])
     return to_json(last).decode()
 

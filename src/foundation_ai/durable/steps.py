@@ -11,20 +11,26 @@ Side effects: a tool marked with :func:`side_effects` runs **at most once per ca
 ``claim`` step is checkpointed before it runs; if the workflow is recovered after the claim
 but before the tool's own step completed, the tool is not run again and the call gets an
 error result saying its outcome is unknown. Unmarked tools are re-run (at least once).
+
+A run that lost its turn to another run (:mod:`foundation_ai.durable.ownership`) ends at its
+next step: DBOS refuses the step's checkpoint, or the runner sees the loss first and runs no
+more model or tool calls.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dbos import DBOS
+from dbos import DBOS, StepOptions
+from dbos import error as dbos_errors
 
 from ..agentic.tools import error_result
 from ..agentic.turn.generate import GenerationRecord
 from ..agentic.turn.hooks import StepRunner
 from ..types import Messages, ToolCall, ToolResultMessage, from_json, to_json
+from .ownership import Ownership
 
 if TYPE_CHECKING:
     from ..agentic.turn.generate import Generation
@@ -70,15 +76,44 @@ class DurableSteps(StepRunner):
             :func:`side_effects` marks), e.g. ``session.registry.get``.
         steering: take steering messages before each generation (``False``: never; saves one
             ``DBOS.recv`` per model call).
+        ownership: this run's hold on the turn: once it is lost no step starts, and a step
+            DBOS refuses (``DBOSWorkflowConflictIDError``) marks it lost.
+
+    Raises (from every step):
+        dbos.error.DBOSWorkflowConflictIDError: the turn is owned by another run now.
     """
 
-    def __init__(self, lookup: Callable[[str], Any] | None = None, *, steering: bool = True) -> None:
+    def __init__(
+        self,
+        lookup: Callable[[str], Any] | None = None,
+        *,
+        steering: bool = True,
+        ownership: Ownership | None = None,
+    ) -> None:
         self.lookup = lookup
         self.steering = steering
+        self.ownership = ownership
+
+    async def _step(self, options: StepOptions, fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """``DBOS.run_step_async(options, fn)`` for a run that still owns the turn."""
+        own = self.ownership
+        if own is not None:
+            own.check()
+        try:
+            return await DBOS.run_step_async(options, fn)
+        except dbos_errors.DBOSWorkflowConflictIDError:
+            if own is not None:
+                own.mark_lost()
+            raise
 
     async def _take_steering(self, step: Generation) -> None:
         while True:
-            msg = await DBOS.recv_async(STEER_TOPIC, timeout_seconds=0)
+            try:
+                msg = await DBOS.recv_async(STEER_TOPIC, timeout_seconds=0)
+            except dbos_errors.DBOSWorkflowConflictIDError:
+                if self.ownership is not None:
+                    self.ownership.mark_lost()
+                raise
             if msg is None:
                 return
             kind, body = msg.get("kind"), msg.get("message")
@@ -100,7 +135,7 @@ class DurableSteps(StepRunner):
                 pass
             return to_json(step.snapshot()).decode()
 
-        record = await DBOS.run_step_async({"name": step.key}, call_model)
+        record = await self._step({"name": step.key}, call_model)
         step.restore(from_json(record, GenerationRecord))
         return
         yield  # an async generator that yields nothing
@@ -118,7 +153,7 @@ class DurableSteps(StepRunner):
             return True
 
         if guarded:
-            await DBOS.run_step_async({"name": f"claim:{call.name}"}, claim)
+            await self._step({"name": f"claim:{call.name}"}, claim)
 
         async def run_tool() -> str:
             if not fresh["claimed"]:  # claimed by a run that died before checkpointing
@@ -131,7 +166,7 @@ class DurableSteps(StepRunner):
             return to_json(result).decode()
 
         out: Messages = from_json(
-            await DBOS.run_step_async({"name": f"tool:{call.name}", "retries_allowed": False}, run_tool),
+            await self._step({"name": f"tool:{call.name}", "retries_allowed": False}, run_tool),
             Messages,
         )
         assert isinstance(out, ToolResultMessage)

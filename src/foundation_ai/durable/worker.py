@@ -41,9 +41,18 @@ from ..agentic.turn.state import TurnState
 from ..errors import ConfigurationError, TurnFailedError
 from ..types import Messages, SessionRecord, from_json
 from .config import DurableConfig
+from .ownership import Ownership
 from .steps import DurableSteps
 
-__all__ = ["AgentFactory", "TurnResult", "durable_turn", "load_agent_factory", "run_worker", "split_replay"]
+__all__ = [
+    "AgentFactory",
+    "TurnResult",
+    "check_agent_factory",
+    "durable_turn",
+    "load_agent_factory",
+    "run_worker",
+    "split_replay",
+]
 
 AgentFactory = Callable[[], AgentSessionBuilder]
 """Returns a fresh ``AgentSessionBuilder`` (model, tools, system prompt...) per turn; the worker
@@ -121,15 +130,16 @@ class _ShutdownGuard(PhaseHooks):
 
 
 class _GuardedStore:
-    """The worker's session store as one turn sees it: writes are dropped once ``frozen``."""
+    """The worker's session store as one turn sees it: writes are dropped once ``frozen`` (the
+    worker's shutdown abandoned the turn) or once the turn is owned by another run."""
 
-    def __init__(self, store: SessionStore) -> None:
-        self.inner, self.frozen = store, False
+    def __init__(self, store: SessionStore, ownership: Ownership | None = None) -> None:
+        self.inner, self.frozen, self.ownership = store, False, ownership
 
     def append(
         self, session_id: str, records: Sequence[SessionRecord], header: SessionHeader | None = None
     ) -> None:
-        if not self.frozen:
+        if not self.frozen and (self.ownership is None or self.ownership.still_owned()):
             if header is not None and takes_header(self.inner):
                 self.inner.append(session_id, records, header)
             else:
@@ -165,16 +175,21 @@ async def durable_turn(session_id: str, prompt: str) -> str:
     """The DBOS workflow of one turn: ``prompt`` is the JSON list of the prompt's messages
     (ids fixed at enqueue time); returns a :class:`TurnResult` as JSON. Each model call and
     tool call is a step (:class:`~foundation_ai.durable.steps.DurableSteps`); a recovered run
-    replays them and stores nothing twice (``host.replay``)."""
+    replays them and stores nothing twice (``host.replay``). A run whose turn was handed to
+    another run stores nothing more and ends at its next step
+    (:mod:`~foundation_ai.durable.ownership`; DBOS then waits for the owner's outcome)."""
     rt = _RUNTIME
     if rt is None:
         raise ConfigurationError("durable_turn runs in a worker (run_worker) only")
     msgs: list[Messages] = from_json(prompt, list[Messages])
     records = await asyncio.to_thread(rt.store.load, session_id)
     history, replay = split_replay(records, msgs[0].id)
-    steps = DurableSteps(steering=rt.steering)
-    store = _GuardedStore(rt.store)
-    builder = rt.agent().with_store(store).with_step_runner(steps).with_phase_hooks(_ShutdownGuard(store))
+    ownership = Ownership.of_this_run()
+    steps = DurableSteps(steering=rt.steering, ownership=ownership)
+    store = _GuardedStore(rt.store, ownership)
+    builder = (
+        _built(rt.agent).with_store(store).with_step_runner(steps).with_phase_hooks(_ShutdownGuard(store))
+    )
     session = open_session(builder, session_id)
     steps.lookup = session.registry.get
     session.messages = history
@@ -193,6 +208,46 @@ async def durable_turn(session_id: str, prompt: str) -> str:
         error="" if turn.error is None else turn.error.message,
     )
     return msgspec.json.encode(result).decode()
+
+
+def _factory_name(agent: AgentFactory) -> str:
+    mod, name = getattr(agent, "__module__", None), getattr(agent, "__qualname__", None)
+    return f"{mod}:{name}" if mod and name else repr(agent)
+
+
+def _built(agent: AgentFactory, name: str | None = None) -> AgentSessionBuilder:
+    """``agent()``, checked.
+
+    Raises:
+        ConfigurationError: it raised, or returned something else than an ``AgentSessionBuilder``.
+    """
+    label = name or _factory_name(agent)
+    try:
+        builder = agent()
+    except Exception as exc:
+        raise ConfigurationError(
+            f"agent factory {label}: calling it raised {type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(builder, AgentSessionBuilder):
+        raise ConfigurationError(
+            f"agent factory {label}: returned {type(builder).__name__}, not an AgentSessionBuilder "
+            "(return e.g. AgentSession.builder(model).with_tools(...); see docs/scaling.md)"
+        )
+    return builder
+
+
+def check_agent_factory(agent: AgentFactory, name: str | None = None) -> None:
+    """Call ``agent`` once and check it returns an ``AgentSessionBuilder`` (a worker does this
+    at start, before taking any turn: a wrong factory stops it instead of failing every turn).
+
+    Args:
+        agent: the agent factory.
+        name: how errors name it (default ``module:qualname``).
+
+    Raises:
+        ConfigurationError: calling it raised, or it returned something else.
+    """
+    _built(agent, name)
 
 
 def load_agent_factory(spec: str) -> AgentFactory:
@@ -224,8 +279,10 @@ def run_worker(
     stop: threading.Event | None = None,
     grace: float = 30.0,
     ready: Callable[[], None] | None = None,
+    agent_name: str | None = None,
 ) -> None:
     """Run a worker until ``stop`` is set (blocks; a new ``Event`` waited forever if ``None``).
+    The agent factory is called once before any turn runs (:func:`check_agent_factory`).
 
     Args:
         config: the databases and the queue's limits.
@@ -238,14 +295,21 @@ def run_worker(
         stop: set it to shut down (the CLI sets it on SIGTERM / SIGINT).
         grace: seconds to let running turns finish on shutdown before handing them back.
         ready: called once the worker is consuming the queue.
+        agent_name: how errors name the agent factory (e.g. the ``module:function`` given).
 
     Raises:
-        ConfigurationError: a bad config (database URL, limits).
+        ConfigurationError: a bad config (database URL, limits), or an agent factory that
+            raises or does not return an ``AgentSessionBuilder``.
     """
     global _RUNTIME
     stop = stop or threading.Event()
     me = executor_id or f"{socket.gethostname()}-{os.getpid()}"
-    store = config.open_store()
+    store = config.open_store()  # an unreachable database is reported first
+    try:
+        check_agent_factory(agent, agent_name)  # before DBOS resumes this worker's turns
+    except BaseException:
+        store.close()
+        raise
     _RUNTIME = _Runtime(agent=agent, store=store, steering=config.steering)
     DBOS(config=config.dbos_config(executor_id=me))  # type: ignore[arg-type]
     try:

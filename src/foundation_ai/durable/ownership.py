@@ -1,0 +1,81 @@
+"""Whether this run of a durable turn still owns the turn.
+
+A turn handed to another worker while its first worker still runs it (``recover`` of a live
+worker, or a worker that came back after it was declared dead) has two runs for a while. DBOS
+gives each run of a workflow an ownership token and refuses the step checkpoints of a run
+whose token is no longer the workflow's (``dbos.error.DBOSWorkflowConflictIDError``,
+https://docs.dbos.dev/architecture#workflow-recovery). The session store is not part of
+DBOS, so the turn checks the same token before each session write: once the turn is owned
+elsewhere, the run that lost it stores nothing more and stops at its next step. The new
+owner's records stand (``docs/scaling.md``, "Running N workers on M machines").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from dbos import DBOS
+from dbos import error as dbos_errors
+
+__all__ = ["Ownership"]
+
+log = logging.getLogger("foundation_ai.durable")
+
+
+class Ownership:
+    """This run's hold on the durable turn ``workflow_id``.
+
+    Args:
+        workflow_id: the turn's DBOS workflow id.
+        owner: returns the workflow's current ownership token (``None`` once it is handed
+            back), or ``None`` to rely on DBOS's step checks only.
+        token: this run's token.
+    """
+
+    def __init__(
+        self, workflow_id: str, owner: Callable[[], str | None] | None = None, token: str | None = None
+    ) -> None:
+        self.workflow_id, self._owner, self._token = workflow_id, owner, token
+        self.lost = False
+
+    @classmethod
+    def of_this_run(cls) -> Ownership:
+        """The ownership of the DBOS workflow running in this task (call it inside the
+        workflow function)."""
+        wf = DBOS.workflow_id or ""
+        try:  # DBOS keeps the token and the owner lookup internal
+            from dbos._context import get_local_dbos_context
+            from dbos._dbos import _get_dbos_instance
+
+            ctx = get_local_dbos_context()
+            token = None if ctx is None else ctx.owner_xid
+            sys_db = _get_dbos_instance()._sys_db
+        except (ImportError, AttributeError):  # pragma: no cover - another DBOS release
+            return cls(wf)
+        if token is None:  # pragma: no cover - DBOS sets a token on every run
+            return cls(wf)
+        return cls(wf, lambda: sys_db.get_workflow_owner(wf), token)
+
+    def still_owned(self) -> bool:
+        """False once the turn is owned by another run (checked in the system database; one
+        query per call until it is lost, then none)."""
+        if not self.lost and self._owner is not None and self._owner() != self._token:
+            self.mark_lost()
+        return not self.lost
+
+    def mark_lost(self) -> None:
+        """Record (and log once) that another run owns the turn now."""
+        if not self.lost:
+            self.lost = True
+            log.warning(
+                "turn %s was handed to another run while this worker still ran it: "
+                "this run stops and stores nothing more",
+                self.workflow_id,
+            )
+
+    def check(self) -> None:
+        """Raise ``DBOSWorkflowConflictIDError`` when the turn is known to be lost (DBOS then
+        ends this run and waits for the owner's outcome)."""
+        if self.lost:
+            raise dbos_errors.DBOSWorkflowConflictIDError(self.workflow_id)
