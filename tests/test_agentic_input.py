@@ -76,9 +76,12 @@ async def test_async_entry_points_reject_bad_input() -> None:
 
 @pytest.mark.parametrize("empty", ["", "   \n", [], ()])
 def test_empty_prompt_is_a_value_error(empty: Any) -> None:
+    from foundation_ai.errors import EmptyPromptError, FoundationAIError
+
     ag = _session()
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ValueError, match="empty") as raised:
         ag.run_turn(empty)
+    assert isinstance(raised.value, EmptyPromptError) and isinstance(raised.value, FoundationAIError)
     with pytest.raises(ValueError, match="empty"):
         ag.run_turn_stream(empty)
     assert ag.messages == []

@@ -385,3 +385,48 @@ async def test_daemon_thread_runs_sync_tools_with_context_and_errors() -> None:
 
     with pytest.raises(KeyError):
         await run_in_daemon_thread(boom)
+
+
+class _BadSchema(BaseTool):
+    definition = ToolDefinition(
+        name="bad_schema",
+        description="a tool whose schema no validator accepts",
+        arguments=Args({"type": "object", "properties": {"a": {"type": "integer", "minimum": "x"}}}),
+    )
+
+    def execute(self, args: ToolArgs) -> str:
+        return "ran"
+
+
+def test_a_tool_with_an_invalid_arguments_schema_is_refused_when_registered() -> None:
+    from foundation_ai.agentic import AgentSession, ScriptedModel, say
+    from foundation_ai.agentic.toolsets.shed import ToolShed
+
+    with pytest.raises(ConfigurationError, match=r"tool 'bad_schema'.*invalid JSON Schema"):
+        ToolRegistry([_BadSchema()])
+    with pytest.raises(ConfigurationError, match="tool 'bad_schema'"):
+        AgentSession.builder(ScriptedModel([say("hi")])).with_tools(_BadSchema()).build()
+    with pytest.raises(ConfigurationError, match="tool 'bad_schema'"):
+        ToolShed().tool(_BadSchema())
+    with pytest.raises(ConfigurationError, match="tool 'bad_schema'"):
+        MultiCommandTool("kit", [_BadSchema()])  # as a command of a multi-command tool
+
+
+def test_a_schema_broken_after_registration_gives_the_call_an_error_result_and_the_turn_goes_on() -> None:
+    from foundation_ai.agentic import AgentSession, InMemorySessionStore, ScriptedModel, call, say
+
+    class Mutable(BaseTool):
+        definition = ToolDefinition(name="mutable", description="d", arguments=Args({"type": "object"}))
+
+        def execute(self, args: ToolArgs) -> str:
+            return "ran"
+
+    t = Mutable()
+    model = ScriptedModel([[call("mutable", {"a": 1})], say("done")])
+    agent = AgentSession.builder(model).with_tools(t).with_store(InMemorySessionStore()).build()
+    # the same name, now with a broken schema
+    t.definition = ToolDefinition(name="mutable", description="d", arguments=_BadSchema.definition.arguments)
+    turn = agent.run_turn("go")
+    assert turn.text() == "done"
+    (result,) = turn.tool_results()
+    assert result.error_detail is not None and "cannot be called" in result.error_detail

@@ -144,6 +144,14 @@ def test_sessions_on_an_empty_store(tmp_path: Path) -> None:
     assert r.stdout.strip() == "no stored sessions"
 
 
+def test_a_chat_left_before_any_turn_announces_no_saved_session(tmp_path: Path) -> None:
+    db = tmp_path / "chat.sqlite3"
+    r = cli("chat", db=db, stdin="")  # end of input at the first prompt
+    assert r.returncode == 0, r.stderr
+    assert "nothing was saved" in r.stdout and "resume with" not in r.stdout
+    assert cli("sessions", db=db).stdout.strip() == "no stored sessions"
+
+
 # --------------------------------------------------------------------------------------------
 # one-line errors and exit codes
 
@@ -235,8 +243,9 @@ def test_python_m_foundation_ai_and_help() -> None:
     assert r.returncode == 0
     for command in ("chat", "run", "sessions", "show"):
         assert command in r.stdout
-    r = cli()
-    assert r.returncode == 2
+    r = cli(stdin="What is 2 + 2?")  # no command: the help, and one line saying what to do
+    assert r.returncode == 2 and "run" in r.stdout
+    assert one_error_line(r.stderr).endswith('piped text is read by run (echo "Hi" | foundation-ai run)')
 
 
 def test_console_script_is_installed() -> None:

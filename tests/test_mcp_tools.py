@@ -277,3 +277,15 @@ def test_without_the_mcp_package_a_source_fails_at_once_with_the_install_hint(
         MCPServerTools.http("http://127.0.0.1:9/mcp")
     with pytest.raises(ConfigurationError, match=hint):  # the CLI's --mcp
         _mcp_source(f"{sys.executable} {SERVER} stdio")
+
+
+def test_server_tool_names_are_made_safe_and_unique_without_hiding_a_tool() -> None:
+    from foundation_ai.agentic.toolsets.mcp import tool_names
+
+    long = "x" * 80
+    got = tool_names(["get.item", "get_item", long, long + "y", "search"])
+    # the name that is safe as it is keeps it; the others get a suffix instead of being dropped
+    assert got == ["get_item_2", "get_item", "x" * 64, "x" * 62 + "_2", "search"]
+    assert len(set(got)) == len(got) and all(len(n) <= 64 for n in got)
+    assert tool_names(["search", "a.b"], "b_") == ["b_search", "b_a_b"]  # no "b__search"
+    assert tool_names(["add"], "srv") == ["srv_add"]

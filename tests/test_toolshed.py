@@ -198,6 +198,32 @@ def test_inactive_and_unknown_tools_get_helpful_error_results() -> None:
     assert unknown.error_detail is not None and "did you mean: send_email" in unknown.error_detail
 
 
+def test_a_shed_call_with_no_hit_tells_the_model_what_to_do_next(tmp_path: Path) -> None:
+    shed = ToolShed().tools([celsius_to_fahrenheit, send_email])
+    store = SqliteSessionStore(tmp_path / "s.sqlite3")
+    session, model = _session(
+        shed,
+        [call("shed", {"description": "zzz-unrelated"}), say("none")],
+        store=store,
+        pinned=[get_forecast],
+    )
+    (result,) = session.run_turn("find something").tool_results()
+    assert result.error_detail is None and isinstance(result.content, TextContent)
+    text = result.content.content
+    assert text.startswith("no tool matches 'zzz-unrelated' (2 tools can be found)")
+    assert "empty description to list every tool" in text
+    assert _declared(model, 1) == ["shed", "get_forecast"]  # nothing was activated
+    session.close()
+    again = (
+        AgentSession.builder(ScriptedModel([say("ok")]))
+        .with_tool_shed(shed)
+        .with_store(SqliteSessionStore(tmp_path / "s.sqlite3"))
+        .resume(session.session_id)
+    )
+    assert again.registry.active() == []  # restoring activation skips the line
+    again.close()
+
+
 def test_joined_name_runs_the_command_of_a_multi_command_tool() -> None:
     shed = ToolShed().tool(_memory_tool()).activate("memory")
     session, _ = _session(

@@ -147,6 +147,14 @@ def test_tag_filters_require_every_tag_or_label(make_store: StoreFactory) -> Non
     assert [m.id for m in s.search([0.0, 0.0], k=10, tags=iter(["y"]))] == ["north"]
 
 
+def test_a_plain_string_tag_filter_is_one_tag_name_not_its_letters(make_store: StoreFactory) -> None:
+    s = make_store(2, Metric.L2)
+    s.upsert([entry("ab", [1.0, 0.0], "ab"), entry("letters", [0.0, 1.0], "a", "b")])
+    assert [m.id for m in s.search([0.0, 0.0], k=10, tags="ab")] == ["ab"]
+    assert [m.id for m in s.search([0.0, 0.0], k=10, tags="a")] == ["letters"]
+    assert len(s.search([0.0, 0.0], k=10, tags="")) == 2  # no filter
+
+
 def test_a_selective_filter_still_returns_k_matches(make_store: StoreFactory) -> None:
     rng = np.random.default_rng(7)
     s = make_store(8, Metric.Cosine)
@@ -318,6 +326,29 @@ def test_a_zero_vector_written_by_an_older_version_ranks_last_in_sqlite_vec(tmp_
     got = s.search([1.0, 0.0, 0.0], k=3)
     assert [m.id for m in got] == ["good", "ok", "zero"]
     assert [m.id for m in s.search([1.0, 0.0, 0.0], k=5000)] == ["good", "ok", "zero"]
+    s.close()
+
+
+def test_sqlite_vec_deletes_find_filter_rows_by_index_also_in_a_table_made_before_the_indexes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.sqlite3"
+    s = SqliteVecStore(path, dimensions=2)
+    with s._conn:  # the layout of an older version: no rowid indexes
+        s._conn.execute("DROP INDEX vectors_tags_rowid")
+        s._conn.execute("DROP INDEX vectors_labels_rowid")
+    s.close()
+    s = SqliteVecStore(path, dimensions=2)  # reopening adds them
+    s.upsert([entry(f"e{i}", [1.0, float(i)], "t", lang="en") for i in range(50)])
+    for table in ("vectors_tags", "vectors_labels"):
+        plan = " ".join(
+            str(r[-1]) for r in s._conn.execute(f"EXPLAIN QUERY PLAN DELETE FROM {table} WHERE rowid = 7")
+        )
+        assert f"USING COVERING INDEX {table}_rowid" in plan or f"USING INDEX {table}_rowid" in plan, plan
+    s.delete([f"e{i}" for i in range(0, 50, 2)])
+    assert len(s.search([1.0, 0.0], k=100, tags=["t"])) == 25
+    assert len(s.search([1.0, 0.0], k=100, tags={"lang": "en"})) == 25
+    assert s._conn.execute("SELECT count(*) FROM vectors_tags").fetchone()[0] == 25
     s.close()
 
 

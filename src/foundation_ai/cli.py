@@ -90,6 +90,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(with_default_command(sys.argv[1:] if argv is None else argv))
     if args.command is None:
         parser.print_help()
+        print(
+            error_line(
+                'no command and no prompt: give one (foundation-ai "Hi"); piped text is read by'
+                ' run (echo "Hi" | foundation-ai run)'
+            ),
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     from ._cli.prompt_input import tolerant_stdio
 

@@ -21,6 +21,7 @@ __all__ = [
     "ArgumentValidationError",
     "ConfigurationError",
     "ContextOverflowError",
+    "EmptyPromptError",
     "FoundationAIError",
     "InvalidChoiceError",
     "JsonFormatError",
@@ -74,6 +75,11 @@ class JsonFormatError(FoundationAIError, ValueError):
         super().__init__(f"{reason} (at {path})")
         self.reason = reason
         self.path = path
+
+
+class EmptyPromptError(FoundationAIError, ValueError):
+    """A prompt (or a steering / follow-up message) with no text: ``""``, only whitespace, or
+    an empty list. A ``ValueError`` too, as it always was."""
 
 
 class ToolArgumentError(FoundationAIError, ValueError):

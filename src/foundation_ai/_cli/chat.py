@@ -120,14 +120,12 @@ class ChatApp:
             except KeyboardInterrupt:  # a Ctrl-C outside the runner's watch: the turn never started
                 self.renderer.end_line()
                 self.console.print(Text("(interrupted)", style="yellow"))
-        self.console.print(
-            Text(
-                f"session {self.session.session_id} saved; resume with: "
-                f"foundation-ai chat --session {self.session.session_id}",
-                style="dim",
-            ),
-            soft_wrap=True,
-        )
+        sid = self.session.session_id
+        if self.session.messages:
+            said = f"session {sid} saved; resume with: foundation-ai chat --session {sid}"
+        else:  # a session is stored with its first message: there is nothing to resume
+            said = "no turn was run: nothing was saved"
+        self.console.print(Text(said, style="dim"), soft_wrap=True)
         return 0
 
     def command(self, text: str) -> None:

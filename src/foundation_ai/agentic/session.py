@@ -38,6 +38,7 @@ from typing import Any, TypeVar, overload
 
 from ..errors import (
     ConfigurationError,
+    EmptyPromptError,
     FoundationAIError,
     OutputValidationError,
     RefusalError,
@@ -390,13 +391,13 @@ def _prompt_messages(prompt: object) -> list[Messages]:
     Raises:
         TypeError: anything else (e.g. ``5``, ``None``, ``b"..."``), checked before the turn
             starts so nothing unloadable is ever persisted.
-        ValueError: an empty text, or an empty list.
+        EmptyPromptError: (a ``ValueError``) an empty text, or an empty list.
     """
     if type(prompt) is str or isinstance(prompt, str | Messages):
         return [checked_message(prompt)]
     if isinstance(prompt, Sequence) and not isinstance(prompt, bytes | bytearray):
         if not prompt:
-            raise ValueError("the prompt is empty (an empty list)")
+            raise EmptyPromptError("the prompt is empty (an empty list)")
         return [checked_message(p) for p in prompt]
     raise TypeError(
         f"the prompt must be a str, a Messages or a list of them, got {type(prompt).__name__}: {prompt!r:.60}"
@@ -1092,7 +1093,7 @@ class AgentSession:
 
         Raises:
             TypeError: ``message`` is neither a ``str`` nor a ``Messages``.
-            ValueError: an empty text.
+            EmptyPromptError: (a ``ValueError``) an empty text.
             SessionClosedError: the session was closed.
         """
         self._check_open()
@@ -1104,7 +1105,7 @@ class AgentSession:
 
         Raises:
             TypeError: ``message`` is neither a ``str`` nor a ``Messages``.
-            ValueError: an empty text.
+            EmptyPromptError: (a ``ValueError``) an empty text.
             SessionClosedError: the session was closed.
         """
         self._check_open()
@@ -1207,7 +1208,7 @@ class AgentSession:
             ToolChoiceError: an unknown tool choice or tool name (at once).
             ConfigurationError: an ``output_type`` strict mode cannot express (at once).
             TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them (at once).
-            ValueError: an empty prompt (at once).
+            EmptyPromptError: (a ``ValueError``) an empty prompt (at once).
             SessionClosedError: the session was closed (at once).
             FoundationAIError: a turn is already running (when iteration starts).
         """
@@ -1252,7 +1253,7 @@ class AgentSession:
             OutputValidationError: (a ``TurnFailedError``) no answer matched ``output_type``.
             ToolChoiceError: an unknown tool choice or tool name.
             TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them.
-            ValueError: an empty prompt.
+            EmptyPromptError: (a ``ValueError``) an empty prompt.
             SessionClosedError: the session was closed.
             FoundationAIError: a turn is already running.
         """

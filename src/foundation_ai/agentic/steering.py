@@ -22,6 +22,7 @@ import asyncio
 import threading
 from typing import Any
 
+from ..errors import EmptyPromptError
 from ..types import Messages, TextContent, UserMessage
 from .tools import calling_tool_loop
 
@@ -42,7 +43,7 @@ def checked_message(message: object, *, what: str = "prompt", agent: bool = Fals
     """
     if isinstance(message, str):
         if not message.strip():
-            raise ValueError(f"the {what} is empty")
+            raise EmptyPromptError(f"the {what} is empty")
         return Messages.agent(message) if agent else Messages.user(message)
     if isinstance(message, Messages):
         content = getattr(message, "content", None)
@@ -52,7 +53,7 @@ def checked_message(message: object, *, what: str = "prompt", agent: bool = Fals
                     f"the {what}'s text content must be a str, got {type(content.content).__name__}"
                 )
             if isinstance(message, UserMessage) and not content.content.strip():
-                raise ValueError(f"the {what} is empty")
+                raise EmptyPromptError(f"the {what} is empty")
         return message
     raise TypeError(f"the {what} must be a str or a Messages, got {type(message).__name__}: {message!r:.60}")
 

@@ -76,6 +76,7 @@ __all__ = [
     "tool",
 ]
 
+_T = TypeVar("_T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 MAX_ARGUMENT_NESTING = 100
@@ -550,20 +551,40 @@ class MultiCommandTool:
 
 def as_agent_tool(obj: Any) -> AgentTool:
     """Accept a ``FunctionTool``, ``BaseTool``, ``MultiCommandTool``, any object with
-    ``definition`` + ``execute``, or a plain typed function (wrapped with :func:`tool`).
+    ``definition`` + ``execute``, or a plain typed function (wrapped with :func:`tool`). Every
+    argument schema of the tool is compiled now, so a tool the model could never call correctly
+    is refused when it is registered, not when the model first calls it.
 
     Raises:
-        ConfigurationError: ``obj`` is none of these.
+        ConfigurationError: ``obj`` is none of these, or one of its argument schemas is not a
+            valid JSON Schema (the message names the tool).
     """
     if isinstance(obj, FunctionTool | BaseTool | MultiCommandTool):
-        return obj
+        return _schemas_checked(obj)
     if hasattr(obj, "definition") and hasattr(obj, "execute"):
-        return _ObjectTool(obj)
+        return _schemas_checked(_ObjectTool(obj))
     if hasattr(obj, "declaration") and hasattr(obj, "run"):
-        return obj  # type: ignore[no-any-return]
+        return _schemas_checked(obj)  # type: ignore[no-any-return]
     if callable(obj) and (inspect.isfunction(obj) or inspect.ismethod(obj)):
-        return FunctionTool(obj)
+        return FunctionTool(obj)  # its schema is built from the signature
     raise ConfigurationError(f"not a tool: {obj!r}")
+
+
+def _schemas_checked(t: _T) -> _T:
+    """``t``, once each of its definitions' argument schemas compiled (compiled once per
+    ``Args``: the validator calls use the same one).
+
+    Raises:
+        ConfigurationError: a schema is not a valid JSON Schema."""
+    decl = t.declaration  # type: ignore[attr-defined]
+    single = getattr(decl, "definition", None)
+    definitions = decl.commands if isinstance(decl, Tool.MultiCommands) else [single] if single else []
+    for d in definitions:
+        try:
+            _ = d.arguments.validator
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"tool {d.name!r}: its arguments schema is unusable: {exc}") from None
+    return t
 
 
 # --------------------------------------------------------------------------------------------
@@ -665,7 +686,11 @@ class ToolRegistry:
             return error_result(call, _violations_text(exc))
         value = {} if args is None else args
         schema = definition.arguments
-        if not schema.validator.is_valid(value):  # the valid case builds no violation list
+        try:
+            valid = schema.validator.is_valid(value)  # the valid case builds no violation list
+        except ConfigurationError as exc:  # a schema that cannot compile (refused at registration)
+            return error_result(call, f"the tool {call.name!r} cannot be called: {exc}")
+        if not valid:
             violations = schema.violations(value)
             if violations:
                 return error_result(call, _violations_text(ArgumentValidationError(violations)))

@@ -39,8 +39,8 @@ class Metric(enum.Enum):
 
 
 TagFilter = Iterable[str] | Mapping[str, str]
-"""A search filter: tag names that must all be in ``metadata.tags``, or key-value pairs that must
-all be in ``metadata.labels``."""
+"""A search filter: tag names that must all be in ``metadata.tags`` (one ``str`` is one tag name,
+never its letters), or key-value pairs that must all be in ``metadata.labels``."""
 
 
 class VectorMetadata(msgspec.Struct, omit_defaults=True):
@@ -61,6 +61,8 @@ class VectorMetadata(msgspec.Struct, omit_defaults=True):
             return True
         if isinstance(tags, Mapping):
             return all(self.labels.get(k) == v for k, v in tags.items())
+        if isinstance(tags, str):  # one tag name
+            return tags in self.tags
         return set(tags).issubset(self.tags)
 
 
@@ -242,10 +244,12 @@ def checked_rows(
 
 
 def want_filter(tags: TagFilter | None) -> TagFilter | None:
-    """``tags`` materialised once (an iterator is read only once), ``None`` when it filters
-    nothing."""
+    """``tags`` materialised once (an iterator is read only once; one ``str`` is one tag name),
+    ``None`` when it filters nothing."""
     if tags is None:
         return None
+    if isinstance(tags, str):
+        return [tags] if tags else None
     want: TagFilter = dict(tags) if isinstance(tags, Mapping) else list(tags)
     return want or None
 

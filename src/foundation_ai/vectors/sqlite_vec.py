@@ -11,7 +11,8 @@ Schema (``<t>`` is the table prefix, default ``vectors``):
   metadata as JSON;
 - ``<t>_vec``: a ``vec0`` virtual table, ``embedding float[<dimensions>]`` with the store's
   distance metric, keyed by the same ``rowid``;
-- ``<t>_tags(tag, rowid)`` and ``<t>_labels(key, value, rowid)``: what filters read;
+- ``<t>_tags(tag, rowid)`` and ``<t>_labels(key, value, rowid)``: what filters read (each also
+  indexed by ``rowid``, for deletes);
 - ``<t>_meta(key, value)``: ``dimensions`` and ``metric`` of the store.
 
 A search without a filter is a ``vec0`` k-nearest-neighbour query (exact; sqlite-vec has no
@@ -172,6 +173,11 @@ class SqliteVecStore:
             " PRIMARY KEY (tag, rowid)) WITHOUT ROWID;"
             f"CREATE TABLE IF NOT EXISTS {t}_labels (key TEXT NOT NULL, value TEXT NOT NULL,"
             " rowid INTEGER NOT NULL, PRIMARY KEY (key, value, rowid)) WITHOUT ROWID;"
+            # deleting or replacing an entry finds its filter rows by ``rowid`` (without these,
+            # each delete scanned both tables: 50,000 deletes of 100,000 entries took 70 s);
+            # added to tables made before them too
+            f"CREATE INDEX IF NOT EXISTS {t}_tags_rowid ON {t}_tags (rowid);"
+            f"CREATE INDEX IF NOT EXISTS {t}_labels_rowid ON {t}_labels (rowid);"
         )
         meta = dict(self._conn.execute(f"SELECT key, value FROM {t}_meta"))
         if meta:

@@ -14,8 +14,9 @@ result (text parts joined; ``isError`` answers, a timeout, a protocol error and 
 crashed or closed the connection become error results). A server that stopped is started again
 (stdio) or reconnected (HTTP) on the next call. A stdio server that fails to start (exits, or
 never completes the handshake) is reported with the last lines it wrote to stderr. Names that providers would refuse are made safe
-(``[a-zA-Z0-9_-]``, at most 64 characters; an optional ``prefix`` keeps servers apart); the call
-goes out under the server's own name.
+(``[a-zA-Z0-9_-]``, at most 64 characters; an optional ``prefix`` keeps servers apart) and
+unique (:func:`tool_names`: ``get.item`` beside ``get_item`` is offered as ``get_item_2``); the
+call goes out under the server's own name.
 
 The connection lives on one background event loop thread shared by every MCP source of the
 process, so tools work whatever loop (or thread) runs the session; a call cancelled by a steer
@@ -38,7 +39,7 @@ from typing import Any, TextIO
 from ...errors import ConfigurationError, FoundationAIError
 from ...types import Args, Tool, ToolDefinition
 
-__all__ = ["MCPServerTools", "MCPTool", "MCPToolError"]
+__all__ = ["MCPServerTools", "MCPTool", "MCPToolError", "tool_names"]
 
 log = logging.getLogger(__name__)
 
@@ -157,9 +158,33 @@ def _with_tail(message: str, tail: _StderrTail | None) -> str:
     return message + "; its stderr ended with:\n" + "\n".join("  " + ln for ln in text.splitlines())
 
 
-def _safe_name(name: str, prefix: str | None) -> str:
-    full = f"{prefix}_{name}" if prefix else name
-    return _BAD.sub("_", full)[:64] or "tool"
+def _joined(name: str, prefix: str | None) -> str:
+    """``prefix_name`` (no second ``_`` after a prefix ending in ``_`` or ``-``), or ``name``."""
+    if not prefix:
+        return name
+    return f"{prefix}{name}" if prefix[-1] in "_-" else f"{prefix}_{name}"
+
+
+def tool_names(names: Sequence[str], prefix: str | None = None) -> list[str]:
+    """The names the model sees for a server's tools ``names`` (in order): each made safe for
+    every provider (``[a-zA-Z0-9_-]``, at most 64 characters, ``prefix_`` in front) and unique.
+    A name that is safe as it is keeps it; one whose safe form is taken (``get.item`` beside
+    ``get_item``, or two long names cut to the same 64 characters) gets ``_2``, ``_3``, ... so
+    no tool of the server hides another."""
+    full = [_joined(n, prefix) for n in names]
+    safe = [_BAD.sub("_", f)[:64] or "tool" for f in full]
+    kept = {s for f, s in zip(full, safe, strict=True) if s == f}  # safe as they are
+    used: set[str] = set()
+    out: list[str] = []
+    for f, s in zip(full, safe, strict=True):
+        if s in used or (s in kept and s != f):
+            k = 2
+            while (c := f"{s[: 63 - len(str(k))]}_{k}") in used or c in kept:
+                k += 1
+            s = c
+        used.add(s)
+        out.append(s)
+    return out
 
 
 class MCPServerTools:
@@ -455,12 +480,9 @@ class MCPServerTools:
         """
         raw = await asyncio.wrap_future(self._bg.submit(self._list()))
         out: list[MCPTool] = []
-        seen: set[str] = set()
-        for t in raw:
-            name = _safe_name(t.name, self.prefix)
-            if name in seen:
-                log.warning("MCP server %s: two tools map to the name %r; keeping the first", self.name, name)
-                continue
+        for t, name in zip(raw, tool_names([t.name for t in raw], self.prefix), strict=True):
+            if name != _joined(t.name, self.prefix):
+                log.info("MCP server %s: tool %r is offered as %r", self.name, t.name, name)
             schema = dict(t.input_schema or {"type": "object"})
             try:
                 args = Args.from_value(schema)
@@ -472,7 +494,6 @@ class MCPServerTools:
                     exc,
                 )
                 continue
-            seen.add(name)
             definition = ToolDefinition(
                 name=name, description=t.description or "", arguments=args, category=f"mcp:{self.name}"
             )

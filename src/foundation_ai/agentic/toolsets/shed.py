@@ -3,7 +3,8 @@
 A :class:`ToolShed` registers any number of tools; a session built with it declares, on each
 request, the discovery meta-tool ``shed`` plus the *active* tools only (the request's
 ``ToolDeclarations(shed=..., tools=[...])``). The model calls ``shed(description, limit=5)`` to
-find tools: the hits are activated (declared from the next request on) and returned as JSON::
+find tools: the hits are activated (declared from the next request on) and returned as JSON
+(no hit: a line saying so, how many tools can be found and how to list them all)::
 
     shed = ToolShed().tools(hundreds_of_tools).tool(one_more)
     agent = AgentSession.builder(model).with_tool_shed(shed).build()
@@ -527,5 +528,12 @@ class _ShedTool:
         description = str(arguments.get("description", ""))
         limit = int(arguments.get("limit", DEFAULT_LIMIT))
         hits = self.registry.search(description, limit)
+        if not hits:  # a bare ``[]`` told the model nothing about what to do next
+            reg = self.registry
+            findable = sum(1 for n in reg._tools if n not in reg.pinned)
+            return (
+                f"no tool matches {description!r} ({findable} tools can be found): describe the task "
+                f"in other words, or call {SHED_NAME} with an empty description to list every tool"
+            )
         self.registry.activate(*(h.name for h in hits))
         return msgspec.json.encode(hits).decode()
