@@ -214,15 +214,15 @@ def test_bad_arguments_raise() -> None:
         assemble_context([], state=None, tokens=tokens(), window=0, keep_from=0)
 
 
-def test_estimate_counter_is_a_quarter_of_the_characters_at_least_the_words() -> None:
+def test_estimate_counter_weighs_character_classes_and_at_least_the_words() -> None:
     c = EstimateCounter()
     assert c.name == "estimate"
     assert c.count("") == 0
-    assert c.count("abcdefgh") == 2
-    assert c.count("a b c d e f") == 6
+    assert c.count("abcdefgh") == 2  # 8 lowercase letters x 0.2, rounded up
+    assert c.count("a b c d e f") == 6  # the word count is a floor
     tk = MessageTokens(c)
     m = Messages.user("abcd" * 10)
-    assert tk(m) == 10 + 4
+    assert tk(m) == 8 + 4
 
 
 def test_in_process_llama_models_count_with_their_own_tokenizer() -> None:

@@ -162,3 +162,36 @@ async def test_search_context_tool_recalls_older_messages() -> None:
         assert bad.error_detail is not None
     finally:
         mgr.close()
+
+
+def test_an_embedder_of_another_length_than_the_stored_vectors_is_refused_at_build(tmp_path: Path) -> None:
+    from foundation_ai.agentic import AgentSession, say
+    from foundation_ai.vectors import InMemoryVectorStore, VectorEntry
+
+    path = tmp_path / "v.sqlite3"
+    first = SqliteVecStore(path)
+    first.upsert([VectorEntry(id="a", vector=[1.0] + [0.0] * 255)])  # the file now holds 256-dim vectors
+    first.close()
+
+    def build(embedder: WordLlamaEmbedder, store: object) -> AgentSession:
+        config = MemoryConfig(embedder=embedder, vector_store=store)
+        return (
+            AgentSession.builder(ScriptedModel([say("ok")]))
+            .with_store(InMemorySessionStore())
+            .with_memory(config)
+            .build()
+        )
+
+    store = SqliteVecStore(path)
+    with pytest.raises(
+        ConfigurationError, match=r"makes 64-dimension vectors .* holds 256-dimension vectors"
+    ):
+        build(WordLlamaEmbedder(64), store)
+    with pytest.raises(ConfigurationError, match=r"makes 128-dimension .* holds 256-dimension"):
+        build(WordLlamaEmbedder(128), InMemoryVectorStore(dimensions=256))
+    agent = build(WordLlamaEmbedder(256), store)  # the same length builds
+    assert agent.run_turn("hi").ok
+    agent.close()
+    fresh = build(WordLlamaEmbedder(64), SqliteVecStore(tmp_path / "new.sqlite3"))  # empty: takes 64
+    fresh.close()
+    store.close()

@@ -225,7 +225,7 @@ async def test_triggers_run_observation_then_reflection_and_announce_them() -> N
     store = InMemorySessionStore()
     mgr = manager(
         model,
-        MemoryConfig(embedder=False, observation_trigger_tokens=200, reflection_trigger_tokens=3),
+        MemoryConfig(embedder=False, observation_trigger_tokens=200, reflection_trigger_tokens=4),
         store,
     )
     mgr.absorb(conversation_records(1, words=10))  # ~40 tokens: below the trigger
@@ -237,7 +237,7 @@ async def test_triggers_run_observation_then_reflection_and_announce_them() -> N
     assert kinds == [
         "AgentProgress.ProcessingMemory",
         "SessionRecord.Observation",
-    ]  # one observation: 2 tokens < 3
+    ]  # one observation ("- o1"): 3 tokens < 4
     assert mgr.state is not None and mgr.state.tokens_since_observation == 0
     mgr.absorb(conversation_records(2))
     items = [i async for i in mgr.passes()]
@@ -400,3 +400,40 @@ def test_reflection_importance_outside_the_unit_range_does_not_load() -> None:
     with pytest.raises(ValueError):
         ReflectionEntry(content="x", importance=-0.1)
     assert msgspec.json.decode(to_json(ObservationEntry(content="q", type="question")))["type"] == "question"
+
+
+async def test_memory_tool_refuses_a_fact_over_the_documented_size() -> None:
+    store = InMemorySessionStore()
+    mgr = manager(ScriptedModel(), store=store)
+    big = "BIG " + "y" * 100_000
+    with pytest.raises(AssertionError, match=r"100,004 characters; a fact holds at most 1,000"):
+        await run_tool(mgr, "add", fact=big)
+    assert mgr.facts() == []
+    from foundation_ai.memory import MAX_FACT_CHARS
+
+    await run_tool(mgr, "add", fact="x" * MAX_FACT_CHARS)  # the limit itself is accepted
+    with pytest.raises(AssertionError, match="new fact is 1,001 characters"):
+        await run_tool(mgr, "replace", fact="x" * MAX_FACT_CHARS, new_fact="z" * (MAX_FACT_CHARS + 1))
+    assert [len(f.content) for f in mgr.facts()] == [MAX_FACT_CHARS]
+    assert [r.version for r in store.load("s1") if isinstance(r, SessionRecord.WorkingMemory)] == [1]
+
+
+async def test_memory_tool_does_not_add_an_exact_duplicate_and_says_so() -> None:
+    store = InMemorySessionStore()
+    mgr = manager(ScriptedModel(), store=store)
+    await run_tool(mgr, "add", fact="The user drinks tea.")
+    first = mgr.facts()[0].id
+    said = await run_tool(mgr, "add", fact="  the user drinks TEA. ")
+    assert said == f"already remembered (fact id {first}); nothing added"
+    assert [f.content for f in mgr.facts()] == ["The user drinks tea."]
+    assert [r.version for r in store.load("s1") if isinstance(r, SessionRecord.WorkingMemory)] == [1]
+    await run_tool(mgr, "add", fact="The user likes green tea.")
+    with pytest.raises(
+        AssertionError,
+        match=r"no single fact matches 'tea': 2 facts contain it; name one by its id: " + first,
+    ):
+        await run_tool(mgr, "remove", fact="tea")
+    with pytest.raises(AssertionError, match="already remembered"):
+        await run_tool(mgr, "replace", fact="green tea", new_fact="The user drinks tea.")
+    await run_tool(mgr, "remove", fact="drinks tea")  # the only fact containing it
+    assert [f.content for f in mgr.facts()] == ["The user likes green tea."]

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ArgumentValidationError",
     "ConfigurationError",
+    "ContextOverflowError",
     "EmptyPromptError",
     "FoundationAIError",
     "InvalidChoiceError",
@@ -171,6 +172,23 @@ class ToolChoiceError(InvalidChoiceError):
 
 
 _HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
+
+
+class ContextOverflowError(FoundationAIError):
+    """A request cannot fit its model's context window even with everything that may be left
+    out left out. A context assembler (``with_context_assembler``; memory's, see
+    ``docs/memory.md``) raises it to end the turn before the model is called: the turn fails
+    with kind ``"context_overflow"`` and this message (``TurnFailedError`` from ``run_turn``).
+
+    Attributes:
+        tokens: the tokens the request needs at least.
+        window: the context window, tokens.
+    """
+
+    def __init__(self, message: str, *, tokens: int, window: int) -> None:
+        super().__init__(message)
+        self.tokens = tokens
+        self.window = window
 
 
 class TurnFailedError(FoundationAIError):

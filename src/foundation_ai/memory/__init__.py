@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .retrieval import Retriever
     from .state import MemoryState
     from .tokens import EstimateCounter, LlamaTokenCounter, MessageTokens, TokenCounter, counter_for
-    from .tools import memory_tool, search_context_tool
+    from .tools import MAX_FACT_CHARS, memory_tool, search_context_tool
 
 _LAZY: dict[str, str] = {
     "AssembledContext": "assembly",
@@ -62,6 +62,7 @@ _LAZY: dict[str, str] = {
     "MessageTokens": "tokens",
     "TokenCounter": "tokens",
     "counter_for": "tokens",
+    "MAX_FACT_CHARS": "tools",
     "memory_tool": "tools",
     "search_context_tool": "tools",
 }
@@ -74,6 +75,7 @@ __all__ = [
     "EstimateCounter",
     "LlamaCppEmbedder",
     "LlamaTokenCounter",
+    "MAX_FACT_CHARS",
     "MemoryConfig",
     "MemoryGenerationError",
     "MemoryManager",

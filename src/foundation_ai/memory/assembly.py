@@ -12,7 +12,9 @@ starts at a user-side message with no tool call awaiting its result, so a call i
 separated from its result); their content is represented by the observation and reflection
 blocks. If the current turn alone does not fit, its oldest rounds are left out, keeping its
 prompt. The stored history is never changed: only the request is. What still does not fit is
-sent anyway; the loop's overflow recovery after a provider error stays the last resort.
+sent anyway (the session's memory manager first checks it against the whole window, see
+``MemoryManager.assemble_for``); the loop's overflow recovery after a provider error stays the
+last resort.
 
 Everything here is a pure function of its arguments.
 """
@@ -55,6 +57,8 @@ class AssembledContext(msgspec.Struct, kw_only=True):
         dropped_ids: their ids.
         recalled: the recalled memories carried.
         blocks: how many memory blocks lead ``messages``.
+        block_tokens: the tokens those blocks take (the rest of ``tokens`` is what no
+            assembly can leave out: ``fixed_tokens`` and the kept part of the current turn).
     """
 
     messages: list[Any]
@@ -66,6 +70,7 @@ class AssembledContext(msgspec.Struct, kw_only=True):
     dropped_ids: list[str] = msgspec.field(default_factory=list)
     recalled: list[Recalled] = msgspec.field(default_factory=list)
     blocks: int = 0
+    block_tokens: int = 0
 
     @property
     def compressed(self) -> bool:
@@ -275,4 +280,5 @@ def assemble_context(
         dropped_ids=dropped_ids,
         recalled=carried,
         blocks=len(blocks),
+        block_tokens=block_tokens,
     )

@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ContextOverflowError
 from ..types import (
     AgenticError,
     AgentProgress,
@@ -271,7 +271,18 @@ class MemoryManager:
         self, interaction: ModelInteraction, model: Any, keep_from: int, head_end: int
     ) -> ModelInteraction:
         """The request to send: ``interaction`` with its messages assembled from the session's
-        history and memory (see :mod:`foundation_ai.memory.assembly`)."""
+        history and memory (see :mod:`foundation_ai.memory.assembly`).
+
+        When even the part no assembly leaves out (system prompt, tool declarations, the
+        answer reserve, the current turn's prompt and latest round) exceeds the whole window:
+        counted by the model's own tokenizer, the turn must fail before the model is called;
+        counted by the estimate, the request is sent with a warning (the provider decides: an
+        estimate cannot prove it too large). When only the memory blocks push it over the
+        window, they are left out (a warning).
+
+        Raises:
+            ContextOverflowError: the fixed part exceeds the window, by the model's tokenizer.
+        """
         assert self.state is not None and self.tokens is not None
         s = self.session
         history = s.messages
@@ -279,27 +290,65 @@ class MemoryManager:
         if keep_from < len(history):
             self._turn_source = history[keep_from].id
         recalled = self.recalled_for(prompt)
+        window = self.window(model)
+        fixed = self.fixed_tokens(interaction)
         ctx = assemble_context(
             history,
             state=self.state,
             tokens=self.tokens,
-            window=self.window(model),
+            window=window,
             keep_from=keep_from,
             head_end=head_end,
             recalled=recalled,
             pressure=self.config.pressure,
-            fixed_tokens=self.fixed_tokens(interaction),
+            fixed_tokens=fixed,
             min_start=min(s.context_start, keep_from),
             recall_tokens=self.config.recall_tokens,
         )
         if getattr(s, "context_cut", None) is not None:
             # after an overflow inside this turn the loop's own cut wins: memory blocks + its window
             ctx.messages = ctx.messages[: ctx.blocks] + list(interaction.messages)
+        elif ctx.tokens > window:
+            self._over_window(ctx, window, fixed)
         self.last_context = ctx
         if ctx.dropped_ids and not self._dropped_unobserved:
             observed = self.state.observed_ids
             self._dropped_unobserved = any(i not in observed for i in ctx.dropped_ids)
         return msgspec.structs.replace(interaction, messages=ctx.messages)
+
+    def _over_window(self, ctx: AssembledContext, window: int, fixed: int) -> None:
+        """``ctx`` exceeds the whole window: see :meth:`assemble_for`."""
+        assert self.tokens is not None
+        pinned = ctx.tokens - ctx.block_tokens
+        sid = self.session.session_id
+        if pinned <= window:  # the memory blocks push it over: leave them out
+            log.warning(
+                "session %s: memory blocks (%d tokens) left out of a request: with them it would "
+                "take %d tokens of a %d-token window",
+                sid,
+                ctx.block_tokens,
+                ctx.tokens,
+                window,
+            )
+            ctx.messages = ctx.messages[ctx.blocks :]
+            ctx.tokens, ctx.blocks, ctx.block_tokens, ctx.recalled = pinned, 0, 0, []
+            return
+        counter = self.tokens.counter.name
+        how = "the model's tokenizer" if counter == "tokenizer" else f"the {counter}"
+        message = (
+            f"the request needs at least {pinned:,} tokens, more than the {window:,}-token context "
+            f"window: {fixed:,} for the system prompt, tool declarations and the "
+            f"{self.config.output_reserve:,}-token answer reserve, {pinned - fixed:,} for the "
+            f"current turn's prompt and latest round (counted by {how})"
+        )
+        if counter == "estimate":
+            log.warning("session %s: %s; sent anyway: the provider decides", sid, message)
+            return
+        raise ContextOverflowError(
+            message + "; shorten the prompt or use a larger window (MemoryConfig.context_window)",
+            tokens=pinned,
+            window=window,
+        )
 
     def assemble(self, request: Any) -> ModelInteraction:
         """The session's context assembler (``ContextRequest`` -> ``ModelInteraction``)."""

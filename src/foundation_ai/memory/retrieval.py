@@ -176,6 +176,18 @@ class KeywordIndex:
         return [(self.ids[i], float(scores[i])) for i in order]
 
 
+def _check_dimensions(embedder: Any, store: Any) -> None:
+    """Raise ``ConfigurationError`` naming both lengths when ``store`` has a fixed vector
+    length (``dimensions``; ``None`` while a new store is empty) other than ``embedder``'s."""
+    made, held = getattr(embedder, "dimensions", None), getattr(store, "dimensions", None)
+    if isinstance(made, int) and isinstance(held, int) and made != held:
+        raise ConfigurationError(
+            f"the embedder {embedder!r} makes {made}-dimension vectors but the vector store "
+            f"{store!r} holds {held}-dimension vectors: use a store (or table) of {made} "
+            f"dimensions, or an embedder of {held}"
+        )
+
+
 class Retriever:
     """Semantic, keyword and hybrid search over a session's texts.
 
@@ -187,6 +199,10 @@ class Retriever:
         batch_size: texts per embedding call.
 
     Thread-safe. :meth:`close` stops the worker.
+
+    Raises:
+        ConfigurationError: the store already holds vectors of another length than the
+            embedder makes (``store.dimensions != embedder.dimensions``).
     """
 
     def __init__(
@@ -204,6 +220,7 @@ class Retriever:
         self.embedder = embedder
         self._private = store is None
         self.store = store if store is not None else InMemoryVectorStore(Metric.Cosine)
+        _check_dimensions(embedder, self.store)
         self.session_id = session_id
         self.batch_size = batch_size
         self._texts: dict[str, tuple[str, str]] = {}

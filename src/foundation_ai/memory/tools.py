@@ -11,7 +11,12 @@ from typing import Any, Literal, Protocol
 
 from ..types import MemoryFact
 
-__all__ = ["MemoryHost", "memory_tool", "search_context_tool"]
+__all__ = ["MAX_FACT_CHARS", "MemoryHost", "memory_tool", "search_context_tool"]
+
+MAX_FACT_CHARS = 1_000
+"""The longest fact the ``memory`` tool stores, in characters (after stripping): a fact is one
+short sentence shown in every request; longer text belongs in the conversation, where
+``search_context`` finds it (``docs/memory.md``)."""
 
 
 class MemoryHost(Protocol):
@@ -29,29 +34,65 @@ class MemoryHost(Protocol):
     def recall(self, query: str, mode: str, limit: int) -> list[tuple[str, str]]: ...
 
 
-def _find(facts: list[MemoryFact], key: str) -> int | None:
+def _same(a: str, b: str) -> bool:
+    """The same fact text: equal once stripped, ignoring case."""
+    return a.strip().lower() == b.strip().lower()
+
+
+def _find(facts: list[MemoryFact], key: str) -> int:
+    """The index of the fact with id ``key``, else text ``key`` (ignoring case), else the only
+    fact containing ``key``.
+
+    Raises:
+        ValueError: no fact, or several, match (the message lists the candidates' ids).
+    """
     key = key.strip()
     for i, f in enumerate(facts):
         if f.id == key:
             return i
-    low = key.lower()
     for i, f in enumerate(facts):
-        if f.content.strip().lower() == low:
+        if _same(f.content, key):
             return i
+    low = key.lower()
     matches = [i for i, f in enumerate(facts) if low and low in f.content.lower()]
-    return matches[0] if len(matches) == 1 else None
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise ValueError(f"no single fact matches {key!r}")
+    ids = ", ".join(f"{facts[i].id} ({facts[i].content[:60]!r})" for i in matches[:5])
+    raise ValueError(
+        f"no single fact matches {key!r}: {len(matches)} facts contain it; name one by its id: {ids}"
+    )
+
+
+def _checked(fact: str, what: str) -> str:
+    """``fact`` stripped, or ``ValueError`` when it is empty or longer than MAX_FACT_CHARS."""
+    text = fact.strip()
+    if not text:
+        raise ValueError(f"the {what} is empty")
+    if len(text) > MAX_FACT_CHARS:
+        raise ValueError(
+            f"the {what} is {len(text):,} characters; a fact holds at most {MAX_FACT_CHARS:,} "
+            "(one short sentence): keep the gist, the full text stays findable with search_context"
+        )
+    return text
 
 
 def memory_tool(host: MemoryHost) -> Any:
     """``Tool.MultiCommands("memory", add / remove / replace)`` over ``host``.
 
-    - ``add(fact, confidence=1.0)``: append a fact.
+    - ``add(fact, confidence=1.0)``: append a fact; a fact already remembered (the same text,
+      ignoring case and surrounding spaces) is not added again: the tool says so and writes
+      nothing.
     - ``remove(fact)``: drop the fact with this id, this exact text, or the only fact containing
       this text.
     - ``replace(fact, new_fact, confidence=1.0)``: change one fact (found like ``remove``).
 
-    Each successful command writes a new ``WorkingMemory`` version (previous + 1). A fact that
-    cannot be found makes the call fail with a message the model sees.
+    Each command that changes the facts writes a new ``WorkingMemory`` version (previous + 1).
+    A fact that cannot be found (or is ambiguous: the candidates' ids are listed), an empty
+    fact, a fact over :data:`MAX_FACT_CHARS` characters, a replacement that duplicates another
+    fact or a confidence outside 0..1 makes the call fail with a message the model sees;
+    nothing is written.
     """
     from ..agentic.tools import MultiCommandTool, tool
 
@@ -63,12 +104,14 @@ def memory_tool(host: MemoryHost) -> Any:
             fact: The fact, one short self-contained sentence.
             confidence: How sure you are, 0.0 to 1.0.
         """
-        if not fact.strip():
-            raise ValueError("the fact is empty")
+        text = _checked(fact, "fact")
         if not 0.0 <= confidence <= 1.0:
             raise ValueError("confidence must be between 0.0 and 1.0")
         facts = host.facts()
-        new = MemoryFact(content=fact.strip(), confidence=confidence, source=host.source_id())
+        for f in facts:
+            if _same(f.content, text):
+                return f"already remembered (fact id {f.id}); nothing added"
+        new = MemoryFact(content=text, confidence=confidence, source=host.source_id())
         version = host.write_facts([*facts, new])
         return f"remembered (fact id {new.id}, working memory version {version})"
 
@@ -80,10 +123,7 @@ def memory_tool(host: MemoryHost) -> Any:
             fact: The fact's id, or its text.
         """
         facts = host.facts()
-        i = _find(facts, fact)
-        if i is None:
-            raise ValueError(f"no single fact matches {fact!r}")
-        gone = facts.pop(i)
+        gone = facts.pop(_find(facts, fact))
         version = host.write_facts(facts)
         return f"forgot {gone.content!r} (working memory version {version})"
 
@@ -96,15 +136,17 @@ def memory_tool(host: MemoryHost) -> Any:
             new_fact: The corrected fact.
             confidence: How sure you are, 0.0 to 1.0.
         """
-        if not new_fact.strip():
-            raise ValueError("the new fact is empty")
+        text = _checked(new_fact, "new fact")
         if not 0.0 <= confidence <= 1.0:
             raise ValueError("confidence must be between 0.0 and 1.0")
         facts = host.facts()
         i = _find(facts, fact)
-        if i is None:
-            raise ValueError(f"no single fact matches {fact!r}")
-        facts[i] = MemoryFact(content=new_fact.strip(), confidence=confidence, source=host.source_id())
+        twin = next((f for j, f in enumerate(facts) if j != i and _same(f.content, text)), None)
+        if twin is not None:
+            raise ValueError(
+                f"the new fact is already remembered (fact id {twin.id}): remove this one instead"
+            )
+        facts[i] = MemoryFact(content=text, confidence=confidence, source=host.source_id())
         version = host.write_facts(facts)
         return f"replaced (fact id {facts[i].id}, working memory version {version})"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 
+from ...errors import ContextOverflowError
 from ...types import ModelInteraction
 from ..context import window
 from .generate import Generation
@@ -35,8 +36,10 @@ async def assemble_context(host: TurnHost, state: TurnState) -> Phase:
     :data:`~foundation_ai.agentic.turn.hooks.ContextAssembler` when one is set) and the
     :class:`Generation` step that will send it (``state.generation``); then the session's
     :data:`~foundation_ai.agentic.turn.hooks.SpendCheck` (``can_spend``), when one is set, may
-    refuse it: the turn ends ``BudgetExhausted`` before the model is called. Emits nothing.
-    Next: ``generate``, or ``finish`` when the spend check refused.
+    refuse it: the turn ends ``BudgetExhausted`` before the model is called. An assembler that
+    raises ``ContextOverflowError`` ends the turn ``context_overflow`` before the model is
+    called. Emits nothing. Next: ``generate``, or ``finish`` when the spend check refused or
+    the request cannot fit.
 
     Raises:
         TypeError: the context assembler returned something else than a ``ModelInteraction``.
@@ -50,8 +53,12 @@ async def assemble_context(host: TurnHost, state: TurnState) -> Phase:
     assembler = hooks.context
     if assembler is not None:
         request = ContextRequest(host.session_id, interaction, host.messages, model, state)
-        made = assembler(request)
-        interaction = await made if inspect.isawaitable(made) else made
+        try:
+            made = assembler(request)
+            interaction = await made if inspect.isawaitable(made) else made
+        except ContextOverflowError as exc:  # the request cannot fit: fail before the model call
+            fail(state, "context_overflow", str(exc), tokens=exc.tokens, window=exc.window)
+            return Phase.FINISH
         if not isinstance(interaction, ModelInteraction):
             raise TypeError(f"a context assembler must return a ModelInteraction, got {interaction!r:.80}")
     check = hooks.can_spend

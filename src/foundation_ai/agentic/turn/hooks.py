@@ -115,7 +115,9 @@ ContextAssembler: TypeAlias = Callable[[ContextRequest], ModelInteraction | Awai
 """``assembler(request) -> ModelInteraction`` (or an awaitable of it): the request to send.
 Return ``request.interaction`` unchanged for the default behaviour, or a copy
 (``msgspec.structs.replace``) with other ``messages`` / ``system_prompt``. Called in the
-``assemble_context`` phase, once per generation (retries included)."""
+``assemble_context`` phase, once per generation (retries included). Raising
+``foundation_ai.errors.ContextOverflowError`` ends the turn with a ``context_overflow`` failure
+before the model is called."""
 
 
 @dataclass(frozen=True, slots=True)
