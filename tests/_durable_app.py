@@ -150,6 +150,24 @@ def effects_table(path: str) -> sqlite3.Connection:
     return c
 
 
+def wait_probe(path: str, key: str, timeout: float = 60) -> int:
+    """The pid a worker wrote to the ``probe`` table of the effects file under ``key`` (a tool
+    of the test app writes it when it starts), waiting up to ``timeout`` seconds.
+
+    Raises:
+        TimeoutError: no probe row for ``key`` in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        c = effects_table(path)
+        c.execute("CREATE TABLE IF NOT EXISTS probe (pid INTEGER, key TEXT)")
+        row = c.execute("SELECT pid FROM probe WHERE key = ?", (key,)).fetchone()
+        c.close()
+        if row:
+            return int(row[0])
+        time.sleep(0.02)
+    raise TimeoutError(key)
+
+
 @side_effects
 @tool
 async def record_fact(note: str) -> str:

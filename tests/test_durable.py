@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ pytest.importorskip("dbos")
 from foundation_ai.durable import DurableClient, DurableConfig
 from foundation_ai.errors import ConfigurationError
 
-from ._durable_app import FakeModelServer, effects_table
+from ._durable_app import FakeModelServer, effects_table, wait_probe
 from ._durable_pool import ROOT, WorkerPool, expected_history, normalized
 
 
@@ -57,19 +56,6 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     )
 
 
-def _wait_probe(path: str, key: str, timeout: float = 60) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        c = effects_table(path)
-        c.execute("CREATE TABLE IF NOT EXISTS probe (pid INTEGER, key TEXT)")
-        row = c.execute("SELECT pid FROM probe WHERE key = ?", (key,)).fetchone()
-        c.close()
-        if row:
-            return int(row[0])
-        time.sleep(0.02)
-    raise TimeoutError(key)
-
-
 def test_cli_submit_status_and_follow_a_turn_run_by_an_embedded_sqlite_worker(
     embedded, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -100,7 +86,7 @@ def test_abort_sent_from_another_process_ends_the_running_turn(embedded) -> None
     pool.start(1)
     with DurableClient(cfg) as client:
         h = client.enqueue_turn("s-abort", "long job")
-        _wait_probe(env["FA_EFFECTS_DB"], "long job")
+        wait_probe(env["FA_EFFECTS_DB"], "long job")
         out = _cli("abort", h.turn_id, "--db", cfg.db)
         assert out.returncode == 0, out.stderr
         gate.touch()  # the slow tool ends after the abort was sent
@@ -117,7 +103,7 @@ def test_steering_sent_from_another_process_redirects_the_running_turn(embedded)
     pool.start(1)
     with DurableClient(cfg) as client:
         h = client.enqueue_turn("s-steer", "first topic")
-        _wait_probe(env["FA_EFFECTS_DB"], "first topic")
+        wait_probe(env["FA_EFFECTS_DB"], "first topic")
         h.steer("other topic")
         gate.touch()
         res = h.result(timeout=120)
@@ -134,7 +120,7 @@ def test_side_effect_tool_interrupted_by_a_crash_is_not_run_again(embedded) -> N
     [wid] = pool.start(1)
     with DurableClient(cfg) as client:
         h = client.enqueue_turn("s-crash", "pay once")
-        _wait_probe(env["FA_EFFECTS_DB"], "fact:pay once")
+        wait_probe(env["FA_EFFECTS_DB"], "fact:pay once")
         pool.kill(wid)  # inside record_fact, after its claim, before its effect
         assert client.recover([wid]) == [h.turn_id]
         pool.start(1)
@@ -167,7 +153,7 @@ def test_sigterm_hands_back_a_turn_that_outlives_the_grace_period(embedded) -> N
     first, _second = pool.start(2)
     with DurableClient(cfg) as client:
         h = client.enqueue_turn("s-term", "deploy")
-        pid = _wait_probe(env["FA_EFFECTS_DB"], "deploy")
+        pid = wait_probe(env["FA_EFFECTS_DB"], "deploy")
         wid = pool.pid_of(pid)
         assert wid in (first, _second)
         assert pool.terminate(wid) == 0  # graceful: exits 0 once it handed the turn back

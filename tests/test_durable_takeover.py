@@ -23,21 +23,8 @@ from foundation_ai.agentic.stores import conversation_of
 from foundation_ai.durable import DurableClient, DurableConfig
 from foundation_ai.types import Messages, SessionRecord, ToolCall, ToolResultMessage
 
-from ._durable_app import FakeModelServer, effects_table
+from ._durable_app import FakeModelServer, effects_table, wait_probe
 from ._durable_pool import ROOT, WorkerPool, normalized
-
-
-def _wait_probe(path: str, key: str, timeout: float = 60) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        c = effects_table(path)
-        c.execute("CREATE TABLE IF NOT EXISTS probe (pid INTEGER, key TEXT)")
-        row = c.execute("SELECT pid FROM probe WHERE key = ?", (key,)).fetchone()
-        c.close()
-        if row:
-            return int(row[0])
-        time.sleep(0.02)
-    raise TimeoutError(key)
 
 
 def _wait_log(path: Path, text: str, timeout: float = 60) -> None:
@@ -103,7 +90,7 @@ def test_a_worker_that_lost_its_turn_to_recover_stores_nothing_more(
         pool.start(2)
         with DurableClient(DurableConfig(db)) as client:
             h = client.enqueue_turn("s-live", "pay live")
-            pid = _wait_probe(effects, probe)  # the worker is inside the slow tool
+            pid = wait_probe(effects, probe)  # the worker is inside the slow tool
             wid = pool.pid_of(pid)
             assert wid is not None
             assert client.recover([wid]) == [h.turn_id]  # the worker is alive and busy
