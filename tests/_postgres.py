@@ -46,3 +46,16 @@ def fresh_url(prefix: str = "t") -> str:
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{name}"')
     return conninfo.make_conninfo(uri, options=f"-c search_path={name}")
+
+
+def fresh_database(prefix: str) -> str:
+    """A connection string for a new, empty database ``<prefix>_<pid>`` (dropped first if a
+    run before left it): for code that creates its own schemas and tables (DBOS, serve)."""
+    import psycopg
+
+    uri = server_uri()
+    name = f"{prefix}_{os.getpid()}"
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return uri.replace("/postgres?", f"/{name}?")

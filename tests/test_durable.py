@@ -198,19 +198,13 @@ def test_cli_submit_refuses_an_empty_prompt(tmp_path: Path) -> None:
 
 
 def test_a_postgresql_session_db_opens_a_postgres_session_store() -> None:
-    import psycopg
 
     from foundation_ai.agentic.stores.postgres import PostgresSessionStore
     from foundation_ai.types import Messages, SessionRecord
 
-    from ._postgres import server_uri
+    from ._postgres import fresh_database
 
-    uri = server_uri()
-    name = f"durable_store_{os.getpid()}"
-    with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = uri.replace("/postgres?", f"/{name}?")
+    url = fresh_database("durable_store")
     store = DurableConfig(url).open_store()
     try:
         assert isinstance(store, PostgresSessionStore)

@@ -5,7 +5,6 @@ subprocesses on one real PostgreSQL (pgserver), a loopback model server and a ga
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,16 +23,10 @@ from .test_serve_shared import Cluster, Events, _h  # noqa: E402
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    import psycopg
 
-    from ._postgres import server_uri
+    from ._postgres import fresh_database
 
-    uri = server_uri()
-    name = f"served_takeover_{os.getpid()}"
-    with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = uri.replace("/postgres?", f"/{name}?")
+    url = fresh_database("served_takeover")
     with GatedModelServer() as model:
         c = Cluster(tmp_path, url, model)
         c.alice = c.key("alice")  # type: ignore[attr-defined]

@@ -99,16 +99,10 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    import psycopg
 
-    from ._postgres import server_uri
+    from ._postgres import fresh_database
 
-    uri = server_uri()
-    name = f"serve_shared_{os.getpid()}"
-    with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = uri.replace("/postgres?", f"/{name}?")
+    url = fresh_database("serve_shared")
     with GatedModelServer() as model:
         c = Cluster(tmp_path_factory.mktemp("shared"), url, model)
         c.alice, c.bob = c.key("alice"), c.key("bob")  # type: ignore[attr-defined]
