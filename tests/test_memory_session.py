@@ -195,7 +195,9 @@ def test_three_hundred_turns_in_a_two_thousand_token_window(tmp_path: Path) -> N
     model = ScriptedModel(script, context_window=WINDOW, record=None)
     mem_model, mem_script = memory_model()
     config = MemoryConfig(
-        observation_trigger_tokens=500,
+        # low enough that each observation is due before the window's pressure leaves unobserved
+        # messages out (that also starts one, below the trigger: the exact check below would fail)
+        observation_trigger_tokens=350,
         reflection_trigger_tokens=40,
         memory_model=mem_model,
         output_reserve=150,
