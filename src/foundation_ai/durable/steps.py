@@ -99,21 +99,21 @@ class DurableSteps(StepRunner):
         own = self.ownership
         if own is not None:
             own.check()
+        return await self._refusal_noted(DBOS.run_step_async(options, fn))
+
+    async def _refusal_noted(self, call: Awaitable[T]) -> T:
+        """Await a DBOS call of this workflow; DBOS refusing it because another run owns the
+        turn (``DBOSWorkflowConflictIDError``, re-raised) marks the turn lost."""
         try:
-            return await DBOS.run_step_async(options, fn)
+            return await call
         except dbos_errors.DBOSWorkflowConflictIDError:
-            if own is not None:
-                own.mark_lost()
+            if self.ownership is not None:
+                self.ownership.mark_lost()
             raise
 
     async def _take_steering(self, step: Generation) -> None:
         while True:
-            try:
-                msg = await DBOS.recv_async(STEER_TOPIC, timeout_seconds=0)
-            except dbos_errors.DBOSWorkflowConflictIDError:
-                if self.ownership is not None:
-                    self.ownership.mark_lost()
-                raise
+            msg = await self._refusal_noted(DBOS.recv_async(STEER_TOPIC, timeout_seconds=0))
             if msg is None:
                 return
             kind, body = msg.get("kind"), msg.get("message")
