@@ -48,6 +48,7 @@ __all__ = [
     "parse_tool_calls",
     "partial_suffix",
     "protocol_instructions",
+    "strict_strings",
     "tool_call_grammar",
 ]
 
@@ -340,8 +341,20 @@ def tool_call_grammar(functions: Sequence[FunctionSpec]) -> str:
     )
     schema = converter.resolve_refs(schema, "tool")
     converter.visit(schema, "call")
-    rules: str = converter.format_grammar()
+    rules = strict_strings(converter.format_grammar())
     return f'root ::= "{CALL_OPEN}" call "{CALL_CLOSE}"\n{rules}\n'
+
+
+_LOOSE_CHAR = 'char ::= [^"\\\\]'
+_STRICT_CHAR = 'char ::= [^"\\\\\\x7F\\x00-\\x1F]'
+
+
+def strict_strings(grammar: str) -> str:
+    """``grammar`` (from llama-cpp-python's JSON Schema converter) with its string characters
+    limited to what JSON allows: the converter's ``char`` rule (llama-cpp-python 0.3.x) lets a
+    raw control character, such as a newline, into a string, which no JSON parser accepts
+    (RFC 8259, section 7); llama.cpp's own ``json_schema_to_grammar`` excludes them, as this does."""
+    return grammar.replace(_LOOSE_CHAR, _STRICT_CHAR)
 
 
 def _closed(schema: dict[str, Any]) -> dict[str, Any]:

@@ -101,7 +101,7 @@ from ._llama_source import (
     select_gguf_file,
     shard_files,
 )
-from ._llama_tools import ParseEvent, ToolCallStreamParser, partial_suffix, tool_call_grammar
+from ._llama_tools import ParseEvent, ToolCallStreamParser, partial_suffix, strict_strings, tool_call_grammar
 from ._sampling import recommended_params
 from .base import BaseModel, ChunkMode, ModelDescriptor, ModelStream
 
@@ -390,7 +390,9 @@ class LlamaCppModel(BaseModel):
             grammar = self._lib.llama_grammar.JSON_GBNF
         elif isinstance(params.output_format, OutputFormat.JsonSchema):
             try:
-                grammar = self._lib.llama_grammar.json_schema_to_gbnf(json.dumps(params.output_format.schema))
+                grammar = strict_strings(
+                    self._lib.llama_grammar.json_schema_to_gbnf(json.dumps(params.output_format.schema))
+                )
             except Exception as exc:
                 raise _Failure(
                     f"output_format JSON Schema is not supported by the grammar converter: {exc}"
