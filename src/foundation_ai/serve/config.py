@@ -165,7 +165,8 @@ class ServeConfig:
             ``api_key``.
 
     Raises:
-        ConfigurationError: no agents, duplicate names, or neither keys nor ``no_auth``.
+        ConfigurationError: no agents, duplicate names, neither keys nor ``no_auth``, or an
+            ``allow_origins`` entry that is not an ``http(s)://host[:port]`` origin.
     """
 
     agents: list[Agent]
