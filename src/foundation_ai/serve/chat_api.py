@@ -33,7 +33,7 @@ from .approvals import call_json
 from .convert import chat_messages, output_format, sampling
 from .errors import error_body, turn_error
 from .http import json_bytes, owner_of, read_json, revoked_sse, sse_data_bytes, state_of
-from .runtime import LiveTurn, begin_turn, event_batches
+from .runtime import LiveTurn, begin_turn, event_batches, first_event
 
 __all__ = ["chat_completions", "usage_chat"]
 
@@ -126,7 +126,7 @@ async def _until_first_event(live: LiveTurn) -> None:
         ApiError: the turn failed before producing anything.
     """
     try:
-        first = await live.first_event()
+        first = await first_event(live)
     except asyncio.CancelledError:  # the client went away while waiting
         live.abort()
         raise

@@ -38,7 +38,7 @@ from .approvals import call_json
 from .convert import output_format, responses_input, sampling
 from .errors import ApiError, turn_error
 from .http import json_bytes, owner_of, read_json, revoked_sse, sse_event_bytes, state_of
-from .runtime import LiveTurn, begin_turn, event_batches
+from .runtime import LiveTurn, begin_turn, event_batches, first_event
 
 __all__ = ["responses"]
 
@@ -259,7 +259,7 @@ async def responses(request: Request) -> Response:
     headers = {"X-Session-Id": live.session_id} if store else {}
     if body.get("stream"):
         try:
-            first = await live.first_event()
+            first = await first_event(live)
         except asyncio.CancelledError:
             live.abort()
             raise

@@ -28,7 +28,7 @@ from .errors import ApiError
 from .index import SessionIndex
 from .masking import MaskingStore, SecretMask
 
-__all__ = ["LiveTurn", "SessionManager", "event_batches"]
+__all__ = ["LiveTurn", "SessionManager", "event_batches", "first_event"]
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +217,13 @@ class LiveTurn:
         if not self.done:
             self._abort = True
         self.session.abort()
+
+
+async def first_event(live: Any) -> TurnEvent | None:
+    """:meth:`LiveTurn.first_event`; ``None`` at once for a turn without it (a turn of another
+    process, ``shared.RemoteTurn``: its stream starts before its first event, as before)."""
+    wait = getattr(live, "first_event", None)
+    return await wait() if wait is not None else None
 
 
 async def event_batches(
