@@ -173,7 +173,10 @@ def test_a_provider_key_echoed_by_the_model_is_masked_in_everything_served_and_s
             msgs = [{"role": "user", "content": "hi"}]
             plain = c.post("/v1/chat/completions", json={"model": "bot", "messages": msgs})
             served.append(plain.text)
-            assert plain.json()["choices"][0]["message"]["content"] == "Your key: [REDACTED] and [REDACTED] (keep it safe)"
+            assert (
+                plain.json()["choices"][0]["message"]["content"]
+                == "Your key: [REDACTED] and [REDACTED] (keep it safe)"
+            )
             streamed = c.post("/v1/chat/completions", json={"model": "bot", "messages": msgs, "stream": True})
             served.append(streamed.text)
             pieces = [
