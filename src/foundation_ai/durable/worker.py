@@ -31,7 +31,8 @@ from typing import Any
 import msgspec
 from dbos import DBOS
 
-from ..agentic.session import AgentSession, AgentSessionBuilder
+from ..agentic.builder import AgentSessionBuilder
+from ..agentic.session import AgentSession
 from ..agentic.stores import SessionHeader, SessionMeta, SessionStore, conversation_of
 from ..agentic.stores.base import takes_header
 from ..agentic.stores.sqlite import SqliteSessionStore

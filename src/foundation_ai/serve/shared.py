@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agentic import AgentSession, TurnEvent
+from ..agentic.builder import AgentSessionBuilder
 from ..agentic.events import TurnOutcome, TurnSummary
-from ..agentic.session import AgentSessionBuilder
 from ..errors import ConfigurationError
 from ..ids import new_scru128
 from ..types import AgenticError, Messages, ModelParams, TokenSnapshot, from_json, to_json
