@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import (
-    TurnFailedError,
-)
 from ..types import (
     AssistantMessage,
     StopReason,
     UsageReport,
 )
+from .errors import TurnFailedError
 from .turn_result import Turn
 
 __all__ = ["Answer"]

@@ -19,6 +19,7 @@ from ..types import (
     ModelParams,
     SessionRecord,
 )
+from . import plugins
 from .context import dangling_calls, interrupted_results
 from .errors import SessionExistsError, SessionNotFoundError
 from .ledger import TokenBudget
@@ -239,10 +240,8 @@ class AgentSessionBuilder:
         """Turn memory on: working memory (the ``memory`` tool), observations and reflections,
         context assembly before each generation and retrieval (``search_context``).
         ``config``: a :class:`foundation_ai.memory.MemoryConfig` (default settings when
-        ``None``). See ``docs/memory.md``."""
-        from ..memory.manager import MemoryConfig
-
-        self._memory = config if config is not None else MemoryConfig()
+        ``None``), or any :class:`~.plugins.MemoryPlugin`. See ``docs/memory.md``."""
+        self._memory = config if config is not None else plugins.default("memory")()
         return self
 
     def with_tool_timeout(self, seconds: float | None) -> AgentSessionBuilder:
@@ -353,11 +352,9 @@ class AgentSessionBuilder:
     def with_step_runner(self, runner: StepRunner) -> AgentSessionBuilder:
         """Run every generation and tool call through ``runner`` (e.g. durable steps; default
         ``InProcessSteps``). See ``docs/turn-loop.md``."""
-        from ..telemetry import TracingSteps  # no OpenTelemetry import: only the wrapper type
-
-        current = self._hooks.steps
-        if isinstance(current, TracingSteps):  # keep the tool spans around the new runner
-            runner = TracingSteps(current.tracing, runner)
+        around = getattr(self._hooks.steps, "around", None)  # a plugins.WrappingSteps (tracing)
+        if around is not None:  # keep the tool spans around the new runner
+            runner = around(runner)
         self._hooks = dataclasses.replace(self._hooks, steps=runner)
         return self
 
@@ -372,13 +369,12 @@ class AgentSessionBuilder:
         ``chat`` per model call, ``execute_tool`` per tool call) to ``tracer_provider`` (default:
         the global one). Message content only with ``capture_content=True``. A no-op when
         ``opentelemetry-api`` is not installed. See ``docs/telemetry.md``."""
-        from ..telemetry import Tracing, TracingSteps, tracing_available
-
-        if not tracing_available():
+        make = plugins.default("tracing")  # foundation_ai.telemetry.session_tracing
+        tracing = make(tracer_provider, agent_name=agent_name, capture_content=capture_content)
+        if tracing is None:  # opentelemetry-api is not installed
             return self
-        tracing = Tracing(tracer_provider, agent_name=agent_name, capture_content=capture_content)
         self.with_phase_hooks(tracing)
-        self._hooks = dataclasses.replace(self._hooks, steps=TracingSteps(tracing, self._hooks.steps))
+        self._hooks = dataclasses.replace(self._hooks, steps=tracing.steps(self._hooks.steps))
         return self
 
     def build(self, session_id: str | None = None) -> AgentSession:
@@ -408,9 +404,7 @@ class AgentSessionBuilder:
         memory = None
         hooks = self._hooks
         if self._memory is not None:
-            from ..memory.manager import MemoryManager
-
-            memory = MemoryManager(self._memory)
+            memory = self._memory.manager()
             hooks = dataclasses.replace(hooks, context=memory.assembler(hooks.context))
         tools = tools + (memory.tools() if memory is not None else [])
         registry: Any = (

@@ -77,6 +77,7 @@ from .turn_result import Turn
 
 if TYPE_CHECKING:
     from .builder import AgentSessionBuilder
+from ._private_loop import _close_loop, _settle
 
 __all__ = ["AgentSession", "Answer", "Turn"]
 
@@ -111,12 +112,6 @@ def _prompt_messages(prompt: object) -> list[Messages]:
     )
 
 
-_SETTLE_SECONDS = 5.0
-"""How long a blocking call waits, once done, for clean-up tasks it left on the private loop
-(async generators a backend left open closing in a worker thread, e.g. with a sync-only
-``httpx.Client``); the rest is cancelled when the session or the interpreter closes the loop."""
-
-
 def _tool_choices(choice: Any, registry: ToolRegistry) -> Any:
     """A turn's tool choice checked against the registered tools: ``None``, one choice or a
     list of them, each a ``ToolChoice`` or ``"auto"`` / ``"none"`` / ``"required"`` / a tool name.
@@ -130,51 +125,6 @@ def _tool_choices(choice: Any, registry: ToolRegistry) -> Any:
     if isinstance(choice, list | tuple):
         return [tool_choice_of(c, offered) for c in choice]
     return tool_choice_of(choice, offered)
-
-
-def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Close a session's private loop: let its leftover tasks finish (bounded), cancel the rest,
-    close the HTTP connections kept alive on it, finalize open async generators; never "Task
-    was destroyed but it is pending!"."""
-    if loop.is_closed() or loop.is_running():
-        return
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:  # called from async code (another loop runs in this thread): just close it
-        loop.close()
-        return
-    try:
-        loop.run_until_complete(_settle())
-        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        for t in pending:
-            t.cancel()
-        if pending:
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        from ..backends._http import close_pools  # the HTTP connections kept alive on this loop
-
-        loop.run_until_complete(close_pools(loop))
-        loop.run_until_complete(loop.shutdown_asyncgens())
-    except Exception:  # closing must not fail (it may run at interpreter exit)
-        pass
-    finally:
-        loop.close()
-
-
-async def _settle() -> None:
-    """Let async generators left open finish closing (their ``aclose`` tasks, at most
-    ``_SETTLE_SECONDS``); other tasks are left alone."""
-    for _ in range(3):
-        await asyncio.sleep(0)
-    closing = [t for t in asyncio.all_tasks() if not t.done() and _is_generator_close(t)]
-    if closing:
-        await asyncio.wait(closing, timeout=_SETTLE_SECONDS)
-
-
-def _is_generator_close(task: asyncio.Task[Any]) -> bool:
-    """True for the task the event loop runs to close an async generator that was dropped."""
-    return type(task.get_coro()).__name__ in ("async_generator_athrow", "async_generator_asend")
 
 
 class AgentSession:

@@ -7,11 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import (
-    OutputValidationError,
-    RefusalError,
-    TurnFailedError,
-)
 from ..types import (
     AgenticError,
     AssistantMessage,
@@ -25,6 +20,7 @@ from ..types import (
     UsageReport,
     UserMessage,
 )
+from .errors import OutputValidationError, RefusalError, TurnFailedError
 from .events import TurnOutcome, TurnSummary
 from .output import OutputSpec
 from .turn import (
