@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import FoundationAIError
-
-if TYPE_CHECKING:
-    from .turn_result import Turn
 
 __all__ = [
     "ApprovalPendingError",
@@ -119,7 +116,7 @@ class TurnFailedError(FoundationAIError):
     ``TurnEvent.Failed``; neither raises this. An aborted turn (``abort()``) does not raise.
 
     Attributes:
-        turn: the finished ``Turn`` (its records, outcome and usage; what it produced is kept
+        turn: the finished :class:`~foundation_ai.agentic.turn_result.Turn` (its records, outcome and usage; what it produced is kept
             and persisted).
         kind: the error kind (``AgenticError.kind``): ``"provider"``, ``"rate_limited"``,
             ``"context_overflow"``, ``"budget_exhausted"``, ``"iteration_limit"``,
@@ -129,7 +126,7 @@ class TurnFailedError(FoundationAIError):
         retryable: whether trying again later may succeed (e.g. a rate limit).
     """
 
-    def __init__(self, turn: Turn | Any, kind: str, detail: str, *, retryable: bool = False) -> None:
+    def __init__(self, turn: Any, kind: str, detail: str, *, retryable: bool = False) -> None:
         super().__init__(f"the turn failed ({kind}): {detail}")
         self.turn = turn
         self.kind = kind
@@ -148,7 +145,7 @@ class OutputValidationError(TurnFailedError):
         text: the last answer, as the model sent it.
     """
 
-    def __init__(self, turn: Turn | Any, errors: Sequence[str], text: str) -> None:
+    def __init__(self, turn: Any, errors: Sequence[str], text: str) -> None:
         self.errors = list(errors)
         self.text = text
         super().__init__(turn, "output_validation", "; ".join(self.errors) or "invalid output")
@@ -164,6 +161,6 @@ class RefusalError(TurnFailedError):
         refusal: the provider's refusal text (or reason code).
     """
 
-    def __init__(self, turn: Turn | Any, refusal: str) -> None:
+    def __init__(self, turn: Any, refusal: str) -> None:
         self.refusal = refusal
         super().__init__(turn, "refused", refusal or "the model refused")
