@@ -23,7 +23,7 @@ from ..types import (
     Stream,
     ToolChoice,
 )
-from ._common import LOCAL_HOSTS, HttpBackend, describe, price_key
+from ._common import LOCAL_HOSTS, HttpBackend, ProviderHost, describe, endpoint_options, price_key
 from ._http import (
     DEFAULT_DEADLINE,
     DEFAULT_FIRST_BYTE_TIMEOUT,
@@ -32,7 +32,6 @@ from ._http import (
     HttpStreamError,
     WireError,
     astream_events,
-    resolve_endpoint,
     stream_events,
 )
 from ._openai_chat_request import (
@@ -52,6 +51,8 @@ __all__ = ["OpenAIChatModel", "WireCache", "openai_chat"]
 
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+OPENAI_HOST = ProviderHost("OPENAI_API_KEY", "OPENAI_BASE_URL", OPENAI_BASE_URL)
+"""The key and base-URL variables of this backend (``docs/models.md``, the key rule)."""
 
 
 def openai_chat(
@@ -124,19 +125,10 @@ def openai_chat(
         ConfigurationError: OpenAI's host and no key in the argument or ``OPENAI_API_KEY``; ``max_connections`` not a positive
             integer or ``None``.
     """
-    ep = resolve_endpoint(
+    ep, opts = endpoint_options(
+        OPENAI_HOST,
         api_key=api_key,
         base_url=base_url,
-        key_env="OPENAI_API_KEY",
-        base_env="OPENAI_BASE_URL",
-        default_base_url=OPENAI_BASE_URL,
-    )
-    official = ep.official
-    opts = HttpOptions.create(
-        api_key=ep.api_key,
-        env_var=None,
-        key_required=False,
-        base_url=ep.base_url,
         timeout=timeout,
         max_retries=max_retries,
         headers=headers,
@@ -150,7 +142,7 @@ def openai_chat(
     return OpenAIChatModel(
         model,
         opts,
-        official=official,
+        official=ep.official,
         context_window=context_window,
         max_output_tokens=max_output_tokens,
         extra_body=extra_body,
