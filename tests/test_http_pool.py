@@ -1,4 +1,4 @@
-"""The connection pool of a backend's own async clients (``backends/_http.py``): a cap on the
+"""The connection pool of a backend's own async clients (``backends/_http/``): a cap on the
 requests in flight, requests spread over several httpx clients, connections reused after the
 ``[DONE]`` event, one TLS context, ``aclose``; all against real loopback servers."""
 

@@ -24,7 +24,7 @@ from .context import dangling_calls, interrupted_results
 from .errors import SessionExistsError, SessionNotFoundError
 from .ledger import TokenBudget
 from .output import OutputSpec, output_spec
-from .session import _NO_HOOKS, AgentSession, _tool_choices
+from .session import _NO_HOOKS, AgentSession
 from .stores import SessionHeader, SessionMeta, SessionStore, SqliteSessionStore, conversation_of
 from .tools import ToolRegistry, as_agent_tool
 from .turn import (
@@ -35,6 +35,7 @@ from .turn import (
     StepRunner,
     ToolGate,
 )
+from .turn_inputs import _tool_choices
 
 __all__ = ["AgentSessionBuilder"]
 

@@ -39,7 +39,6 @@ from types import CoroutineType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ..errors import (
-    EmptyPromptError,
     FoundationAIError,
 )
 from ..types import (
@@ -50,7 +49,6 @@ from ..types import (
     Stream,
     ToolCall,
 )
-from ..types.choices import tool_choice_of
 from ._interrupt import run_interruptible
 from .answer import Answer, _answer
 from .context import window
@@ -78,6 +76,7 @@ from .turn_result import Turn
 if TYPE_CHECKING:
     from .builder import AgentSessionBuilder
 from ._private_loop import _close_loop, _settle
+from .turn_inputs import _prompt_messages, _tool_choices
 
 __all__ = ["AgentSession", "Answer", "Turn"]
 
@@ -90,41 +89,6 @@ _LOCKS_MADE = threading.Lock()
 """Guards making a session's ``_loop_lock`` on first use."""
 _NO_HOOKS = TurnHooks()
 """No hooks (frozen, shared by every session that sets none)."""
-
-
-def _prompt_messages(prompt: object) -> list[Messages]:
-    """The prompt of a turn as messages: a ``str``, a ``Messages`` or a non-empty list/tuple of
-    them.
-
-    Raises:
-        TypeError: anything else (e.g. ``5``, ``None``, ``b"..."``), checked before the turn
-            starts so nothing unloadable is ever persisted.
-        EmptyPromptError: (a ``ValueError``) an empty text, or an empty list.
-    """
-    if type(prompt) is str or isinstance(prompt, str | Messages):
-        return [checked_message(prompt)]
-    if isinstance(prompt, Sequence) and not isinstance(prompt, bytes | bytearray):
-        if not prompt:
-            raise EmptyPromptError("the prompt is empty (an empty list)")
-        return [checked_message(p) for p in prompt]
-    raise TypeError(
-        f"the prompt must be a str, a Messages or a list of them, got {type(prompt).__name__}: {prompt!r:.60}"
-    )
-
-
-def _tool_choices(choice: Any, registry: ToolRegistry) -> Any:
-    """A turn's tool choice checked against the registered tools: ``None``, one choice or a
-    list of them, each a ``ToolChoice`` or ``"auto"`` / ``"none"`` / ``"required"`` / a tool name.
-
-    Raises:
-        ToolChoiceError: an unknown string, or a tool name that is not registered.
-    """
-    if choice is None:
-        return None
-    offered = [f.name for f in registry.declarations().functions()]
-    if isinstance(choice, list | tuple):
-        return [tool_choice_of(c, offered) for c in choice]
-    return tool_choice_of(choice, offered)
 
 
 class AgentSession:

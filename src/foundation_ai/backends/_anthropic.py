@@ -3,7 +3,7 @@
 ``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version`` headers, streamed
 over SSE (or, with ``streaming=False``, one JSON response turned into the same items). The
 request mapping lives in ``_anthropic_request.py``, the stream mapping in
-``_anthropic_stream.py``; HTTP, retries and error text in ``_http.py``. Sources: Anthropic
+``_anthropic_stream.py``; HTTP, retries and error text in ``_http/``. Sources: Anthropic
 Messages API reference, https://docs.anthropic.com/en/api/messages, docs/concepts.md: Messages, Requests, parameters and usage, The stream contract.
 
 Usage::

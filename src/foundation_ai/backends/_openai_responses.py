@@ -3,7 +3,7 @@
 ``POST {base_url}/responses`` (the base given with or without ``/v1``) with
 ``Authorization: Bearer <key>``, streamed over SSE (or, with ``streaming=False``, one JSON
 response turned into the same items). The request mapping lives in ``_responses_request.py``,
-the stream mapping in ``_responses_stream.py``; HTTP, retries and error text in ``_http.py``.
+the stream mapping in ``_responses_stream.py``; HTTP, retries and error text in ``_http/``.
 Sources: OpenAI Responses API reference, https://platform.openai.com/docs/api-reference/responses, docs/concepts.md: Messages, Requests, parameters and usage, The stream contract.
 
 Usage::

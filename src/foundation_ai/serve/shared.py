@@ -369,7 +369,7 @@ class SharedSessionManager(SessionManager):
         """
         from dbos import EnqueueOptions
 
-        from ..agentic.session import _prompt_messages
+        from ..agentic.turn_inputs import _prompt_messages
         from ..durable.config import APP_VERSION
         from ..durable.served import SERVED_WORKFLOW
 
