@@ -359,6 +359,18 @@ def build_request(
         ]
         if interaction.tool_choice is not None:
             body["tool_choice"] = _tool_choice(interaction.tool_choice)
+    _add_params(body, params, model, official)
+    response_format = _response_format(forced, params.output_format)
+    if response_format is not None:
+        body["response_format"] = response_format
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def _add_params(body: dict[str, Any], params: ModelParams, model: str, official: bool) -> None:
+    """The ``ModelParams`` fields of a request body (the mapping of :func:`build_request`)."""
     body["max_completion_tokens" if official else "max_tokens"] = params.max_tokens
     effort = params.thinking_level
     if effort is not None and effort is not ThinkingLevel.Off:
@@ -378,20 +390,21 @@ def build_request(
         body["logit_bias"] = dict(params.logit_bias)
     if official and params.cache_retention is CacheRetention.Long:
         body["prompt_cache_retention"] = "24h"
-    fmt = params.output_format
+
+
+def _response_format(forced: tuple[dict[str, Any], str] | None, fmt: Any) -> dict[str, Any] | None:
+    """The ``response_format`` of a request: the emulated forced call's schema, else the
+    ``output_format``'s (``None``: plain text)."""
     if forced is not None:
-        body["response_format"] = {
+        return {
             "type": "json_schema",
             "json_schema": {"name": "tool_call", "schema": forced[0], "strict": True},
         }
-    elif isinstance(fmt, OutputFormat.JsonObject):
-        body["response_format"] = {"type": "json_object"}
-    elif isinstance(fmt, OutputFormat.JsonSchema):
-        body["response_format"] = {
+    if isinstance(fmt, OutputFormat.JsonObject):
+        return {"type": "json_object"}
+    if isinstance(fmt, OutputFormat.JsonSchema):
+        return {
             "type": "json_schema",
             "json_schema": {"name": fmt.name, "schema": fmt.schema, "strict": fmt.strict},
         }
-    if stream:
-        body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
-    return body
+    return None

@@ -16,9 +16,10 @@ from httpx_sse import EventSource
 from .deadline import _Clock, _Expired, _ReadDeadline, _task_getter
 from .drain import _drain, _unlink
 from .events import SseEvent, _check_event_stream
-from .failures import _STREAM_ERRORS, HttpStreamError, _connect_error, _is_json, _status_error
+from .failures import _STREAM_ERRORS, HttpStreamError, _is_json, _status_error
 from .options import HttpOptions, _request_headers
-from .retry import _attempt_error, _retry_wait
+from .pool import _AsyncPool
+from .retry import _failed_attempt, _retry_wait
 from .sync_stream import stream_events
 
 __all__ = ["astream_events"]
@@ -64,16 +65,7 @@ async def astream_events(
         try:
             try:
                 if pool is not None:
-                    gate = pool.gate
-                    if gate is not None and not gate.try_take():
-                        # one future per waiting request (thousands may wait); the first-byte deadline runs
-                        slot = gate.wait(loop, clock.loop_due(loop, clock.first_due))
-                        try:
-                            await slot
-                        except BaseException as exc:
-                            _left_queue(gate, slot, exc, clock)
-                            raise
-                    shard = pool.take()
+                    shard = await _take_slot(pool, clock, loop)
                     resp = await _send(pool.client(shard), clock, loop, url, content, hdrs)
                 else:
                     assert client is not None
@@ -136,12 +128,7 @@ async def astream_events(
         except Exception as exc:
             if not isinstance(exc, (*_STREAM_ERRORS, _Expired)):
                 raise
-            failure = _attempt_error(exc, clock, opts, attempt, started, yielded)
-            if failure is not None:
-                raise failure from None
-            wait = _retry_wait(None, attempt, None, clock, opts)
-            if wait is None:
-                raise (clock.error() if clock.expired else _connect_error(exc, opts)) from None
+            wait = _failed_attempt(exc, clock, opts, attempt, started, yielded)
         await asyncio.sleep(wait)
         attempt += 1
 
@@ -257,3 +244,19 @@ async def _in_thread(it: Iterator[SseEvent]) -> AsyncIterator[SseEvent]:
             asyncio.get_running_loop().run_in_executor(None, close)
         else:
             await asyncio.to_thread(close)
+
+
+async def _take_slot(pool: _AsyncPool, clock: _Clock, loop: asyncio.AbstractEventLoop) -> int:
+    """A connection of the shared pool for one attempt (its shard), waiting for a free slot
+    under the first-byte deadline when ``max_connections`` requests are in flight."""
+    gate = pool.gate
+    if gate is not None and not gate.try_take():
+        # one future per waiting request (thousands may wait); the first-byte deadline runs
+        slot = gate.wait(loop, clock.loop_due(loop, clock.first_due))
+        try:
+            await slot
+        except BaseException as exc:
+            _left_queue(gate, slot, exc, clock)
+            raise
+    shard: int = pool.take()
+    return shard

@@ -115,3 +115,22 @@ def _retry_wait(
     if wait >= clock.remaining():
         return None
     return wait
+
+
+def _failed_attempt(
+    exc: Exception, clock: _Clock, opts: HttpOptions, attempt: int, started: bool, yielded: bool
+) -> float:
+    """The wait in seconds before the next attempt after ``exc`` (a transport failure, a
+    timeout or an expired deadline) ended attempt ``attempt``.
+
+    Raises:
+        HttpStreamError: the failure is final (after output, a certificate error, the deadline
+            reached) or no retry is left.
+    """
+    failure = _attempt_error(exc, clock, opts, attempt, started, yielded)
+    if failure is not None:
+        raise failure from None
+    wait = _retry_wait(None, attempt, None, clock, opts)
+    if wait is None:
+        raise (clock.error() if clock.expired else _connect_error(exc, opts)) from None
+    return wait

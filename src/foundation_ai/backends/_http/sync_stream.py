@@ -16,9 +16,9 @@ from ..base import _sync_iter
 from .deadline import _Clock, _Watch
 from .drain import _drain_sync, _unlink
 from .events import SseEvent, _check_event_stream
-from .failures import _STREAM_ERRORS, HttpStreamError, _connect_error, _is_json, _status_error
+from .failures import _STREAM_ERRORS, HttpStreamError, _is_json, _status_error
 from .options import HttpOptions, _request_headers
-from .retry import _attempt_error, _retry_wait
+from .retry import _failed_attempt, _retry_wait
 
 __all__ = ["stream_events"]
 
@@ -52,13 +52,7 @@ def stream_events(
             retried), dropped stream, bad content type, deadline or first-byte timeout.
     """
     if opts.sync_client is None and opts.async_client is not None:
-        # An AsyncClient's pooled connections belong to the event loop that opened them, and this
-        # private loop ends with the call: ask for the connection to be closed after the answer
-        # so none is left in the pool bound to a dead loop.
-        once = {**headers, "Connection": "close"}
-        from .async_stream import astream_events  # sync over the user's async client: the one upward call
-
-        yield from _sync_iter(lambda: astream_events(opts, url, body, once))
+        yield from _over_async_client(opts, url, body, headers)
         return
     client = opts.get_sync_client()
     content = body if isinstance(body, bytes) else msgspec.json.encode(body)
@@ -84,10 +78,7 @@ def stream_events(
                 watch.started(resp)
                 started = True
                 if resp.status_code >= 400:
-                    err = _status_error(resp.status_code, resp.read(), opts)
-                    wait = _retry_wait(err, attempt, resp.headers, clock, opts)
-                    if wait is None:
-                        raise err
+                    wait = _status_wait(resp, attempt, clock, opts)
                 else:
                     if _is_json(resp):
                         raw = resp.read()
@@ -109,15 +100,37 @@ def stream_events(
         except Exception as exc:
             if not isinstance(exc, _STREAM_ERRORS) and clock.expired is None:
                 raise
-            failure = _attempt_error(exc, clock, opts, attempt, started, yielded)
-            if failure is not None:
-                raise failure from None
-            wait = _retry_wait(None, attempt, None, clock, opts)
-            if wait is None:
-                raise (clock.error() if clock.expired else _connect_error(exc, opts)) from None
+            wait = _failed_attempt(exc, clock, opts, attempt, started, yielded)
         finally:
             watch.disarm()
             if resp is not None:
                 _unlink(resp)
         time.sleep(wait)
         attempt += 1
+
+
+def _status_wait(resp: httpx.Response, attempt: int, clock: _Clock, opts: HttpOptions) -> float:
+    """The wait in seconds before retrying an answer with an HTTP error status.
+
+    Raises:
+        HttpStreamError: the status is not retried, or no retry is left.
+    """
+    err = _status_error(resp.status_code, resp.read(), opts)
+    wait = _retry_wait(err, attempt, resp.headers, clock, opts)
+    if wait is None:
+        raise err
+    return wait
+
+
+def _over_async_client(
+    opts: HttpOptions, url: str, body: bytes | Mapping[str, Any], headers: Mapping[str, str]
+) -> Iterator[SseEvent]:
+    """:func:`stream_events` through the user's only client, an ``httpx.AsyncClient``, on a
+    private event loop in a worker thread."""
+    # An AsyncClient's pooled connections belong to the event loop that opened them, and this
+    # private loop ends with the call: ask for the connection to be closed after the answer
+    # so none is left in the pool bound to a dead loop.
+    once = {**headers, "Connection": "close"}
+    from .async_stream import astream_events  # sync over the user's async client: the one upward call
+
+    yield from _sync_iter(lambda: astream_events(opts, url, body, once))
