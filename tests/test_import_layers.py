@@ -73,6 +73,35 @@ def test_no_import_cycle_between_modules_of_different_packages() -> None:
     assert crossing == []
 
 
+def _graph() -> grimp.ImportGraph:
+    return grimp.build_graph("foundation_ai", cache_dir=None)
+
+
+def test_the_agent_layer_imports_neither_memory_nor_telemetry() -> None:
+    """Memory and tracing plug into the session through ``agentic/plugins.py`` (issue 24)."""
+    graph = _graph()
+    for above in ("foundation_ai.memory", "foundation_ai.telemetry"):
+        chain = graph.find_shortest_chain(importer="foundation_ai.agentic", imported=above, as_packages=True)
+        assert chain is None, chain
+
+
+def test_the_root_errors_import_nothing_that_knows_a_turn() -> None:
+    graph = _graph()
+    chain = graph.find_shortest_chain(
+        importer="foundation_ai.errors", imported="foundation_ai.agentic", as_packages=True
+    )
+    assert chain is None, chain
+
+
+def test_the_server_does_not_import_the_command_line() -> None:
+    """The built-in tools the server offers live in ``agentic/toolsets/builtin.py``."""
+    graph = _graph()
+    chain = graph.find_shortest_chain(
+        importer="foundation_ai.serve", imported="foundation_ai._cli", as_packages=True
+    )
+    assert chain is None, chain
+
+
 def test_the_cycle_finder_finds_a_cycle_across_packages() -> None:
     """The check above can fail: a graph with ``a.x -> b.y -> a.x`` is reported."""
     graph = grimp.ImportGraph()
