@@ -46,8 +46,6 @@ from ._wire_text import as_name, decode_event, final, has_surrogate_escape, join
 from .base import ModelStream
 
 # ============================================================================================
-# stream
-
 
 __all__ = ["ChatStreamParser", "split_json_objects"]
 
