@@ -5,6 +5,7 @@ and a headless Chromium page at a given width (desktop 1280 px, phone 400 px).""
 from __future__ import annotations
 
 import base64
+import random
 import struct
 import zlib
 from typing import Any
@@ -112,13 +113,16 @@ def ui_agent(name: str = "bot") -> Agent:
     )
 
 
-def png(width: int = 3, height: int = 2) -> bytes:
-    """A small valid RGB PNG (red pixels), built with zlib (PNG spec, www.w3.org/TR/png/)."""
+def png(width: int = 3, height: int = 2, *, noise: bool = False) -> bytes:
+    """A valid RGB PNG, built with zlib (PNG spec, www.w3.org/TR/png/): red pixels, or with
+    ``noise`` random ones (which do not compress: about ``3 * width * height`` bytes)."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    rows = b"".join(
+        b"\x00" + (random.randbytes(3 * width) if noise else b"\xff\x00\x00" * width) for _ in range(height)
+    )
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     return (
         b"\x89PNG\r\n\x1a\n"

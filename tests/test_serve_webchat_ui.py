@@ -383,6 +383,26 @@ def test_an_attached_image_reaches_the_model_and_shows_in_the_chat(
     assert "what is this?" in css(page, ".msg.user")[0].text, "the image and its text in one bubble"
 
 
+def test_a_large_image_is_scaled_down_before_it_is_sent(page: Any, tmp_path: Path) -> None:
+    picture = tmp_path / "noise.png"
+    picture.write_bytes(png(1400, 80, noise=True))
+    assert picture.stat().st_size > 300_000  # over the page's keep-as-is size
+    css(page, "#file")[0].send_keys(str(picture))
+    wait_for(lambda: css(page, "#attachments .chip"), "the attachment chip")
+    send(page, "a big one")
+    wait_for(lambda: "I see 1 image(s): image/jpeg" in log_text(page), "the model's answer about the image")
+    thumb = css(page, ".msg.user img.thumb")[0]
+    size = wait_for(
+        lambda: (
+            page.execute_script("return [arguments[0].naturalWidth, arguments[0].naturalHeight]", thumb)
+            if page.execute_script("return arguments[0].naturalWidth", thumb)
+            else None
+        ),
+        "the decoded image",
+    )
+    assert size == [1280, 73], "the longest side scaled to 1,280 px, the ratio kept"
+
+
 def test_a_removed_attachment_is_not_sent(page: Any, tmp_path: Path) -> None:
     picture = tmp_path / "red.png"
     picture.write_bytes(png())
