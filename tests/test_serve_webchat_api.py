@@ -188,3 +188,41 @@ def test_bad_image_parts_are_refused_with_the_part_named(api: Any) -> None:
     r = c.post(f"/v1/sessions/{sid}/turns", json={"input": []}, headers=h)
     assert r.status_code == 400 and r.json()["error"]["param"] == "input"
     assert c.get(f"/v1/sessions/{sid}", headers=h).json()["records"] == [], "nothing was run or stored"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A session index: one process's (SQLite) or the shared one (real PostgreSQL, --db)."""
+    if request.param == "sqlite":
+        from foundation_ai.serve.index import SessionIndex
+
+        idx: Any = SessionIndex(str(tmp_path / "index.sqlite3"))
+        yield idx
+        idx.close()
+        return
+    from foundation_ai.serve.shared_db import SharedDatabase, SharedIndex
+    from tests._postgres import fresh_database
+
+    db = SharedDatabase(fresh_database("webchat_index"))
+    try:
+        yield SharedIndex(db)
+    finally:
+        db.close()
+
+
+def test_both_session_indexes_search_titles_literally_and_forget_deleted_sessions(index: Any) -> None:
+    for sid, owner, title in (
+        ("s1", "alice", "Apples and pears"),
+        ("s2", "alice", "100% sure_thing"),
+        ("s3", "bob", "apples of bob"),
+    ):
+        index.add(sid, owner, "bot", title)
+        index.add_response("resp-" + sid, sid)
+    assert [m["id"] for m in index.list("alice", query="APPLES")] == ["s1"]
+    assert [m["id"] for m in index.list("alice", query="0% s")] == ["s2"]
+    assert index.list("alice", query="u_e") == [] and index.list("alice", query="%x") == []
+    assert {m["id"] for m in index.list("alice")} == {"s1", "s2"}
+    index.delete("s1")
+    assert index.get("s1") is None and index.session_of_response("resp-s1") is None
+    assert [m["id"] for m in index.list("alice")] == ["s2"]
+    assert index.get("s3") is not None, "other sessions stay"
