@@ -16,10 +16,6 @@ from .secrets import mask_url
 __all__ = ["Endpoint", "join_url", "resolve_api_key", "resolve_endpoint"]
 
 
-# --------------------------------------------------------------------------------------------
-# keys and options
-
-
 def resolve_api_key(api_key: str | None, env_var: str | None, *, required: bool) -> str | None:
     """The key from ``api_key``, else from the environment variable ``env_var``.
 

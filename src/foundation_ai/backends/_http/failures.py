@@ -52,10 +52,6 @@ class WireError(ProviderError):
     """A backend could not parse what the provider sent (malformed SSE data or JSON)."""
 
 
-# --------------------------------------------------------------------------------------------
-# error text
-
-
 def error_text(status: int, body: bytes | str, *, secrets: tuple[str | None, ...] = ()) -> str:
     """Clean provider text for an HTTP error ``status`` with ``body``.
 
@@ -140,10 +136,6 @@ def _is_cert_error(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
-
-
-# --------------------------------------------------------------------------------------------
-# the error tail and timing
 
 
 def error_items(

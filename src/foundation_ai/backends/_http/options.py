@@ -245,11 +245,8 @@ class HttpOptions:
         self.close()
 
 
-# --------------------------------------------------------------------------------------------
-# POST + SSE
-
-
 def _request_headers(opts: HttpOptions, headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers of a streamed POST: the SSE and JSON defaults, the call's, then the options'."""
     h = {"Accept": "text/event-stream", "Content-Type": "application/json"}
     h.update(headers)
     h.update(opts.headers)
