@@ -53,6 +53,7 @@ import msgspec
 
 from ..ids import new_call_id, new_scru128
 from ..pricing import priced
+from ..schema.refs import self_contained
 from ..types import (
     AssistantMessage,
     GenerationMetadata,
@@ -656,7 +657,7 @@ def forced_call_schema(interaction: ModelInteraction) -> tuple[dict[str, Any], s
         }
         for f in fns
     ]
-    schema = branches[0] if len(branches) == 1 else {"anyOf": branches}
+    schema = self_contained(branches[0] if len(branches) == 1 else {"anyOf": branches})
     lines = [
         "Call a tool now. Reply with only a JSON object "
         '{"name": "<tool name>", "arguments": {...}} and nothing else. Tools:'
@@ -723,7 +724,11 @@ def build_request(
         body["tools"] = [
             {
                 "type": "function",
-                "function": {"name": f.name, "description": f.description, "parameters": f.parameters},
+                "function": {
+                    "name": f.name,
+                    "description": f.description,
+                    "parameters": self_contained(f.parameters),
+                },
             }
             for f in fns
         ]
@@ -759,7 +764,7 @@ def build_request(
     elif isinstance(fmt, OutputFormat.JsonSchema):
         body["response_format"] = {
             "type": "json_schema",
-            "json_schema": {"name": fmt.name, "schema": fmt.schema, "strict": fmt.strict},
+            "json_schema": {"name": fmt.name, "schema": self_contained(fmt.schema), "strict": fmt.strict},
         }
     if stream:
         body["stream"] = True
@@ -1267,7 +1272,13 @@ class ChatStreamParser(msgspec.Struct, gc=False):
         new = cur is None
         if not new and call_id and cur is not None and cur.id and call_id != cur.id:
             new = True  # a new id at a used index starts a new call
-        if not new and isinstance(args, dict) and cur is not None and (cur.args_obj is not None or cur.parts):
+        if (
+            not new
+            and isinstance(args, dict)
+            and args
+            and cur is not None
+            and (cur.args_obj is not None or cur.parts)
+        ):
             new = True  # a complete object after the current call's arguments: another call
         if new:
             cur = _Call(call_id, name)
@@ -1284,7 +1295,8 @@ class ChatStreamParser(msgspec.Struct, gc=False):
         if sig is not None:
             cur.signature = sig
         if isinstance(args, dict):
-            cur.args_obj = args
+            if args or (cur.args_obj is None and not cur.parts):  # an empty final {} erases nothing
+                cur.args_obj = args
         elif isinstance(args, str):
             if args:
                 cur.parts.append(args)
