@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -579,7 +580,7 @@ class MCPServerTools:
         seen: set[str] = set()
         for _ in range(MAX_TOOL_PAGES):
             params = None if cursor is None else PaginatedRequestParams(cursor=cursor)
-            page = await self._request("the tool list", lambda s, p=params: s.list_tools(params=p))
+            page = await self._request("the tool list", functools.partial(_list_page, params=params))
             tools += page.tools
             cursor = page.next_cursor or None
             if cursor is None:
@@ -669,6 +670,11 @@ _PARSE_ERROR = -32700
 _TOO_LARGE = "byte limit"
 """In the SDK's error for an SSE event past ``max_sse_event_size`` (httpx2: "Server-sent event
 exceeded the N byte limit.")."""
+
+
+def _list_page(session: Any, *, params: Any) -> Coroutine[Any, Any, Any]:
+    """One ``tools/list`` request (``params``: the page's cursor, or ``None``)."""
+    return session.list_tools(params=params)  # type: ignore[no-any-return]
 
 
 def _describe(exc: BaseException) -> str:
