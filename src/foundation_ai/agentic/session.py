@@ -73,6 +73,7 @@ from .session_meta import header_for
 from .steering import Steering, checked_message
 from .stores import SessionHeader, SessionMeta, SessionStore, SqliteSessionStore, conversation_of
 from .stores.base import takes_header
+from .stores.lease import LEASE_SECONDS, give_back_lease, take_session_lease
 from .tools import ToolRegistry, as_agent_tool
 from .turn import (
     ChainedPhaseHooks,
@@ -939,6 +940,12 @@ class AgentSession:
     _loop_lock: _thread.LockType | None = None  # one blocking call at a time drives ``_loop``
     _closed = False
     _running = False  # a turn holds the session (see ``_enter``)
+    _lease: Any = None  # the store's session lease the running turn holds (stores/lease.py)
+    lease_seconds: float = LEASE_SECONDS
+    """How long the session's lease lives without renewal (``docs/sessions.md``)."""
+    lease_turn_id: str | None = None
+    """The id a turn takes the lease under (``None``: a new one per turn; a durable turn sets
+    its workflow id, so its recovered run takes the crashed run's lease over)."""
 
     def __init__(
         self,
@@ -1127,8 +1134,18 @@ class AgentSession:
                 if self._running:
                     return False
                 self._running = True
-                return True
+            try:  # one running turn per stored session, in every process (SessionBusyError)
+                self._lease = take_session_lease(
+                    self.store, self.session_id, self.lease_turn_id, self.lease_seconds
+                )
+            except BaseException:
+                self._running = False
+                raise
+            return True
+        lease, self._lease = self._lease, None
         self._running = False
+        if lease is not None:
+            give_back_lease(lease)
         return True
 
     def _check_open(self) -> None:
