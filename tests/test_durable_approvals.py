@@ -87,13 +87,13 @@ def test_a_decision_on_one_of_two_pending_calls_survives_a_worker_kill_and_the_t
         assert h.status() == "PENDING" and _effects(effects, "ap1") == []  # nothing ran yet
         pool.kill(first)
         assert client.recover([first]) == [h.turn_id]
-        pool.start(1)
-        time.sleep(1.0)  # the recovered run replays its steps and waits for the last decision
-        assert [c.id for c in client.pending_approvals(h.turn_id)] == [calls[1].id]  # the first kept
+        pool.start(1)  # the recovered run replays its steps, the received decision included
+        assert [c.id for c in client.pending_approvals(h.turn_id)] == [calls[1].id]
         with pytest.raises(ApprovalPendingError):
             client.approve(h.turn_id, calls[0].id)  # decided already
-        client.deny(h.turn_id, calls[1].id, "not today")
-        res = h.result(timeout=120)
+        client.deny(h.turn_id, calls[1].id, "not today")  # the last decision, on the new worker
+        res = h.result(timeout=120)  # completes only if the first decision was kept
+
         assert res.ok and res.outcome == "Completed" and res.text == f"done: {prompt}"
         results = [m for m in conversation_of(client.store.load("s-ap1")) if isinstance(m, ToolResultMessage)]
     assert [r.name for r in results] == ["slow_a", "fast_b", "mid_c"]

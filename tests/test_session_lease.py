@@ -130,30 +130,57 @@ def test_a_second_process_turn_on_a_running_session_is_refused_naming_the_runnin
         store.close()
 
 
-def test_a_sigkilled_holders_lease_expires_and_the_next_turn_takes_the_session_over(
+def test_a_sigkilled_holders_lease_is_taken_over_at_once_by_the_next_turn_on_that_machine(
     where: str, tmp_path: Path, holders: list[Holder]
 ) -> None:
     sid = "shared-2"
-    holder = Holder(where, sid, tmp_path / "gate", seconds=2)
+    holder = Holder(where, sid, tmp_path / "gate", seconds=30)
     holders.append(holder)
     running = holder.turn_id()
-    holder.kill()  # it never releases: its lease runs out
     store, session = _session(where, sid)
     try:
+        with pytest.raises(SessionBusyError):
+            session.run_turn("while it runs")  # refused: the holder is alive
+        holder.kill()  # it never releases its lease, which would run 30 s more
         live = lease_of(store, sid)
-        assert live is not None and live.turn_id == running  # still held right after the kill
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                turn = session.run_turn("after the crash")
-                break
-            except SessionBusyError as exc:
-                assert exc.turn_id == running and time.monotonic() < deadline
-                time.sleep(0.2)
-        assert turn.text() == "second turn done"
-        assert lease_of(store, sid) is None  # released at the end of the turn
+        assert live is not None and live.turn_id == running
+        started = time.monotonic()
+        turn = session.run_turn("after the crash")  # the holder's process is gone: taken over
+        assert turn.text() == "second turn done" and time.monotonic() - started < 10
+        assert lease_of(store, sid) is None or lease_of(store, sid).turn_id != running  # type: ignore[union-attr]
         results = [m for m in session.messages if isinstance(m, ToolResultMessage)]
         assert [r.error_detail for r in results] == ["interrupted: the process stopped"]
+    finally:
+        store.close()
+
+
+def test_a_lease_held_on_another_machine_expires_and_is_then_taken_over(where: str) -> None:
+    store = open_store(where)
+    try:
+        AgentSession.builder(ScriptedModel([say("first")])).with_store(store).build("remote").run_turn("hi")
+        take_lease(store, "remote", "turn-far", seconds=1.5, holder="far-away-host:4242", keep=False)
+        session = (
+            AgentSession.builder(ScriptedModel([say("second turn done")])).with_store(store).resume("remote")
+        )
+        with pytest.raises(SessionBusyError) as refused:
+            session.run_turn("now?")
+        assert refused.value.turn_id == "turn-far" and refused.value.holder == "far-away-host:4242"
+        assert [m.text() for m in session.messages] == ["hi", "first"]  # nothing stored by the refused turn
+        deadline = time.monotonic() + 30
+        while True:  # the far holder never renews: its lease runs out
+            try:
+                turn = session.run_turn("now?")
+                break
+            except SessionBusyError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert turn.text() == "second turn done"
+        assert [m.text() for m in conversation_of(store.load("remote"))] == [
+            "hi",
+            "first",
+            "now?",
+            "second turn done",
+        ]
     finally:
         store.close()
 
@@ -191,7 +218,10 @@ def _call(cid: str) -> AssistantMessage:
 def test_a_stored_real_result_is_rebuilt_next_to_its_call_whatever_came_between(tmp_path: Path) -> None:
     store = SqliteSessionStore(tmp_path / "s.sqlite3")
     a_call = _call("call_a")
-    between = [Messages.user("B's question"), Messages.Assistant(model=MID, content=TextContent("B's answer"))]
+    between = [
+        Messages.user("B's question"),
+        Messages.Assistant(model=MID, content=TextContent("B's answer")),
+    ]
     real = Messages.ToolResult(tool_call_id="call_a", name="lookup", content=TextContent("42"))
     placeholder = Messages.ToolResult(
         tool_call_id="call_a",

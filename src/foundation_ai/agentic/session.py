@@ -73,7 +73,7 @@ from .session_meta import header_for
 from .steering import Steering, checked_message
 from .stores import SessionHeader, SessionMeta, SessionStore, SqliteSessionStore, conversation_of
 from .stores.base import takes_header
-from .stores.lease import LEASE_SECONDS, give_back_lease, take_session_lease
+from .stores.lease import LEASE_SECONDS, atake_session_lease, give_back_lease
 from .tools import ToolRegistry, as_agent_tool
 from .turn import (
     ChainedPhaseHooks,
@@ -1134,19 +1134,19 @@ class AgentSession:
                 if self._running:
                     return False
                 self._running = True
-            try:  # one running turn per stored session, in every process (SessionBusyError)
-                self._lease = take_session_lease(
-                    self.store, self.session_id, self.lease_turn_id, self.lease_seconds
-                )
-            except BaseException:
-                self._running = False
-                raise
             return True
-        lease, self._lease = self._lease, None
+        lease, self._lease = self._lease, None  # taken by _take_lease at the turn's start
         self._running = False
         if lease is not None:
             give_back_lease(lease)
         return True
+
+    async def _take_lease(self) -> None:
+        """Take the store's session lease for the turn that just entered (``run_turn``): one
+        running turn per stored session, in every process (``SessionBusyError``)."""
+        self._lease = await atake_session_lease(
+            self.store, self.session_id, self.lease_turn_id, self.lease_seconds
+        )
 
     def _check_open(self) -> None:
         if self._closed:

@@ -220,7 +220,7 @@ async def durable_turn(session_id: str, prompt: str) -> str:
     return msgspec.json.encode(result).decode()
 
 
-LEASE_POLL = 0.5
+LEASE_POLL = 0.1
 """Seconds between two tries of a durable turn waiting for its session's lease."""
 
 

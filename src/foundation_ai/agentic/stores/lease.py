@@ -20,6 +20,8 @@ server's clock, so workers on machines with skewed clocks agree.
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import logging
 import os
 import socket
@@ -42,9 +44,11 @@ __all__ = [
     "lease_of",
     "release_lease",
     "renew_lease",
+    "atake_session_lease",
     "give_back_lease",
+    "holder_is_gone",
     "take_lease",
-    "take_session_lease",
+    "take_turn_lease",
 ]
 
 log = logging.getLogger(__name__)
@@ -89,6 +93,22 @@ class Lease:
 def lease_holder() -> str:
     """This process as a lease holder: ``"<host>:<pid>"``."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def holder_is_gone(holder: str) -> bool:
+    """True when ``holder`` (``host:pid``) is a process of this machine that no longer runs
+    (``kill(pid, 0)`` finds none): its lease can be taken over at once, without waiting for
+    it to expire. A holder on another machine is never judged gone (its lease expires)."""
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # e.g. PermissionError: it runs, under another user
+        return False
+    return False
 
 
 # -- backends -----------------------------------------------------------------------------------
@@ -181,7 +201,7 @@ class _Sqlite:
                 row = c.execute(
                     "SELECT turn_id, holder, token, expires FROM session_leases WHERE session_id=?", (sid,)
                 ).fetchone()
-                if row is not None and row[3] > now and row[0] != turn:
+                if row is not None and row[3] > now and row[0] != turn and not holder_is_gone(row[1]):
                     c.execute("ROLLBACK")
                     return 0, (row[0], row[1], int(row[2]), row[3] - now)
                 token = 1 if row is None else int(row[2]) + 1
@@ -249,7 +269,7 @@ class _Postgres:
                 (sid,),
             ).fetchone()
             assert row is not None
-            if row[3] > 0 and row[0] != turn:
+            if row[3] > 0 and row[0] != turn and not holder_is_gone(row[1]):
                 return 0, (row[0], row[1], int(row[2]), float(row[3]))
             token = int(row[2]) + 1
             conn.execute(
@@ -318,6 +338,32 @@ class _Keeper:
         self.wake = threading.Event()
         self.thread: threading.Thread | None = None
         self.pause = 60.0
+        self.pending: dict[tuple[int, str], Lease] = {}  # released by the thread soon
+        self.releasing = threading.Lock()  # held while pending releases are written
+
+    def release_later(self, lease: Lease) -> None:
+        with self.lock:
+            self.held.pop(id(lease), None)
+            self.pending[(id(lease.store), lease.session_id)] = lease
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self.run, name="foundation-ai-leases", daemon=True)
+                self.thread.start()
+        self.wake.set()
+
+    def flush(self, key: tuple[int, str] | None = None) -> None:
+        """Write the pending releases (of ``key`` only, when given)."""
+        with self.releasing:
+            with self.lock:
+                if key is None:
+                    todo, self.pending = list(self.pending.values()), {}
+                else:
+                    one = self.pending.pop(key, None)
+                    todo = [] if one is None else [one]
+            for lease in todo:
+                try:
+                    release_lease(lease)
+                except Exception as exc:  # it expires by itself
+                    log.warning("could not release the lease of session %s: %s", lease.session_id, exc)
 
     def add(self, lease: Lease) -> None:
         with self.lock:
@@ -340,6 +386,7 @@ class _Keeper:
                 pause = self.pause
             self.wake.wait(pause)
             self.wake.clear()
+            self.flush()
             with self.lock:
                 leases = list(self.held.values())
             for lease in leases:
@@ -356,6 +403,7 @@ class _Keeper:
 
 
 _KEEPER = _Keeper()
+atexit.register(_KEEPER.flush)  # a process that ends normally leaves no lease behind
 
 
 # -- the API ------------------------------------------------------------------------------------
@@ -381,6 +429,8 @@ def take_lease(
     backend, target = _backend(store)
     turn = turn_id or new_scru128()
     who = holder or lease_holder()
+    if backend is not _LOCAL:
+        _KEEPER.flush((id(target), session_id))  # this process's last turn of it is over
     try:
         token, busy = backend.take(target, session_id, turn, who, seconds)
     except Exception as exc:
@@ -421,25 +471,44 @@ def lease_of(store: Any, session_id: str) -> SessionBusyError | None:
     return None if row is None else SessionBusyError(session_id, row[0], row[1], row[3])
 
 
-def take_session_lease(store: Any, session_id: str, turn_id: str | None, seconds: float) -> Lease:
-    """What a session's turn takes before its first phase (``AgentSession._enter``): the
-    store's lease (renewed by the keeper), or for a store without a lease table one kept in
-    this process, which never expires while the process lives.
+async def atake_session_lease(
+    store: Any, session_id: str, turn_id: str | None, seconds: float
+) -> Lease | None:
+    """What a session's turn takes before its first phase (``AgentSession._take_lease``): the
+    store's lease, taken on a worker thread (a locked database never blocks the event loop)
+    and renewed by the keeper; for a store without a lease table, one kept in this process
+    (never expiring while the process lives). A database that fails (locked past its busy
+    timeout, unreachable) gives ``None``, logged: the turn runs without a lease and its own
+    writes then fail or succeed as usual (a failed store never loses the turn's records).
 
     Raises:
         SessionBusyError: another turn holds the session.
-        StoreError: the database failed.
     """
     backend, _ = _backend(store)
     if backend is _LOCAL:
         return take_lease(store, session_id, turn_id, seconds=float("inf"), keep=False)
-    return take_lease(store, session_id, turn_id, seconds=seconds)
+    try:
+        return await asyncio.to_thread(take_lease, store, session_id, turn_id, seconds=seconds)
+    except StoreError as exc:
+        log.warning("session %s runs its turn without a lease: %s", session_id, exc)
+        return None
+
+
+async def take_turn_lease(host: Any) -> None:
+    """Take the lease of the turn ``host`` (a session) is starting, when it keeps one
+    (``_take_lease``; hosts without it run unleased)."""
+    take = getattr(host, "_take_lease", None)
+    if take is not None:
+        await take()
 
 
 def give_back_lease(lease: Lease) -> None:
-    """Release a session's lease at the end of its turn; a database failure is logged (the
-    lease then expires by itself)."""
-    try:
+    """Release a session's lease at the end of its turn, without blocking: a lease kept in
+    this process at once, a database lease by the keeper thread (at once, and at the latest
+    when this process exits; a next turn of this process on the session releases it first).
+    A database failure is logged: the lease then expires by itself."""
+    backend, _ = _backend(lease.store)
+    if backend is _LOCAL:
         release_lease(lease)
-    except Exception as exc:
-        log.warning("could not release the lease of session %s: %s", lease.session_id, exc)
+    else:
+        _KEEPER.release_later(lease)
