@@ -10,7 +10,7 @@ request, ``"<run>|a=<ms>|b=<ms>|c=<ms>|<deps>"``:
   ``[slow_a, mid_c]`` then ``[fast_b]``);
 - after the results -> the text ``"done: P"`` streamed in several chunks.
 
-Each tool notes ``<tool>:start`` / ``<tool>:end`` in the ``probe`` table, counts every run in
+Each tool (``side_effects(idempotent=True)``; ``FA_AT_MOST_ONCE=1``: plain ``side_effects``) notes ``<tool>:start`` / ``<tool>:end`` in the ``probe`` table, counts every run in
 ``attempts`` and writes its effect row into ``effects`` keyed by the call id (``INSERT OR
 IGNORE``: the idempotency key :func:`~foundation_ai.durable.current_call_id`), so a tool run
 again after a crash adds an attempt but never a second row. The model notes ``gen<n>:start``.
@@ -80,40 +80,24 @@ async def _effect(name: str, run: str, ms: int) -> str:
     return f"{name} wrote {run}"
 
 
-@side_effects(idempotent=True)
-@tool
-async def slow_a(run: str, ms: int) -> str:
-    """Write effect row A after ``ms`` milliseconds.
+def make_tool(name: str, *, idempotent: bool = True, asks: bool = False) -> Any:
+    """The tool ``name`` (``slow_a``, ``fast_b`` or ``mid_c``): writes its effect row after
+    ``ms`` milliseconds; marked ``side_effects(idempotent=...)``; ``asks``: it needs approval."""
 
-    Args:
-        run: the run's tag.
-        ms: milliseconds to take.
-    """
-    return await _effect("slow_a", run, ms)
+    @side_effects(idempotent=idempotent)
+    @tool(name=name)
+    async def effect(run: str, ms: int) -> str:
+        """Write this tool's effect row after ``ms`` milliseconds.
 
+        Args:
+            run: the run's tag.
+            ms: milliseconds to take.
+        """
+        return await _effect(name, run, ms)
 
-@side_effects(idempotent=True)
-@tool
-async def fast_b(run: str, ms: int) -> str:
-    """Write effect row B after ``ms`` milliseconds.
-
-    Args:
-        run: the run's tag.
-        ms: milliseconds to take.
-    """
-    return await _effect("fast_b", run, ms)
-
-
-@side_effects(idempotent=True)
-@tool
-async def mid_c(run: str, ms: int) -> str:
-    """Write effect row C after ``ms`` milliseconds.
-
-    Args:
-        run: the run's tag.
-        ms: milliseconds to take.
-    """
-    return await _effect("mid_c", run, ms)
+    if asks:
+        effect.requires_approval = True  # type: ignore[attr-defined]
+    return effect
 
 
 def reply(interaction: ModelInteraction) -> Any:
@@ -141,34 +125,20 @@ def reply(interaction: ModelInteraction) -> Any:
     return say(f"done: {prompt}")
 
 
-def agent() -> Any:
-    """The agent factory of the parallel-tools workers."""
+def _model() -> ScriptedModel:
     delay = float(os.environ.get("FA_GEN_DELAY", "0.02"))
-    model = ScriptedModel([reply] * 100_000, chunk_delay=delay, record=0)
-    return AgentSession.builder(model).with_tools(slow_a, fast_b, mid_c)
+    return ScriptedModel([reply] * 100_000, chunk_delay=delay, record=0)
 
 
-def _asking(name: str) -> Any:
-    """The tool ``name`` (same effect as above) marked ``requires_approval``."""
-
-    @side_effects(idempotent=True)
-    @tool(name=name)
-    async def asking(run: str, ms: int) -> str:
-        """Write this tool's effect row after ``ms`` milliseconds (needs approval).
-
-        Args:
-            run: the run's tag.
-            ms: milliseconds to take.
-        """
-        return await _effect(name, run, ms)
-
-    asking.requires_approval = True  # type: ignore[attr-defined]
-    return asking
+def agent() -> Any:
+    """The agent factory of the parallel-tools workers: three idempotent side effects
+    (``FA_AT_MOST_ONCE=1``: plain ``side_effects``, at most once per call id)."""
+    idem = os.environ.get("FA_AT_MOST_ONCE") != "1"
+    return AgentSession.builder(_model()).with_tools(*(make_tool(t, idempotent=idem) for t in TOOLS))
 
 
 def approval_agent() -> Any:
     """The agent factory of the approval tests: ``slow_a`` and ``mid_c`` need approval,
     ``fast_b`` does not."""
-    delay = float(os.environ.get("FA_GEN_DELAY", "0.02"))
-    model = ScriptedModel([reply] * 100_000, chunk_delay=delay, record=0)
-    return AgentSession.builder(model).with_tools(_asking("slow_a"), fast_b, _asking("mid_c"))
+    tools = (make_tool("slow_a", asks=True), make_tool("fast_b"), make_tool("mid_c", asks=True))
+    return AgentSession.builder(_model()).with_tools(*tools)

@@ -29,7 +29,7 @@ from ..agentic.session import AgentSessionBuilder
 from ..agentic.stores import SessionStore
 from ..agentic.stores.lease import SessionBusyError
 from ..errors import ConfigurationError
-from ..types import AgenticError, Messages, ModelParams, TokenSnapshot, from_json, to_json
+from ..types import AgenticError, Messages, ModelParams, SessionRecord, TokenSnapshot, from_json, to_json
 from .config import DurableConfig
 from .ownership import Ownership
 from .recorded import record_setup
@@ -183,7 +183,10 @@ class _StreamingSteps(DurableSteps):
                 gone = [i for i in self.stale if i not in kept]
                 self.stale = []
                 if gone:
-                    self.out(TurnEvent.Retract(gone, "resumed: the model call is made again"))
+                    why = "resumed: the model call is made again"
+                    self.out(TurnEvent.Retract(gone, why))
+                    # the store says it too (the seed's Retracted record), written after this phase
+                    step.host.pending_records.append(SessionRecord.Retracted(reason=why, message_ids=gone))
             async for item in step.stream():
                 for ev in mapper.map(item):
                     if not isinstance(ev, TurnEvent.Progress):
