@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dbos import DBOS
 from dbos import error as dbos_errors
 
+from ..agentic.builder import AgentSessionBuilder
 from ..agentic.events import EventMapper, TurnEvent, TurnOutcome, TurnSummary
-from ..agentic.session import AgentSessionBuilder
 from ..agentic.stores import SessionStore
 from ..agentic.stores.lease import SessionBusyError
 from ..errors import ConfigurationError
