@@ -18,10 +18,12 @@ import msgspec
 from dbos import DBOSClient, EnqueueOptions
 from dbos import error as dbos_errors
 
+from ..agentic.errors import ApprovalPendingError
 from ..agentic.stores import SessionStore
 from ..errors import ConfigurationError, FoundationAIError
 from ..ids import new_scru128
-from ..types import Messages, SessionRecord, from_json, to_json
+from ..types import Messages, SessionRecord, ToolCall, from_json, to_json
+from .approvals import APPROVAL_TOPIC, PENDING_EVENT
 from .config import APP_VERSION, DurableConfig
 from .steps import STEER_TOPIC
 from .worker import WORKFLOW_NAME, TurnResult
@@ -253,8 +255,46 @@ class DurableClient:
         self.dbos.send(turn_id, {"kind": "steer", "message": to_json(msg).decode()}, STEER_TOPIC)
 
     def abort(self, turn_id: str) -> None:
-        """Ask a turn to end as aborted (before its next model call)."""
+        """Ask a turn to end as aborted (before its next model call; a turn waiting for
+        approvals ends at once, its pending calls given "aborted" results)."""
         self.dbos.send(turn_id, {"kind": "abort"}, STEER_TOPIC)
+        self.dbos.send(turn_id, {"kind": "abort"}, APPROVAL_TOPIC)
+
+    def pending_approvals(self, turn_id: str, timeout: float = 0.0) -> list[ToolCall]:
+        """The tool calls the turn waits for a decision on, in call order (``[]`` when none;
+        ``timeout``: seconds to wait for the turn to publish its first list)."""
+        raw = self.dbos.get_event(turn_id, PENDING_EVENT, timeout_seconds=timeout)
+        return [] if raw is None else from_json(raw, list[ToolCall])
+
+    def approve(self, turn_id: str, call_id: str) -> None:
+        """Approve a pending tool call of a turn waiting for approvals (the worker holding the
+        turn runs the call once every pending call is decided; ``docs/scaling.md``).
+
+        Raises:
+            ApprovalPendingError: no call ``call_id`` waits for a decision in that turn.
+        """
+        self._decide(turn_id, call_id, {"kind": "approve", "call_id": call_id})
+
+    def deny(self, turn_id: str, call_id: str, reason: str = "the user denied it") -> None:
+        """Deny a pending tool call (it gets an error result carrying ``reason``); see
+        :meth:`approve`.
+
+        Raises:
+            ApprovalPendingError: no call ``call_id`` waits for a decision in that turn.
+            ValueError: an empty ``reason``.
+        """
+        if not reason.strip():
+            raise ValueError("the reason is empty")
+        self._decide(turn_id, call_id, {"kind": "deny", "call_id": call_id, "reason": reason})
+
+    def _decide(self, turn_id: str, call_id: str, msg: dict[str, str]) -> None:
+        waiting = [c.id for c in self.pending_approvals(turn_id)]
+        if call_id not in waiting:
+            known = ", ".join(waiting) or "none"
+            raise ApprovalPendingError(
+                f"no tool call {call_id!r} waits for approval in turn {turn_id} (waiting: {known})"
+            )
+        self.dbos.send(turn_id, msg, APPROVAL_TOPIC)
 
     def turns(self, session_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         """Recent turns, newest first: ``{"turn_id", "session_id", "status", "executor"}``."""
