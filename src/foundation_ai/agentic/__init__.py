@@ -21,7 +21,7 @@ from .errors import (
     SessionNotFoundError,
     StoreError,
 )
-from .events import TurnEvent, TurnOutcome, TurnStream, TurnSummary
+from .events import AgentStream, TurnEvent, TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
 from .scripted import Reply, ScriptedModel, call, fail, hook, overflow, pause, rate_limited, say, think
 from .session import AgentSession, AgentSessionBuilder, Answer, Turn
@@ -31,6 +31,7 @@ from .tools import BaseTool, FunctionTool, MultiCommandTool, ToolRegistry, tool
 __all__ = [
     "AgentSession",
     "AgentSessionBuilder",
+    "AgentStream",
     "Answer",
     "BaseTool",
     "CorruptRecordError",

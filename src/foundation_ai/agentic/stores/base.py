@@ -26,6 +26,7 @@ import msgspec
 
 from ...types import Messages, SessionRecord, TextContent, UserMessage
 from ...types._text import scrub_surrogates
+from ...types.serialization import MAX_NESTING, nesting_exceeds
 
 __all__ = [
     "SessionHeader",
@@ -35,6 +36,7 @@ __all__ = [
     "alist_sessions",
     "aload",
     "asession_meta",
+    "check_loadable",
     "conversation_of",
     "meta_delta",
     "paused_gc",
@@ -156,6 +158,30 @@ def title_of(records: Iterable[SessionRecord]) -> str | None:
                 if line:
                     return scrub_surrogates(line[:TITLE_CHARS])
     return None
+
+
+def check_loadable(bodies: Sequence[bytes], records: Sequence[SessionRecord], where: str) -> None:
+    """Refuse a batch a store could write but never load again: a record whose JSON nests
+    arrays/objects deeper than the format's limit (``MAX_NESTING``, ``docs/json-format.md``,
+    "Limits"), which ``load`` would skip as undecodable. A store applies the same limit at
+    write as at load; nothing of the batch is written. (The turn loop never sends one: it
+    keeps too-deep tool arguments as text, ``agentic/turn/persist.py``.)
+
+    Raises:
+        StoreError: not retryable; the message names the record (its kind and id).
+    """
+    from ..errors import StoreError
+
+    for body, rec in zip(bodies, records, strict=True):
+        if nesting_exceeds(body):
+            msg = getattr(rec, "message", None)
+            who = f"message {msg.id}" if msg is not None else f"record {getattr(rec, 'id', '?')}"
+            raise StoreError(
+                f"the {rec.__struct_config__.tag} record of {who} nests arrays/objects deeper than "
+                f"{MAX_NESTING} levels: it could not be loaded again, so nothing of the batch was "
+                "written",
+                path=where,
+            )
 
 
 def meta_delta(records: Sequence[SessionRecord]) -> tuple[int, str | None]:

@@ -49,7 +49,7 @@ from ...errors import FoundationAIError
 from ...types import SessionRecord, from_json, to_json
 from ...types._text import scrub_surrogates
 from ..errors import CorruptRecordError, SessionClosedError, StoreError
-from .base import SessionHeader, SessionMeta, meta_delta, paused_gc
+from .base import SessionHeader, SessionMeta, check_loadable, meta_delta, paused_gc
 
 __all__ = ["PostgresSessionStore", "libpq_url", "redact_url"]
 
@@ -248,6 +248,7 @@ class PostgresSessionStore:
             return
         kinds = [r.__struct_config__.tag for r in keep]
         bodies = [to_json(r) for r in keep]
+        check_loadable(bodies, keep, self.url)
         added, title = meta_delta(keep)
         self._check_open()
         params = {

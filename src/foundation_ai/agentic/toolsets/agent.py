@@ -33,6 +33,7 @@ See ``docs/tools.md``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ from ..tools import MultiCommandTool, tool
 from .errors import ToolRefused
 
 if TYPE_CHECKING:
-    from ..session import AgentSession
+    from ..session import AgentSession, AgentSessionBuilder
 
 __all__ = ["SubAgent", "SubAgentRun", "SubAgents", "child_sessions"]
 
@@ -187,6 +188,7 @@ class SubAgents:
             builder = builder.with_system_prompt(kind.system_prompt)
         if budget is not None:
             builder = builder.with_token_budget(budget.max_tokens, max_cost_usd=budget.max_cost_usd)
+        builder = _traced_like(builder, parent)
         child_id = new_scru128()
         self._depth[child_id] = depth + 1
         builder = builder.with_tool_factory(self)
@@ -260,7 +262,10 @@ class SubAgents:
                 if run.stopped or parent.steering.aborted:
                     child.abort()
 
-        run.thread = threading.Thread(target=work, name=f"foundation-ai-subagent-{run.id}", daemon=True)
+        ctx = contextvars.copy_context()  # the child's spans stay in the caller's trace
+        run.thread = threading.Thread(
+            target=ctx.run, args=(work,), name=f"foundation-ai-subagent-{run.id}", daemon=True
+        )
         run.thread.start()
         threading.Thread(target=watch, name=f"foundation-ai-subagent-watch-{run.id}", daemon=True).start()
         return _json({"id": run.id, "agent": agent, "session_id": child.session_id})
@@ -300,6 +305,20 @@ class SubAgents:
             run.stopped = True  # the watcher aborts the child until its turn ends
             run.done.wait(30.0)
         return _json(run.status())
+
+
+def _traced_like(builder: AgentSessionBuilder, parent: AgentSession) -> AgentSessionBuilder:
+    """``builder`` with the parent's tracing (the same ``Tracing`` hooks), so a child's
+    ``invoke_agent`` span is a child of the ``execute_tool`` span of the call that runs it
+    (docs/telemetry.md)."""
+    from ..turn.hooks import IN_PROCESS
+
+    steps = parent.hooks.steps
+    tracing = getattr(steps, "tracing", None)  # a TracingSteps (duck-typed: no telemetry import)
+    if tracing is None:
+        return builder
+    wrap: Any = type(steps)  # TracingSteps(tracing, inner)
+    return builder.with_phase_hooks(tracing).with_step_runner(wrap(tracing, IN_PROCESS))
 
 
 class _Partial:

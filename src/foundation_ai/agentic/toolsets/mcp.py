@@ -32,6 +32,7 @@ import contextlib
 import logging
 import os
 import re
+import sys
 import threading
 from collections.abc import Coroutine, Sequence
 from typing import Any, TextIO
@@ -39,7 +40,7 @@ from typing import Any, TextIO
 from ...errors import ConfigurationError, FoundationAIError
 from ...types import Args, Tool, ToolDefinition
 
-__all__ = ["MCPServerTools", "MCPTool", "MCPToolError", "tool_names"]
+__all__ = ["MCPServerTools", "MCPTool", "MCPToolError", "tool_names", "trace_meta"]
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +186,21 @@ def tool_names(names: Sequence[str], prefix: str | None = None) -> list[str]:
         used.add(s)
         out.append(s)
     return out
+
+
+def trace_meta() -> dict[str, str] | None:
+    """The current OpenTelemetry trace context as W3C Trace Context fields (``traceparent``,
+    ``tracestate``) for a request's ``params._meta``, so spans the MCP server opens join the
+    caller's trace (OpenTelemetry semantic conventions for MCP: context propagation through
+    ``params._meta``, https://opentelemetry.io/docs/specs/semconv/gen-ai/mcp/); ``None`` when
+    OpenTelemetry is not in use in this process (never imported here) or no span is current."""
+    if sys.modules.get("opentelemetry.trace") is None:
+        return None
+    from opentelemetry import propagate
+
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier or None
 
 
 class MCPServerTools:
@@ -427,8 +443,10 @@ class MCPServerTools:
         session = await self._ensure()
         task = self._task
         assert task is not None
-        call = asyncio.ensure_future(
-            session.call_tool(remote, arguments, read_timeout_seconds=self.call_timeout)
+        meta = trace_meta()
+        extra: dict[str, Any] = {"meta": meta} if meta else {}
+        call = asyncio.ensure_future(  # a task: it runs in a copy of this context (the tool span's)
+            session.call_tool(remote, arguments, read_timeout_seconds=self.call_timeout, **extra)
         )
         try:
             done, _ = await asyncio.wait({call, task}, return_when=asyncio.FIRST_COMPLETED)
