@@ -60,8 +60,7 @@ def trace_context(ctx: Context) -> str:
     """The W3C trace context fields the client sent in the request's ``_meta`` (JSON)."""
     import json
 
-    meta = ctx.request_context.meta
-    fields = meta.model_dump() if meta is not None else {}
+    fields = dict(ctx.request_context.meta or {})  # RequestParamsMeta: a TypedDict
     return json.dumps({k: v for k, v in fields.items() if k in ("traceparent", "tracestate")})
 
 

@@ -27,6 +27,7 @@ from foundation_ai import AgentSession
 from foundation_ai.agentic import (
     InMemorySessionStore,
     ScriptedModel,
+    TurnEvent,
     TurnOutcome,
     call,
     hook,
@@ -35,6 +36,7 @@ from foundation_ai.agentic import (
     tool,
 )
 from foundation_ai.agentic.toolsets.agent import SubAgent, SubAgents
+from foundation_ai.types import AssistantMessage, Stream
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -168,10 +170,19 @@ def check_abandoned(turn: Any, chat: Any) -> None:
     assert turn.attributes["error.type"] == "cancelled"
     assert chat.attributes["error.type"] == "cancelled"
     assert tuple(chat.attributes["gen_ai.response.finish_reasons"]) == ("aborted",)
-    for span in (turn, chat):  # the cut call never reported usage: absent, not 0
-        assert "gen_ai.usage.input_tokens" not in span.attributes
-        assert "gen_ai.usage.output_tokens" not in span.attributes
+    for span in (turn, chat):
         assert span.status.status_code is not StatusCode.ERROR
+    # the scripted model reports usage with every chunk: what the cut call reported, never 0
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 10
+    assert turn.attributes["gen_ai.usage.input_tokens"] == 10
+    assert turn.attributes["gen_ai.usage.output_tokens"] == chat.attributes["gen_ai.usage.output_tokens"] > 0
+
+
+def answering(item: Any) -> bool:
+    """True for a streamed piece of the answer (the model call is under way)."""
+    return isinstance(item, Stream.Next) and isinstance(
+        getattr(item.value, "message", None), AssistantMessage
+    )
 
 
 def long_model() -> ScriptedModel:
@@ -185,33 +196,67 @@ def test_an_abandoned_turn_says_it_was_aborted_and_invents_no_usage(spans: Any, 
     provider, exporter = spans
     agent = AgentSession.builder(long_model()).with_tracing(provider).build()
     if how == "events break":
-        for _ in agent.run_turn_stream("hi").events():
-            break
+        for ev in agent.run_turn_stream("hi").events():
+            if isinstance(ev, TurnEvent.Text):
+                break
     elif how == "sync break":
         stream = agent.run_turn_stream("hi")
-        for _ in stream:
-            break
+        for item in stream:
+            if answering(item):
+                break
         stream.close()
     elif how == "dropped":
         stream = agent.run_turn_stream("hi")
         it = iter(stream)
-        next(it)
-        next(it)
+        while not answering(next(it)):
+            pass
         del it, stream
         gc.collect()
     else:
 
         async def main() -> None:
             stream = agent.run_turn_stream("hi")
-            source = stream.events() if how == "async events break" else stream
-            async for _ in source:
-                break
+            if how == "async events break":
+                async for ev in stream.events():
+                    if isinstance(ev, TurnEvent.Text):
+                        break
+            else:
+                async for item in stream:
+                    if answering(item):
+                        break
             await stream.aclose()
 
         asyncio.run(main())
     turn, chat = abandoned_attributes(exporter)
     check_abandoned(turn, chat)
     assert agent.history()[-1].usage is not None  # the turn was closed and summarised
+    agent.close()
+
+
+def test_a_cut_call_to_a_server_that_reports_usage_at_the_end_has_no_usage_attributes(
+    spans: Any, llama_server: Any
+) -> None:
+    """A real llama.cpp server (OpenAI Chat API) sends usage in the stream's last chunk only:
+    breaking out after the first piece of text leaves it unknown, so no span says 0."""
+    from foundation_ai.backends import openai_chat
+    from foundation_ai.types import ModelParams
+
+    provider, exporter = spans
+    model = openai_chat("smollm2", base_url=llama_server.base_url + "/v1", timeout=120)
+    agent = (
+        AgentSession.builder(model)
+        .with_params(ModelParams(max_tokens=64, temperature=0.0, seed=42))
+        .with_tracing(provider)
+        .build()
+    )
+    for ev in agent.run_turn_stream("Tell me a long story about a lighthouse.").events():
+        if isinstance(ev, TurnEvent.Text):
+            break
+    turn, chat = abandoned_attributes(exporter)
+    assert turn.attributes["foundation_ai.turn.outcome"] == "aborted"
+    assert tuple(chat.attributes["gen_ai.response.finish_reasons"]) == ("aborted",)
+    for span in (turn, chat):
+        assert not {"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"} & set(span.attributes)
     agent.close()
 
 
@@ -232,8 +277,9 @@ def test_abort_marks_the_cut_chat_span_as_cancelled(spans: Any) -> None:
     assert span.attributes["foundation_ai.turn.outcome"] == "aborted"
     assert chat.attributes["error.type"] == "cancelled"
     assert tuple(chat.attributes["gen_ai.response.finish_reasons"]) == ("aborted",)
-    assert "gen_ai.usage.input_tokens" not in chat.attributes
-    assert "gen_ai.usage.input_tokens" not in span.attributes
+    # the first output's last chunk carried a usage report before the abort: it is kept
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 10
+    assert span.attributes["gen_ai.usage.input_tokens"] == 10
     agent.close()
 
 

@@ -73,12 +73,14 @@ def finish_reason(stop: Any) -> str:
 
 
 class _Turn:
-    __slots__ = ("chat", "span", "usage_known")
+    __slots__ = ("chat", "input", "output", "span", "usage_known")
 
     def __init__(self, span: Any) -> None:
         self.span = span
         self.chat: Any = None
         self.usage_known = False  # a model call of the turn reported token usage
+        self.input = 0  # tokens the turn's model calls reported (cut calls included)
+        self.output = 0
 
 
 def _abandoned(error: BaseException | None) -> bool:
@@ -219,6 +221,8 @@ class Tracing(PhaseHooks):
                 attrs["gen_ai.response.finish_reasons"] = [pick]
             if _known(gen.usage):  # unknown usage is absent, never 0
                 turn.usage_known = True
+                turn.input += int(gen.usage.input)
+                turn.output += int(gen.usage.output)
                 attrs["gen_ai.usage.input_tokens"] = int(gen.usage.input)
                 attrs["gen_ai.usage.output_tokens"] = int(gen.usage.output)
             if self.capture_content:
@@ -238,14 +242,13 @@ class Tracing(PhaseHooks):
 
     def _end_turn(self, turn: _Turn, state: TurnState, error: BaseException | None) -> None:
         span = turn.span
-        snap = state.snapshot
         attrs: dict[str, Any] = {
             "foundation_ai.turn.outcome": state.outcome.value,
             "foundation_ai.turn.generations": state.generations,
         }
-        if snap is not None and turn.usage_known:  # no model call reported usage: absent, not 0
-            attrs["gen_ai.usage.input_tokens"] = int(snap.input)
-            attrs["gen_ai.usage.output_tokens"] = int(snap.output)
+        if turn.usage_known:  # the sum its model calls reported; none reported: absent, not 0
+            attrs["gen_ai.usage.input_tokens"] = turn.input
+            attrs["gen_ai.usage.output_tokens"] = turn.output
         span.set_attributes(attrs)
         if state.error is not None and error is None:
             span.set_attribute("error.type", state.error.kind)
