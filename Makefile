@@ -1,7 +1,7 @@
 # foundation-ai — every target sets up what it needs first (a virtual environment in .venv).
 #   make run      set up, then run one agent turn on the bundled SmolLM2 model (no API key)
 #   make test     set up, then run the whole test suite
-#   make check    lint (ruff) and type-check (mypy --strict on src/)
+#   make check    lint (ruff), type-check (mypy --strict on src/), the import layers (import-linter)
 #   make bench    run the benchmarks in bench/ (installs the peers they compare against)
 #   make docs     build the API reference from the docstrings into docs/api/ (pdoc)
 #   make durable-proof  the durable-turn proof at full size (200 turns / 50 sessions, 20 SIGKILLs)
@@ -42,6 +42,7 @@ check: setup
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: setup
 	$(BIN)/python -m pip install --quiet -e ".[bench]"

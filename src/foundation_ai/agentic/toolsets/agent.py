@@ -41,15 +41,17 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ...errors import ConfigurationError, TurnFailedError
+from ...errors import ConfigurationError
 from ...ids import new_scru128
 from ...types import Messages, SessionRecord, TextContent, ToolResultMessage
+from ..errors import TurnFailedError
 from ..ledger import TokenBudget
 from ..tools import MultiCommandTool, tool
 from .errors import ToolRefused
 
 if TYPE_CHECKING:
-    from ..session import AgentSession, AgentSessionBuilder
+    from ..builder import AgentSessionBuilder
+    from ..session import AgentSession
 
 __all__ = ["SubAgent", "SubAgentRun", "SubAgents", "child_sessions"]
 
@@ -314,11 +316,10 @@ def _traced_like(builder: AgentSessionBuilder, parent: AgentSession) -> AgentSes
     from ..turn.hooks import IN_PROCESS
 
     steps = parent.hooks.steps
-    tracing = getattr(steps, "tracing", None)  # a TracingSteps (duck-typed: no telemetry import)
+    tracing: Any = getattr(steps, "tracing", None)  # TracingSteps' (agentic.plugins.TracingPlugin)
     if tracing is None:
         return builder
-    wrap: Any = type(steps)  # TracingSteps(tracing, inner)
-    return builder.with_phase_hooks(tracing).with_step_runner(wrap(tracing, IN_PROCESS))
+    return builder.with_phase_hooks(tracing).with_step_runner(tracing.steps(IN_PROCESS))
 
 
 class _Partial:
