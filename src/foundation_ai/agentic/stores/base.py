@@ -41,6 +41,7 @@ __all__ = [
     "aload",
     "asession_meta",
     "check_loadable",
+    "encode_records",
     "conversation_of",
     "meta_delta",
     "paused_gc",
@@ -162,6 +163,27 @@ def title_of(records: Iterable[SessionRecord]) -> str | None:
                 if line:
                     return scrub_surrogates(line[:TITLE_CHARS])
     return None
+
+
+def encode_records(records: Sequence[SessionRecord], where: str) -> list[bytes]:
+    """The records' JSON bodies (``to_json``), for a store's ``append``, checked by
+    :func:`check_loadable`.
+
+    Raises:
+        StoreError: not retryable; a record nested too deeply to encode or to load again.
+    """
+    from ...types import to_json
+
+    try:
+        bodies = [to_json(r) for r in records]
+    except RecursionError:  # nested past the encoder's own depth (~1,000 levels)
+        raise StoreError(
+            f"a record of the batch nests arrays/objects deeper than {MAX_NESTING} levels: it could "
+            "not be loaded again, so nothing of the batch was written",
+            path=where,
+        ) from None
+    check_loadable(bodies, records, where)
+    return bodies
 
 
 def check_loadable(bodies: Sequence[bytes], records: Sequence[SessionRecord], where: str) -> None:

@@ -51,7 +51,7 @@ from ...errors import FoundationAIError
 from ...types import SessionRecord, from_json, to_json
 from ...types._text import scrub_surrogates
 from ..errors import SessionClosedError, StoreError
-from .base import SessionHeader, SessionMeta, check_loadable, decode_records, meta_delta, paused_gc, title_of
+from .base import SessionHeader, SessionMeta, decode_records, encode_records, meta_delta, paused_gc, title_of
 
 __all__ = ["HOME_ENV", "SqliteSessionStore", "default_store_path"]
 
@@ -345,8 +345,9 @@ class SqliteSessionStore:
         keep = [r for r in records if r.persistable]
         if not keep and header is None:
             return
-        bodies = [(r.__struct_config__.tag, to_json(r)) for r in keep]
-        check_loadable([b for _, b in bodies], keep, self.path)
+        bodies = list(
+            zip([r.__struct_config__.tag for r in keep], encode_records(keep, self.path), strict=True)
+        )
         added, title = meta_delta(keep)
         with self._lock:
             self._check_open()
