@@ -58,9 +58,6 @@ IMAGE_PLACEHOLDER = "[The tool returned an image; it follows in the next user me
 _NAME_OK = re.compile(r"[^a-zA-Z0-9_-]")
 
 
-# ============================================================================================
-
-
 def _role_name(role: str) -> str:
     return _NAME_OK.sub("_", role)[:64] or "user"
 

@@ -45,8 +45,6 @@ from ._reasoning_tokens import billed_output
 from ._wire_text import as_name, decode_event, final, has_surrogate_escape, join, join_all, visible
 from .base import ModelStream
 
-# ============================================================================================
-
 __all__ = ["ChatStreamParser", "split_json_objects"]
 
 
