@@ -9,6 +9,7 @@ store. Turns are enqueued on the partitioned turn queue with the session id as p
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator, Sequence
 from types import TracebackType
@@ -28,7 +29,16 @@ from .config import APP_VERSION, DurableConfig
 from .steps import STEER_TOPIC
 from .worker import WORKFLOW_NAME, TurnResult
 
-__all__ = ["DurableClient", "TurnFailedError", "TurnHandle", "TurnIdConflictError", "enqueue_turn"]
+__all__ = [
+    "DurableClient",
+    "InvalidTurnIdError",
+    "TurnFailedError",
+    "TurnHandle",
+    "TurnIdConflictError",
+    "checked_turn_id",
+    "enqueue_turn",
+    "system_database_errors",
+]
 
 TERMINAL = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 """DBOS workflow statuses after which a turn changes no more."""
@@ -55,6 +65,57 @@ class TurnIdConflictError(ConfigurationError, ValueError):
             "session and prompt again return the existing turn)"
         )
         self.turn_id, self.session_id = turn_id, session_id
+
+
+class InvalidTurnIdError(ConfigurationError, ValueError):
+    """A turn id that cannot name a turn: empty or only white space, or holding control
+    characters (``turn_id``: the id given). Nothing is enqueued."""
+
+    def __init__(self, turn_id: str, why: str) -> None:
+        super().__init__(f"turn id {turn_id!r} {why}: give a non-empty id of printable characters")
+        self.turn_id = turn_id
+
+
+def checked_turn_id(turn_id: str | None) -> str | None:
+    """``turn_id`` when it can name a turn (``None`` passes: a fresh id is made).
+
+    Raises:
+        InvalidTurnIdError: empty or white space only, or with a control character.
+    """
+    if turn_id is None:
+        return None
+    if not turn_id.strip():
+        raise InvalidTurnIdError(turn_id, "is empty")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in turn_id):
+        raise InvalidTurnIdError(turn_id, "holds a control character")
+    return turn_id
+
+
+@contextlib.contextmanager
+def system_database_errors(url: str) -> Iterator[None]:
+    """Raise a failure to open or migrate DBOS's system database (a file that is not a
+    database, a server that refuses) as :class:`ConfigurationError` naming the database, with
+    the driver's first line (no traceback for a garbage file)."""
+    try:
+        yield
+    except Exception as exc:
+        if isinstance(exc, FoundationAIError) or not _database_failure(exc):
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        where = url.split("://", 1)[1] if url.startswith("sqlite") else url.split("@")[-1]
+        raise ConfigurationError(f"cannot open the durable turns' DBOS database {where}: {first}") from None
+
+
+def _database_failure(exc: BaseException) -> bool:
+    """True for errors of the database drivers DBOS uses (SQLAlchemy, sqlite3, psycopg) and
+    DBOS's own."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        root = type(seen).__module__.split(".")[0]
+        if root in ("sqlalchemy", "sqlite3", "psycopg", "dbos"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _same_prompt(stored: list[Messages], given: list[Messages]) -> bool:
@@ -166,14 +227,17 @@ class DurableClient:
         store: the session store to read events from (default: ``config.open_store()``).
 
     Raises:
-        ConfigurationError: a bad config.
+        ConfigurationError: a bad config, or DBOS's system database cannot be opened (a file
+            that is not a database: the message names it).
     """
 
     def __init__(self, config: DurableConfig, store: SessionStore | None = None) -> None:
         self.config = config
-        self.dbos = DBOSClient(system_database_url=config.system_database_url)
-        # DBOSClient never creates the schema; a turn may be submitted before any worker ran.
-        self.dbos._sys_db.run_migrations()
+        url = config.system_database_url
+        with system_database_errors(url):
+            self.dbos = DBOSClient(system_database_url=url)
+            # DBOSClient never creates the schema; a turn may be submitted before any worker ran.
+            self.dbos._sys_db.run_migrations()
         self._store = store
         self._own_store = store is None
 
@@ -199,7 +263,10 @@ class DurableClient:
             TypeError / ValueError: a bad prompt (nothing is enqueued).
             TurnIdConflictError: ``turn_id`` names a turn of another session or with another
                 prompt (nothing is enqueued).
+            InvalidTurnIdError: ``turn_id`` is empty, white space only or holds a control
+                character (nothing is enqueued).
         """
+        turn_id = checked_turn_id(turn_id)
         msgs = _prompt_messages(prompt)
         wf_id = turn_id or f"turn-{new_scru128()}"
         opts: EnqueueOptions = {

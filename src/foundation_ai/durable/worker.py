@@ -344,7 +344,10 @@ def run_worker(
     _RUNTIME = _Runtime(agent=agent, store=store, steering=config.steering)
     DBOS(config=config.dbos_config(executor_id=me))  # type: ignore[arg-type]
     try:
-        DBOS.launch()
+        from .client import system_database_errors
+
+        with system_database_errors(config.system_database_url):
+            DBOS.launch()
         DBOS.register_queue(
             config.queue,
             worker_concurrency=config.worker_concurrency,

@@ -37,7 +37,8 @@ from ...types import (
     from_json,
 )
 from ...types._text import scrub_surrogates
-from ..errors import CorruptRecordError
+from ...types.serialization import MAX_NESTING, nesting_exceeds
+from ..errors import CorruptRecordError, StoreError
 
 __all__ = [
     "decode_records",
@@ -48,6 +49,8 @@ __all__ = [
     "alist_sessions",
     "aload",
     "asession_meta",
+    "check_loadable",
+    "encode_records",
     "conversation_of",
     "meta_delta",
     "pair_results",
@@ -170,6 +173,49 @@ def title_of(records: Iterable[SessionRecord]) -> str | None:
                 if line:
                     return scrub_surrogates(line[:TITLE_CHARS])
     return None
+
+
+def encode_records(records: Sequence[SessionRecord], where: str) -> list[bytes]:
+    """The records' JSON bodies (``to_json``), for a store's ``append``, checked by
+    :func:`check_loadable`.
+
+    Raises:
+        StoreError: not retryable; a record nested too deeply to encode or to load again.
+    """
+    from ...types import to_json
+
+    try:
+        bodies = [to_json(r) for r in records]
+    except RecursionError:  # nested past the encoder's own depth (~1,000 levels)
+        raise StoreError(
+            f"a record of the batch nests arrays/objects deeper than {MAX_NESTING} levels: it could "
+            "not be loaded again, so nothing of the batch was written",
+            path=where,
+        ) from None
+    check_loadable(bodies, records, where)
+    return bodies
+
+
+def check_loadable(bodies: Sequence[bytes], records: Sequence[SessionRecord], where: str) -> None:
+    """Refuse a batch a store could write but never load again: a record whose JSON nests
+    arrays/objects deeper than the format's limit (``MAX_NESTING``, ``docs/json-format.md``,
+    "Limits"), which ``load`` would skip as undecodable. A store applies the same limit at
+    write as at load; nothing of the batch is written. (The turn loop never sends one: it
+    keeps too-deep tool arguments as text, ``agentic/turn/persist.py``.)
+
+    Raises:
+        StoreError: not retryable; the message names the record (its kind and id).
+    """
+    for body, rec in zip(bodies, records, strict=True):
+        if nesting_exceeds(body):
+            msg = getattr(rec, "message", None)
+            who = f"message {msg.id}" if msg is not None else f"record {getattr(rec, 'id', '?')}"
+            raise StoreError(
+                f"the {rec.__struct_config__.tag} record of {who} nests arrays/objects deeper than "
+                f"{MAX_NESTING} levels: it could not be loaded again, so nothing of the batch was "
+                "written",
+                path=where,
+            )
 
 
 def meta_delta(records: Sequence[SessionRecord]) -> tuple[int, str | None]:
