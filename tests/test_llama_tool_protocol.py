@@ -190,21 +190,23 @@ def test_protocol_instructions_list_every_function() -> None:
     assert specs[0]["parameters"]["properties"]["a"] == {"type": "integer"}
 
 
-def test_forced_call_grammar_text() -> None:
-    pytest.importorskip("llama_cpp")
-    from foundation_ai.backends._llama_tools import tool_call_grammar
+def test_a_forced_call_schema_names_one_function_and_holds_its_arguments_to_its_schema() -> None:
+    from foundation_ai.backends._llama_tools import tool_call_schema
+    from foundation_ai.schema import compile_schema, violations_of
 
-    grammar = tool_call_grammar(
-        [
-            FunctionSpec(
-                "add", "", {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
-            )
-        ]
+    add = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    one = compile_schema(tool_call_schema([FunctionSpec("add", "", add)]))
+    assert violations_of(one, {"name": "add", "arguments": {"a": 1}}) == []
+    assert violations_of(one, {"name": "sub", "arguments": {"a": 1}}) != []
+    assert violations_of(one, {"name": "add", "arguments": {"a": "x"}}) != []
+    assert violations_of(one, {"name": "add", "arguments": {"a": 1}, "extra": 1}) != []
+    both = compile_schema(
+        tool_call_schema([FunctionSpec("add", "", add), FunctionSpec("now", "", {"type": "object"})])
     )
-    assert grammar.startswith('root ::= "<tool_call>" call "</tool_call>"')
-    assert "call ::=" in grammar and '\\"add\\"' in grammar
+    assert violations_of(both, {"name": "now", "arguments": {}}) == []
+    assert violations_of(both, {"name": "now", "arguments": {"x": 1}}) != []  # no properties: {} only
     with pytest.raises(ValueError):
-        tool_call_grammar([])
+        tool_call_schema([])
 
 
 # -- Hugging Face ids and GGUF file selection ---------------------------------------------------

