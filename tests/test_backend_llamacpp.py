@@ -515,3 +515,33 @@ def test_embeddings_from_a_model_opened_for_embeddings(embedder: LlamaCppModel) 
 def test_embedding_without_text_is_an_error_message(embedder: LlamaCppModel) -> None:
     items = list(embedder.stream(ModelInteraction(messages=[])))
     assert "nothing to embed" in (_error_of(items).error_detail or "")
+
+
+# -- llama.cpp does it: prompt cache, loopback listener ------------------------------------------
+
+
+def test_a_turn_that_extends_the_last_one_reuses_its_cached_prefix(model: LlamaCppModel) -> None:
+    first = _ask("Name a colour.")
+    (answer,) = model.generate(first, ModelParams(max_tokens=8, temperature=0.0))  # no seed: cache on
+    assert isinstance(answer, AssistantMessage)
+    whole_first = int(answer.usage.input)
+    second = ModelInteraction(
+        system_prompt="You are a helpful assistant.",
+        messages=[*first.messages, answer, Messages.user("And another one?")],
+    )
+    (again,) = model.generate(second, ModelParams(max_tokens=8, temperature=0.0))
+    assert isinstance(again, AssistantMessage) and again.usage.input > whole_first
+    # llama.cpp evaluated only what the second prompt adds to the first
+    assert model.engine.last_cached_tokens >= whole_first - 1
+    (seeded,) = model.generate(second, _params(max_tokens=2))  # a seed evaluates the whole prompt
+    assert isinstance(seeded, AssistantMessage) and model.engine.last_cached_tokens == 0
+
+
+def test_the_engines_loopback_listener_refuses_requests_without_its_key(model: LlamaCppModel) -> None:
+    import httpx
+
+    base = str(model.engine._server.listening_address)
+    assert base.startswith("http://127.0.0.1:")
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+    assert httpx.post(f"{base}/v1/chat/completions", json=body, trust_env=False).status_code == 401
+    assert model.engine.tokenize("hi")  # the engine itself holds the key

@@ -1,6 +1,6 @@
 """Tool calling for local models: the text protocol, its streaming parser, and the call grammar.
 
-**The text protocol** (https://llama-cpp-python.readthedocs.io/en/latest/). A chat template that does not support tools gets
+**The text protocol** (docs/models.md, "The in-process llama.cpp engine"). A chat template that does not support tools gets
 :func:`protocol_instructions` appended to the system prompt; the model calls a tool by writing::
 
     <tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>

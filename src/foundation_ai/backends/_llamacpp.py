@@ -121,13 +121,32 @@ _PENDING_EVERY = 8  # tokens between progress items while output is held back (i
 _NAME_SIZE = re.compile(r"^(?P<base>[A-Za-z][\w.]*?)-(?P<size>\d+(?:\.\d+)?[MBK])(?:\b|-|_|$)", re.IGNORECASE)
 
 
-def _metadata_from_name(name: str) -> dict[str, str]:
-    """``general.basename`` / ``general.size_label`` as the GGUF converters write them, read from
-    a file name such as ``SmolLM2-135M-Instruct`` (``_sampling.KNOWN_MODELS`` is keyed on them)."""
+# llama.cpp's own sampling defaults (common/common.h, common_params_sampling): a value of the
+# server's default generation settings that differs from these came from the GGUF's metadata.
+_LLAMA_DEFAULTS = {"temperature": 0.8, "top_p": 0.95, "top_k": 40.0, "repeat_penalty": 1.0}
+_GGUF_SAMPLING = {
+    "temperature": "general.sampling.temp",
+    "top_p": "general.sampling.top_p",
+    "top_k": "general.sampling.top_k",
+    "repeat_penalty": "general.sampling.penalty_repeat",
+}
+
+
+def _metadata(name: str, props: dict[str, Any]) -> dict[str, Any]:
+    """The GGUF metadata ``_sampling.recommended_params`` reads: ``general.basename`` /
+    ``general.size_label`` from a file name such as ``SmolLM2-135M-Instruct`` (as the GGUF
+    converters write them), and the ``general.sampling.*`` values llama.cpp loaded from the file
+    (its default generation settings where they differ from its built-in defaults)."""
+    out: dict[str, Any] = {}
     m = _NAME_SIZE.match(name)
-    if m is None:
-        return {}
-    return {"general.basename": m.group("base"), "general.size_label": m.group("size")}
+    if m is not None:
+        out = {"general.basename": m.group("base"), "general.size_label": m.group("size")}
+    settings = (props.get("default_generation_settings") or {}).get("params") or {}
+    for field, key in _GGUF_SAMPLING.items():
+        value = settings.get(field)
+        if isinstance(value, int | float) and abs(float(value) - _LLAMA_DEFAULTS[field]) > 1e-6:
+            out[key] = round(float(value), 6)
+    return out
 
 
 class LlamaCppModel(BaseModel):
@@ -164,7 +183,7 @@ class LlamaCppModel(BaseModel):
             input_price=0.0,
             output_price=0.0,
         )
-        self.default_params = recommended_params(_metadata_from_name(name_and_quant(engine.path)[0]))
+        self.default_params = recommended_params(_metadata(name_and_quant(engine.path)[0], engine.props))
         """The ``ModelParams`` used when a call passes none: the model's recommended sampling
         (``backends/_sampling.py``, ``docs/models.md``)."""
 
