@@ -545,3 +545,11 @@ def test_the_engines_loopback_listener_refuses_requests_without_its_key(model: L
     body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
     assert httpx.post(f"{base}/v1/chat/completions", json=body, trust_env=False).status_code == 401
     assert model.engine.tokenize("hi")  # the engine itself holds the key
+
+
+def test_a_forced_call_cut_off_by_max_tokens_is_reported_with_its_raw_arguments(model: LlamaCppModel) -> None:
+    inter = _ask("Weather in Rome?", tools_shed=TOOLS, tool_choice=ToolChoice.Function("get_weather"))
+    (msg,) = model.generate(inter, _params(max_tokens=12))
+    assert isinstance(msg, AssistantMessage) and isinstance(msg.content, ToolCall)
+    assert msg.content.name == "get_weather" and msg.content.arguments is None
+    assert msg.content.raw_arguments is not None and msg.stop_reason == StopReason.Length()

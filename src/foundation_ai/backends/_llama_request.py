@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,7 @@ __all__ = [
 ]
 
 _PROVIDER = ModelProviders.LlamaCpp
+_NAME_IN_TEXT = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)+)"')
 
 
 class Failure(Exception):
@@ -311,6 +313,12 @@ class ChunkReader:
             try:
                 calls = parse_tool_calls(raw)
             except ValueError as exc:
+                name = _NAME_IN_TEXT.search(raw)
+                if truncated and name is not None:  # as the text protocol does (``_llama_tools``)
+                    self.parser.problems.append(f"tool call {name.group(1)!r} cut off by max_tokens")
+                    args = raw.split('"arguments"', 1)[-1].lstrip(" \n\t:")
+                    cut = ToolCall(id=new_call_id(), name=name.group(1), arguments=None, raw_arguments=args)
+                    return [ParseEvent("call", call=cut)]
                 self.parser.problems.append(f"forced tool call is not valid JSON ({exc}): {raw[:200]}")
                 return [ParseEvent("text", raw)] if raw else []
             return [ParseEvent("call", call=c) for c in calls]
