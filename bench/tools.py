@@ -85,7 +85,7 @@ def tokenizer() -> Any:
 def request_tools_json(decls: Any) -> str:
     import msgspec
 
-    from foundation_ai.backends._openai_chat import build_request
+    from foundation_ai.backends._openai_chat_request import build_request
     from foundation_ai.types import Messages, ModelInteraction, ModelParams
 
     interaction = ModelInteraction(messages=[Messages.user("Find the overdue invoices.")], tools_shed=decls)

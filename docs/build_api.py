@@ -20,6 +20,7 @@ MODULES = [
     "foundation_ai.schema",
     "foundation_ai.vectors",
     "foundation_ai.errors",
+    "foundation_ai.agentic.errors",  # TurnFailedError and the other errors that carry a Turn
     "foundation_ai.pricing",
     "foundation_ai.cli",
 ]

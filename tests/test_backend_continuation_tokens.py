@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from foundation_ai.backends import anthropic, openai_chat, openai_responses
-from foundation_ai.backends._openai_chat import billed_output
+from foundation_ai.backends._reasoning_tokens import billed_output
 from foundation_ai.types import (
     AssistantMessage,
     GenerationMetadata,

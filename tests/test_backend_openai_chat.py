@@ -16,7 +16,8 @@ import pytest
 
 from foundation_ai.backends import assemble, openai_chat
 from foundation_ai.backends._http import SseEvent
-from foundation_ai.backends._openai_chat import IMAGE_PLACEHOLDER, ChatStreamParser, build_request
+from foundation_ai.backends._openai_chat_request import IMAGE_PLACEHOLDER, build_request
+from foundation_ai.backends._openai_chat_stream import ChatStreamParser
 from foundation_ai.errors import ConfigurationError
 from foundation_ai.types import (
     Args,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from foundation_ai._cli.builtin_tools import FileTools, ShellTool, ToolRefused, truncate
+from foundation_ai.agentic.toolsets.builtin import FileTools, ShellTool, ToolRefused, truncate
 from foundation_ai.errors import FoundationAIError
 
 

@@ -14,7 +14,6 @@ import msgspec
 import pytest
 from rich.console import Console
 
-from foundation_ai._cli.builtin_tools import files_tools, shell_tools
 from foundation_ai._cli.chat import ChatApp
 from foundation_ai._cli.commands import (
     SessionSetup,
@@ -28,6 +27,7 @@ from foundation_ai._cli.render import TurnRenderer, format_usage, render_records
 from foundation_ai._cli.session_index import describe_sessions, resolve_session_id
 from foundation_ai._cli.turns import QuestionBox, TurnRunner, is_yes
 from foundation_ai.agentic import AgentSession, InMemorySessionStore, ScriptedModel, call, fail, say, think
+from foundation_ai.agentic.toolsets.builtin import files_tools, shell_tools
 from foundation_ai.cli import build_parser, error_line
 from foundation_ai.errors import ConfigurationError
 from foundation_ai.types import (

@@ -1,4 +1,4 @@
-"""Every network wait has a deadline (backends/_http.py; docs/models.md, "Deadlines"): a server on
+"""Every network wait has a deadline (backends/_http/; docs/models.md, "Deadlines"): a server on
 127.0.0.1 trickling one byte at a time, one trickling its headers, one that never answers, and
 a TLS server whose certificate does not verify. The assertions are about outcomes (the error
 text, how much of the trickle the server managed to send, how many connections it saw), not

@@ -327,7 +327,7 @@ def test_argument_text_too_deep_to_decode_is_kept_as_text_by_every_backend(depth
     answers the call with the nesting error."""
     from foundation_ai.backends._anthropic_stream import tool_arguments
     from foundation_ai.backends._llama_tools import parse_tool_calls
-    from foundation_ai.backends._openai_chat import _parse_args
+    from foundation_ai.backends._openai_chat_stream import _parse_args
 
     text = deep_argument_text(depth)
     assert _parse_args(text) == (None, text, None)  # Chat Completions

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from foundation_ai._cli.builtin_tools import files_tools
 from foundation_ai.agentic.toolsets import FileToolset, MemoryFileSystem
+from foundation_ai.agentic.toolsets.builtin import files_tools
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import msgspec
 
-from foundation_ai.backends._openai_chat import WireCache, build_messages, build_request
+from foundation_ai.backends._openai_chat import WireCache
+from foundation_ai.backends._openai_chat_request import build_messages, build_request
 from foundation_ai.backends._sanitize import OPENAI_CHAT, IdMapping, sanitize_history
 from foundation_ai.types import (
     AssistantMessage,

@@ -1,4 +1,4 @@
-"""The shared HTTP layer (backends/_http.py) against the loopback fixture server."""
+"""The shared HTTP layer (backends/_http/) against the loopback fixture server."""
 
 from __future__ import annotations
 

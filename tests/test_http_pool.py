@@ -1,4 +1,4 @@
-"""The connection pool of a backend's own async clients (``backends/_http.py``): a cap on the
+"""The connection pool of a backend's own async clients (``backends/_http/``): a cap on the
 requests in flight, requests spread over several httpx clients, connections reused after the
 ``[DONE]`` event, one TLS context, ``aclose``; all against real loopback servers."""
 
@@ -530,7 +530,7 @@ async def test_finished_streams_leave_no_cyclic_garbage_for_the_collector() -> N
 
 def test_the_items_of_a_streamed_text_chunk_are_not_tracked_by_the_collector() -> None:
     from foundation_ai.backends._http import SseEvent
-    from foundation_ai.backends._openai_chat import ChatStreamParser
+    from foundation_ai.backends._openai_chat_stream import ChatStreamParser
     from foundation_ai.types import ModelId
 
     parser = ChatStreamParser(ModelId.Name("m"), None, ())

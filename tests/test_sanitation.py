@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from foundation_ai.backends._anthropic_request import build_request as anthropic_request
-from foundation_ai.backends._openai_chat import build_request as chat_request
+from foundation_ai.backends._openai_chat_request import build_request as chat_request
 from foundation_ai.backends._responses_request import accepts_reasoning
 from foundation_ai.backends._responses_request import build_request as responses_request
 from foundation_ai.backends._sanitize import OPENAI_CHAT, fit_id, sanitize_history

@@ -1,6 +1,6 @@
 """A known secret never shows, in any derived form: cut short, upper- or lower-cased,
 URL-encoded, base64 (alone or inside a longer base64 text), or as a base-URL password holding
-``/``; in reprs, error texts, and the CLI's stderr and ``--json`` output (backends/_http.py,
+``/``; in reprs, error texts, and the CLI's stderr and ``--json`` output (backends/_http/,
 ``redact``)."""
 
 from __future__ import annotations

@@ -58,7 +58,9 @@ def test_approving_a_tool_call_in_the_page_continues_the_turn(page: Any, artifac
     usage = wait_for(
         lambda: len(css(page, ".turn-usage")) == 2 and css(page, ".turn-usage"), "both usage lines"
     )
-    assert "awaiting_approval" in usage[0].text and "tokens:" in usage[1].text
+    # the paused turn's footer says it continued (it said "awaiting_approval" forever before)
+    assert "then continued" in usage[0].text and "tokens:" in usage[1].text
+    assert not any("awaiting" in u.text or "waiting" in u.text for u in usage)
     wait_for(lambda: css(page, "#send")[0].is_enabled(), "the chat to be idle again")
     wait_for(lambda: not css(page, "#sessions li.waiting"), "the waiting mark gone from the list")
     shot(page, artifacts, "approval-approved")

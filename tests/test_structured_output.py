@@ -544,7 +544,7 @@ def _interaction() -> Any:
 
 
 def test_openai_chat_sends_response_format_json_schema_strict() -> None:
-    from foundation_ai.backends._openai_chat import build_request
+    from foundation_ai.backends._openai_chat_request import build_request
     from foundation_ai.types import ModelParams
 
     spec = OutputSpec(Invoice)

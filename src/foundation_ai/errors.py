@@ -4,18 +4,16 @@ Errors are values at the lower layers: a provider error is a ``Messages.Assistan
 ``StopReason.Error`` and ``error_detail`` (what a model's ``stream``/``generate`` return), a failed
 tool is a ``Messages.ToolResult`` with ``error_detail``, and a streamed turn ends with a
 ``TurnEvent.Failed``. The convenience calls of a session (``run_turn``, ``ask`` and their async
-twins) raise :class:`TurnFailedError` instead, so a failure cannot pass unnoticed. Other
+twins) raise :class:`~foundation_ai.agentic.errors.TurnFailedError` instead (it carries the
+``Turn``, so it lives with the agent layer; reachable here by name too), so a failure cannot pass unnoticed. Other
 exceptions are for misuse and for conditions a caller has to handle in code.
 """
 
 from __future__ import annotations
 
-import re
+import importlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .agentic.session import Turn
+from typing import Any
 
 __all__ = [
     "ArgumentValidationError",
@@ -26,13 +24,10 @@ __all__ = [
     "InvalidChoiceError",
     "JsonFormatError",
     "ModelNotFoundError",
-    "OutputValidationError",
     "ProviderError",
-    "RefusalError",
     "SchemaViolation",
     "ToolArgumentError",
     "ToolChoiceError",
-    "TurnFailedError",
 ]
 
 
@@ -171,9 +166,6 @@ class ToolChoiceError(InvalidChoiceError):
         )
 
 
-_HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
-
-
 class ContextOverflowError(FoundationAIError):
     """A request cannot fit its model's context window even with everything that may be left
     out left out. A context assembler (``with_context_assembler``; memory's, see
@@ -191,63 +183,15 @@ class ContextOverflowError(FoundationAIError):
         self.window = window
 
 
-class TurnFailedError(FoundationAIError):
-    """A turn ended without an answer: raised by ``AgentSession.run_turn``, ``ask`` and their
-    async twins when the turn failed (a provider error such as an HTTP 500 or 401, a refused
-    connection, a context overflow that could not be trimmed, every model rate limited), ran out
-    of budget or iterations, or gave no valid structured output; ``ask`` also raises (as
-    :class:`RefusalError`) when the model refused.
-
-    The value-based contract stays below the session: a model's ``stream``/``generate`` return
-    an Assistant message with ``StopReason.Error``, and ``TurnStream.events()`` ends with
-    ``TurnEvent.Failed``; neither raises this. An aborted turn (``abort()``) does not raise.
-
-    Attributes:
-        turn: the finished ``Turn`` (its records, outcome and usage; what it produced is kept
-            and persisted).
-        kind: the error kind (``AgenticError.kind``): ``"provider"``, ``"rate_limited"``,
-            ``"context_overflow"``, ``"budget_exhausted"``, ``"iteration_limit"``,
-            ``"output_validation"``, ``"refused"``.
-        detail: the provider's text (or the loop's reason), API keys masked.
-        status_code: the HTTP status named in ``detail`` (``"... (HTTP 401)"``), else ``None``.
-        retryable: whether trying again later may succeed (e.g. a rate limit).
-    """
-
-    def __init__(self, turn: Turn | Any, kind: str, detail: str, *, retryable: bool = False) -> None:
-        super().__init__(f"the turn failed ({kind}): {detail}")
-        self.turn = turn
-        self.kind = kind
-        self.detail = detail
-        self.retryable = retryable
-        found = _HTTP_STATUS.search(detail)
-        self.status_code: int | None = int(found.group(1)) if found else None
+_AGENT_ERRORS = ("TurnFailedError", "OutputValidationError", "RefusalError")
 
 
-class OutputValidationError(TurnFailedError):
-    """The model's answers did not match the requested ``output_type``, after every retry
-    (``kind == "output_validation"``).
-
-    Attributes:
-        errors: what was wrong with the last answer, one line per problem.
-        text: the last answer, as the model sent it.
-    """
-
-    def __init__(self, turn: Turn | Any, errors: Sequence[str], text: str) -> None:
-        self.errors = list(errors)
-        self.text = text
-        super().__init__(turn, "output_validation", "; ".join(self.errors) or "invalid output")
-
-
-class RefusalError(TurnFailedError):
-    """The model refused to answer (``kind == "refused"``; the turn's outcome is
-    ``TurnOutcome.Refused``), raised by ``ask``/``aask``, which promise an answer;
-    ``run_turn`` returns the refused ``Turn`` (a typed outcome). A refusal is never retried and
-    never reported as a parse error.
-
-    Attributes:
-        refusal: the provider's refusal text (or reason code).
-    """
-
-    def __init__(self, turn: Turn | Any, refusal: str) -> None:
-        self.refusal = refusal
-        super().__init__(turn, "refused", refusal or "the model refused")
+def __getattr__(name: str) -> Any:
+    """``TurnFailedError``, ``OutputValidationError`` and ``RefusalError`` carry a ``Turn``, so they
+    live with the agent layer (:mod:`foundation_ai.agentic.errors`, docs/concepts.md: Layers); they
+    stay reachable here by name, looked up on first use (this module imports nothing above it)."""
+    if name in _AGENT_ERRORS:
+        value = getattr(importlib.import_module("foundation_ai.agentic.errors"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .agentic.turn.generate import Generation
     from .agentic.turn.state import TurnState
 
-__all__ = ["CAPTURE_ENV", "Tracing", "TracingSteps", "tracing_available"]
+__all__ = ["CAPTURE_ENV", "Tracing", "TracingSteps", "session_tracing", "tracing_available"]
 
 CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """Set to ``true`` to record message content when ``capture_content`` is not given."""
@@ -123,6 +123,10 @@ class Tracing(PhaseHooks):
         self.capture_content = capture_content
         self._turns: dict[int, _Turn] = {}
         self._calls: dict[str, Any] = {}  # tool call id -> the turn span (the tool span's parent)
+
+    def steps(self, inner: StepRunner) -> TracingSteps:
+        """``inner`` with an ``execute_tool`` span around each tool call (``agentic.plugins.TracingPlugin``)."""
+        return TracingSteps(self, inner)
 
     # -- the turn ---------------------------------------------------------------------------------
 
@@ -270,6 +274,11 @@ class TracingSteps(StepRunner):
         self.tracing = tracing
         self.inner = inner
 
+    def around(self, inner: StepRunner) -> TracingSteps:
+        """The same tool spans around another runner (``agentic.plugins.WrappingSteps``: the
+        builder's ``with_step_runner`` after ``with_tracing``)."""
+        return TracingSteps(self.tracing, inner)
+
     def generation(self, step: Generation) -> AsyncGenerator[Any, None]:
         """The inner runner's generation (the ``chat`` span comes from the phase hooks)."""
         return self.inner.generation(step)
@@ -291,3 +300,14 @@ class TracingSteps(StepRunner):
 def _model_name(model_id: Any) -> str:
     name = getattr(model_id, "name", None)
     return name() if callable(name) else str(model_id)
+
+
+def session_tracing(
+    tracer_provider: Any = None, *, agent_name: str = "foundation-ai", capture_content: bool | None = None
+) -> Tracing | None:
+    """The :class:`Tracing` hooks the session builder's ``with_tracing`` installs
+    (``agentic.plugins.TracingPlugin``), or ``None`` when ``opentelemetry-api`` is not installed
+    (tracing is then a no-op). Arguments as for :class:`Tracing`."""
+    if not tracing_available():
+        return None
+    return Tracing(tracer_provider, agent_name=agent_name, capture_content=capture_content)

@@ -17,7 +17,7 @@ Imports go one way (no cycles; ``tests/test_cli_imports.py`` checks it):
 - ``approval``: the shell tool's y/N question, showing the whole command.
 - ``safe_text``: control characters from the model, tools and servers made visible.
 - ``model_choice``: ``--model`` / ``--base-url`` to a backend, with one-line errors.
-- ``builtin_tools``: the opt-in ``files`` and ``shell`` tools.
+- the opt-in ``files`` and ``shell`` tools live in ``agentic/toolsets/builtin.py`` (the server uses them too).
 - ``render``: rich output (streamed text, thinking, tool panels, usage line, transcripts).
 - ``report``: the failure and usage lines after a turn.
 - ``status``: exit statuses and the one-line error format.

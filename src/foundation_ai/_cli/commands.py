@@ -17,10 +17,10 @@ from typing import Any
 
 from rich.text import Text
 
+from ..agentic.toolsets.builtin import files_tools, shell_tools
 from ..errors import ConfigurationError, FoundationAIError
 from ..types import ModelParams, OutputFormat, to_json
 from .approval import shell_question
-from .builtin_tools import files_tools, shell_tools
 from .config import KEY_ENV, PROVIDER_KEY, Config, load_config, read_keys
 from .model_choice import ModelChoice, check_reachable, load_model, parse_model_spec
 from .prompt_input import attachment_messages, parse_schema, read_prompt

@@ -14,6 +14,8 @@ trimming), ``stores`` (in-memory and SQLite), ``scripted`` (a deterministic ``Mo
 from __future__ import annotations
 
 from ..types import ToolArgs
+from .answer import Answer
+from .builder import AgentSessionBuilder
 from .errors import (
     CorruptRecordError,
     SessionClosedError,
@@ -24,9 +26,10 @@ from .errors import (
 from .events import TurnEvent, TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
 from .scripted import Reply, ScriptedModel, call, fail, hook, overflow, pause, rate_limited, say, think
-from .session import AgentSession, AgentSessionBuilder, Answer, Turn
+from .session import AgentSession
 from .stores import InMemorySessionStore, SessionHeader, SessionMeta, SessionStore, SqliteSessionStore
 from .tools import BaseTool, FunctionTool, MultiCommandTool, ToolRegistry, tool
+from .turn_result import Turn
 
 __all__ = [
     "AgentSession",

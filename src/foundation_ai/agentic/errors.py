@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from typing import Any
+
 from ..errors import FoundationAIError
 
 __all__ = [
     "ApprovalPendingError",
     "CorruptRecordError",
+    "OutputValidationError",
+    "RefusalError",
     "SessionClosedError",
     "SessionExistsError",
     "SessionNotFoundError",
     "StoreError",
+    "TurnFailedError",
 ]
 
 
@@ -92,3 +99,68 @@ class SessionNotFoundError(FoundationAIError):
         else:
             message = f"no stored session {session_id!r}"
         super().__init__(message)
+
+
+_HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
+
+
+class TurnFailedError(FoundationAIError):
+    """A turn ended without an answer: raised by ``AgentSession.run_turn``, ``ask`` and their
+    async twins when the turn failed (a provider error such as an HTTP 500 or 401, a refused
+    connection, a context overflow that could not be trimmed, every model rate limited), ran out
+    of budget or iterations, or gave no valid structured output; ``ask`` also raises (as
+    :class:`RefusalError`) when the model refused.
+
+    The value-based contract stays below the session: a model's ``stream``/``generate`` return
+    an Assistant message with ``StopReason.Error``, and ``TurnStream.events()`` ends with
+    ``TurnEvent.Failed``; neither raises this. An aborted turn (``abort()``) does not raise.
+
+    Attributes:
+        turn: the finished :class:`~foundation_ai.agentic.turn_result.Turn` (its records, outcome and usage; what it produced is kept
+            and persisted).
+        kind: the error kind (``AgenticError.kind``): ``"provider"``, ``"rate_limited"``,
+            ``"context_overflow"``, ``"budget_exhausted"``, ``"iteration_limit"``,
+            ``"output_validation"``, ``"refused"``.
+        detail: the provider's text (or the loop's reason), API keys masked.
+        status_code: the HTTP status named in ``detail`` (``"... (HTTP 401)"``), else ``None``.
+        retryable: whether trying again later may succeed (e.g. a rate limit).
+    """
+
+    def __init__(self, turn: Any, kind: str, detail: str, *, retryable: bool = False) -> None:
+        super().__init__(f"the turn failed ({kind}): {detail}")
+        self.turn = turn
+        self.kind = kind
+        self.detail = detail
+        self.retryable = retryable
+        found = _HTTP_STATUS.search(detail)
+        self.status_code: int | None = int(found.group(1)) if found else None
+
+
+class OutputValidationError(TurnFailedError):
+    """The model's answers did not match the requested ``output_type``, after every retry
+    (``kind == "output_validation"``).
+
+    Attributes:
+        errors: what was wrong with the last answer, one line per problem.
+        text: the last answer, as the model sent it.
+    """
+
+    def __init__(self, turn: Any, errors: Sequence[str], text: str) -> None:
+        self.errors = list(errors)
+        self.text = text
+        super().__init__(turn, "output_validation", "; ".join(self.errors) or "invalid output")
+
+
+class RefusalError(TurnFailedError):
+    """The model refused to answer (``kind == "refused"``; the turn's outcome is
+    ``TurnOutcome.Refused``), raised by ``ask``/``aask``, which promise an answer;
+    ``run_turn`` returns the refused ``Turn`` (a typed outcome). A refusal is never retried and
+    never reported as a parse error.
+
+    Attributes:
+        refusal: the provider's refusal text (or reason code).
+    """
+
+    def __init__(self, turn: Any, refusal: str) -> None:
+        self.refusal = refusal
+        super().__init__(turn, "refused", refusal or "the model refused")

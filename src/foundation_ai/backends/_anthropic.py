@@ -3,7 +3,7 @@
 ``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version`` headers, streamed
 over SSE (or, with ``streaming=False``, one JSON response turned into the same items). The
 request mapping lives in ``_anthropic_request.py``, the stream mapping in
-``_anthropic_stream.py``; HTTP, retries and error text in ``_http.py``. Sources: Anthropic
+``_anthropic_stream.py``; HTTP, retries and error text in ``_http/``. Sources: Anthropic
 Messages API reference, https://docs.anthropic.com/en/api/messages, docs/concepts.md: Messages, Requests, parameters and usage, The stream contract.
 
 Usage::
@@ -47,7 +47,7 @@ from ._anthropic_request import (
     wire_messages,
 )
 from ._anthropic_stream import AnthropicStreamParser, parse_message
-from ._common import SnapshotHttpModel, describe, price_key
+from ._common import ProviderHost, SnapshotHttpModel, describe, endpoint_options, price_key
 from ._http import (
     DEFAULT_DEADLINE,
     DEFAULT_FIRST_BYTE_TIMEOUT,
@@ -57,7 +57,6 @@ from ._http import (
     Timer,
     error_items,
     join_url,
-    resolve_endpoint,
 )
 from ._sanitize import ANTHROPIC, anthropic_accepts_thinking, sanitize_history
 from ._wire_cache import Prefix, PrefixCache
@@ -68,6 +67,8 @@ __all__ = ["DEFAULT_BASE_URL", "AnthropicModel", "AnthropicWireCache", "anthropi
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 """Anthropic's API host; the backend adds ``/v1/messages``."""
+ANTHROPIC_HOST = ProviderHost("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL)
+"""The key and base-URL variables of this backend (``docs/models.md``, the key rule)."""
 
 _DECODE = decode_event  # msgspec, tolerating half a surrogate pair per event (see _wire_text)
 
@@ -335,18 +336,10 @@ def anthropic(
         ConfigurationError: no API key for the default Anthropic host; ``max_connections`` not a positive
             integer or ``None``.
     """
-    ep = resolve_endpoint(
+    ep, options = endpoint_options(
+        ANTHROPIC_HOST,
         api_key=api_key,
         base_url=base_url,
-        key_env="ANTHROPIC_API_KEY",
-        base_env="ANTHROPIC_BASE_URL",
-        default_base_url=DEFAULT_BASE_URL,
-    )
-    options = HttpOptions.create(
-        api_key=ep.api_key,
-        env_var=None,
-        key_required=False,
-        base_url=ep.base_url,
         timeout=timeout,
         max_retries=max_retries,
         headers=headers,

@@ -12,9 +12,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping
 from contextlib import aclosing, closing
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 from urllib.parse import urlsplit
 
 from ..errors import ProviderError
@@ -29,10 +29,21 @@ from ..types import (
     Stream,
     UsageReport,
 )
-from ._http import HttpOptions, SseEvent, Timer, astream_events, error_items, stream_events
+from ._http import (
+    Endpoint,
+    HttpOptions,
+    SseEvent,
+    Timer,
+    astream_events,
+    error_items,
+    resolve_endpoint,
+    stream_events,
+)
 from .base import BaseModel, ModelDescriptor, ModelStream
 
 __all__ = [
+    "ProviderHost",
+    "endpoint_options",
     "LOCAL_HOSTS",
     "HttpBackend",
     "SnapshotHttpModel",
@@ -276,3 +287,60 @@ class SnapshotHttpModel(HttpBackend):
             async for batch in batches:
                 keep(got, batch)
         return list(got.values())
+
+
+class ProviderHost(NamedTuple):
+    """Where a provider's HTTP backend goes by default and which environment variables name its
+    key and base URL (``docs/models.md``, the key rule)."""
+
+    key_env: str
+    base_env: str
+    default_base_url: str
+
+
+def endpoint_options(
+    host: ProviderHost,
+    *,
+    api_key: str | None,
+    base_url: str | None,
+    timeout: float,
+    max_retries: int,
+    headers: Mapping[str, str] | None,
+    http_client: Any,
+    retry_base_delay: float,
+    max_retry_delay: float,
+    deadline: float | None,
+    first_byte_timeout: float | None,
+    max_connections: int | None,
+) -> tuple[Endpoint, HttpOptions]:
+    """The endpoint (base URL and key, :func:`~._http.resolve_endpoint`) and the
+    :class:`~._http.HttpOptions` of one HTTP backend: the plumbing the factories ``openai_chat``,
+    ``openai_responses`` and ``anthropic`` share (their arguments of these names, in seconds).
+
+    Raises:
+        ConfigurationError: the provider's own host and no key; ``max_connections`` not a
+            positive integer or ``None``; ``http_client`` of another type.
+    """
+    ep = resolve_endpoint(
+        api_key=api_key,
+        base_url=base_url,
+        key_env=host.key_env,
+        base_env=host.base_env,
+        default_base_url=host.default_base_url,
+    )
+    options = HttpOptions.create(
+        api_key=ep.api_key,
+        env_var=None,
+        key_required=False,
+        base_url=ep.base_url,
+        timeout=timeout,
+        max_retries=max_retries,
+        headers=headers,
+        http_client=http_client,
+        retry_base_delay=retry_base_delay,
+        max_retry_delay=max_retry_delay,
+        deadline=deadline,
+        first_byte_timeout=first_byte_timeout,
+        max_connections=max_connections,
+    )
+    return ep, options

@@ -1,5 +1,5 @@
 """A first-come-first-served limit on the requests in flight, with a due time per waiter and
-one timer for the whole queue (the wait for a slot of the shared HTTP pool, ``_http.py``).
+one timer for the whole queue (the wait for a slot of the shared HTTP pool, ``_http/pool.py``).
 
 ``asyncio.Semaphore`` plus ``asyncio.timeout_at`` would do the same with, per waiting request,
 a coroutine, a timer handle, its callback and a timeout object, all tracked by the cycle

@@ -3,7 +3,7 @@
 ``POST {base_url}/responses`` (the base given with or without ``/v1``) with
 ``Authorization: Bearer <key>``, streamed over SSE (or, with ``streaming=False``, one JSON
 response turned into the same items). The request mapping lives in ``_responses_request.py``,
-the stream mapping in ``_responses_stream.py``; HTTP, retries and error text in ``_http.py``.
+the stream mapping in ``_responses_stream.py``; HTTP, retries and error text in ``_http/``.
 Sources: OpenAI Responses API reference, https://platform.openai.com/docs/api-reference/responses, docs/concepts.md: Messages, Requests, parameters and usage, The stream contract.
 
 Usage::
@@ -23,7 +23,7 @@ import msgspec
 
 from ..errors import ProviderError
 from ..types import ModelInteraction, ModelParams, ModelProviders, Stream, ThinkingLevel
-from ._common import SnapshotHttpModel, describe, price_key
+from ._common import ProviderHost, SnapshotHttpModel, describe, endpoint_options, price_key
 from ._http import (
     DEFAULT_DEADLINE,
     DEFAULT_FIRST_BYTE_TIMEOUT,
@@ -32,7 +32,6 @@ from ._http import (
     SseEvent,
     Timer,
     join_url,
-    resolve_endpoint,
 )
 from ._responses_request import (
     MappedInput,
@@ -53,6 +52,8 @@ __all__ = ["DEFAULT_BASE_URL", "OpenAIResponsesModel", "ResponsesWireCache", "op
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """OpenAI's API base; the backend adds ``/responses``."""
+OPENAI_HOST = ProviderHost("OPENAI_API_KEY", "OPENAI_BASE_URL", DEFAULT_BASE_URL)
+"""The key and base-URL variables of this backend (``docs/models.md``, the key rule)."""
 
 _DECODE = decode_event  # msgspec, tolerating half a surrogate pair per event (see _wire_text)
 
@@ -289,18 +290,10 @@ def openai_responses(
         ConfigurationError: no API key for the default OpenAI base URL; ``max_connections`` not a positive
             integer or ``None``.
     """
-    ep = resolve_endpoint(
+    ep, options = endpoint_options(
+        OPENAI_HOST,
         api_key=api_key,
         base_url=base_url,
-        key_env="OPENAI_API_KEY",
-        base_env="OPENAI_BASE_URL",
-        default_base_url=DEFAULT_BASE_URL,
-    )
-    options = HttpOptions.create(
-        api_key=ep.api_key,
-        env_var=None,
-        key_required=False,
-        base_url=ep.base_url,
         timeout=timeout,
         max_retries=max_retries,
         headers=headers,

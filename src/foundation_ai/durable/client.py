@@ -71,7 +71,7 @@ def _same_prompt(stored: list[Messages], given: list[Messages]) -> bool:
 
 
 def _prompt_messages(prompt: str | Messages | Sequence[str | Messages]) -> list[Messages]:
-    from ..agentic.session import _prompt_messages as check
+    from ..agentic.turn_inputs import _prompt_messages as check
 
     return check(prompt)
 

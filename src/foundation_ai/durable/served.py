@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dbos import DBOS
 from dbos import error as dbos_errors
 
+from ..agentic.builder import AgentSessionBuilder
 from ..agentic.events import EventMapper, TurnEvent, TurnOutcome, TurnSummary
-from ..agentic.session import AgentSessionBuilder
 from ..agentic.stores import SessionStore
 from ..errors import ConfigurationError
 from ..types import AgenticError, Messages, ModelParams, TokenSnapshot, from_json, to_json

@@ -31,14 +31,16 @@ from typing import Any
 import msgspec
 from dbos import DBOS
 
-from ..agentic.session import AgentSession, AgentSessionBuilder
+from ..agentic.builder import AgentSessionBuilder
+from ..agentic.errors import TurnFailedError
+from ..agentic.session import AgentSession
 from ..agentic.stores import SessionHeader, SessionMeta, SessionStore, conversation_of
 from ..agentic.stores.base import takes_header
 from ..agentic.stores.sqlite import SqliteSessionStore
 from ..agentic.turn.hooks import Phase, PhaseHooks
 from ..agentic.turn.persist import Replay
 from ..agentic.turn.state import TurnState
-from ..errors import ConfigurationError, TurnFailedError
+from ..errors import ConfigurationError
 from ..types import Messages, SessionRecord, from_json
 from .config import DurableConfig
 from .ownership import Ownership

@@ -104,6 +104,11 @@ class MemoryConfig:
         if self.memory_output_tokens < 16:
             raise ConfigurationError("memory_output_tokens must be at least 16")
 
+    def manager(self) -> MemoryManager:
+        """A fresh :class:`MemoryManager` with these settings, for one session (what the session
+        builder's ``with_memory`` calls: ``agentic.plugins.MemoryPlugin``)."""
+        return MemoryManager(self)
+
 
 def _indexable(records: Iterable[SessionRecord]) -> list[tuple[str, str, str]]:
     items: list[tuple[str, str, str]] = []

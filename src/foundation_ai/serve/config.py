@@ -216,7 +216,7 @@ def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
 def _builtin_tools(names: Any, root: Any, where: str) -> list[Any]:
     if not isinstance(names, list):
         raise ConfigurationError(f"{where}: tools must be a list of names")
-    from .._cli.builtin_tools import files_tools, shell_tools
+    from ..agentic.toolsets.builtin import files_tools, shell_tools
 
     if root is not None:
         if not isinstance(root, str):

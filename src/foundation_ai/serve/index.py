@@ -75,13 +75,22 @@ class SessionIndex:
             ).fetchone()
         return _row(row) if row else None
 
-    def list(self, owner: str, limit: int = 100) -> list[dict[str, Any]]:
-        """The owner's sessions, most recently used first."""
+    def list(self, owner: str, limit: int = 100, query: str | None = None) -> list[dict[str, Any]]:
+        """The owner's sessions, most recently used first; with ``query``, only those whose
+        title contains it (case-insensitive for ASCII letters, SQLite's ``LIKE``)."""
+        where, args = _title_filter(query, "?")
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {_COLS} FROM sessions WHERE owner=? ORDER BY updated DESC LIMIT ?", (owner, limit)
+                f"SELECT {_COLS} FROM sessions WHERE owner=?{where} ORDER BY updated DESC LIMIT ?",
+                (owner, *args, limit),
             ).fetchall()
         return [_row(r) for r in rows]
+
+    def delete(self, session_id: str) -> None:
+        """Forget the session (and its Responses ids): no key can reach it afterwards."""
+        with self._lock:
+            self._db.execute("DELETE FROM responses WHERE session_id=?", (session_id,))
+            self._db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,))
 
     def add_response(self, response_id: str, session_id: str) -> None:
         """Remember that ``response_id`` ended a turn of ``session_id``."""
@@ -108,6 +117,15 @@ class SessionIndex:
         """Close the connection."""
         with self._lock:
             self._db.close()
+
+
+def _title_filter(query: str | None, mark: str) -> tuple[str, tuple[str, ...]]:
+    """An SQL condition on ``title`` containing ``query`` (``%``, ``_`` and ``\\`` matched
+    literally), with its argument; ``("", ())`` without a query. ``mark``: the placeholder."""
+    if not query:
+        return "", ()
+    pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    return f" AND title LIKE {mark} ESCAPE '\\'", (pattern,)
 
 
 _COLS = "session_id, owner, agent, title, created, updated, waiting"

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agentic import AgentSession, TurnEvent
+from ..agentic.builder import AgentSessionBuilder
 from ..agentic.events import TurnOutcome, TurnSummary
-from ..agentic.session import AgentSessionBuilder
 from ..errors import ConfigurationError
 from ..ids import new_scru128
 from ..types import AgenticError, Messages, ModelParams, TokenSnapshot, from_json, to_json
@@ -369,7 +369,7 @@ class SharedSessionManager(SessionManager):
         """
         from dbos import EnqueueOptions
 
-        from ..agentic.session import _prompt_messages
+        from ..agentic.turn_inputs import _prompt_messages
         from ..durable.config import APP_VERSION
         from ..durable.served import SERVED_WORKFLOW
 

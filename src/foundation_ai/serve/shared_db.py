@@ -33,6 +33,7 @@ import psycopg_pool
 
 from ..agentic.stores.postgres import libpq_url, redact_url
 from ..errors import ConfigurationError
+from .index import _title_filter
 from .keys import PREFIX
 
 __all__ = ["CHANNEL", "SharedDatabase", "SharedIndex", "SharedKeyStore", "TurnLog", "Wakeups"]
@@ -216,20 +217,28 @@ class SharedIndex:
         rows = self.db.rows("SELECT * FROM foundation_ai_serve_sessions WHERE session_id = %s", (session_id,))
         return _meta(rows[0]) if rows else None
 
-    def list(self, owner: str, limit: int = 100) -> list[dict[str, Any]]:
+    def list(self, owner: str, limit: int = 100, query: str | None = None) -> list[dict[str, Any]]:
         """The owner's sessions, most recently used first (whether each runs a turn is kept in
-        :attr:`listed_running`, so a listing costs one query)."""
+        :attr:`listed_running`, so a listing costs one query); with ``query``, only those whose
+        title contains it (case-insensitive, ``ILIKE``)."""
+        where, args = _title_filter(query, "%s")
         rows = self.db.rows(
             "SELECT s.*, EXISTS (SELECT 1 FROM foundation_ai_serve_turns t"
             " WHERE t.session_id = s.session_id AND NOT t.done)"
-            " FROM foundation_ai_serve_sessions s WHERE owner = %s ORDER BY updated DESC LIMIT %s",
-            (owner, limit),
+            f" FROM foundation_ai_serve_sessions s WHERE owner = %s{where.replace('LIKE', 'ILIKE')}"
+            " ORDER BY updated DESC LIMIT %s",
+            (owner, *args, limit),
         )
         now = time.monotonic()
         if len(self.listed_running) > 10_000:
             self.listed_running.clear()
         self.listed_running.update((str(r[0]), (bool(r[6]), now)) for r in rows)
         return [_meta(r) for r in rows]
+
+    def delete(self, session_id: str) -> None:
+        """Forget the session (and its Responses ids): no key can reach it afterwards."""
+        self.db.rows("DELETE FROM foundation_ai_serve_responses WHERE session_id = %s", (session_id,))
+        self.db.rows("DELETE FROM foundation_ai_serve_sessions WHERE session_id = %s", (session_id,))
 
     def add_response(self, response_id: str, session_id: str) -> None:
         """Remember that ``response_id`` ended a turn of ``session_id``."""

@@ -16,18 +16,22 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
+import logging
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
-from ...types import Messages, SessionRecord, TextContent, UserMessage
+from ...errors import FoundationAIError
+from ...types import Messages, SessionRecord, TextContent, UserMessage, from_json
 from ...types._text import scrub_surrogates
+from ..errors import CorruptRecordError
 
 __all__ = [
+    "decode_records",
     "SessionHeader",
     "SessionMeta",
     "SessionStore",
@@ -191,6 +195,61 @@ def paused_gc() -> Iterator[None]:
             _gc_pausers -= 1
             if _gc_pausers == 0 and _gc_resume:
                 gc.enable()
+
+
+def decode_records(
+    session_id: str,
+    joined: tuple[int, bytes] | None,
+    rows: Callable[[], Iterable[tuple[Any, Any]]],
+    corrupt: dict[str, list[int]],
+    *,
+    strict: bool,
+    log: logging.Logger,
+) -> list[SessionRecord]:
+    """A stored session's records, decoded the way every SQL store does it (SQLite, PostgreSQL).
+
+    ``joined``: the number of rows and their bodies joined into one JSON array (decoded at
+    once: the fast path), or ``None`` when the store could not join them; ``rows()``: the
+    ``(seq, body)`` rows in order, read only when the fast path fails (a bad row), then decoded
+    one by one. A row that does not decode is skipped with a warning on ``log`` and its ``seq``
+    kept in ``corrupt[session_id]`` (cleared when every row decodes).
+
+    Raises:
+        CorruptRecordError: ``strict`` and at least one row does not decode.
+    """
+    if joined is not None:
+        count, data = joined
+        if not count:
+            corrupt.pop(session_id, None)
+            return []
+        try:  # fast path: one decode of every record
+            with paused_gc():
+                out: list[SessionRecord] = from_json(data, list[SessionRecord])
+            if len(out) == count:
+                corrupt.pop(session_id, None)
+                return out
+        except FoundationAIError:  # a bad row: decode them one by one below
+            pass
+    out = []
+    bad: list[int] = []
+    detail = ""
+    with paused_gc():
+        for seq, body in rows():
+            try:
+                out.append(from_json(body if isinstance(body, bytes | str) else bytes(body), SessionRecord))
+            except (FoundationAIError, TypeError) as exc:
+                bad.append(int(seq))
+                detail = detail or str(exc)
+    if not bad:
+        corrupt.pop(session_id, None)
+        return out
+    corrupt[session_id] = bad
+    if strict:
+        raise CorruptRecordError(session_id, bad, detail)
+    log.warning(
+        "session %s: skipped %d undecodable stored record(s) (seq %s): %s", session_id, len(bad), bad, detail
+    )
+    return out
 
 
 def takes_header(store: Any) -> bool:

@@ -45,11 +45,10 @@ import psycopg_pool
 from psycopg import conninfo
 from psycopg.types.json import Jsonb
 
-from ...errors import FoundationAIError
-from ...types import SessionRecord, from_json, to_json
+from ...types import SessionRecord, to_json
 from ...types._text import scrub_surrogates
-from ..errors import CorruptRecordError, SessionClosedError, StoreError
-from .base import SessionHeader, SessionMeta, meta_delta, paused_gc
+from ..errors import SessionClosedError, StoreError
+from .base import SessionHeader, SessionMeta, decode_records, meta_delta, paused_gc
 
 __all__ = ["PostgresSessionStore", "libpq_url", "redact_url"]
 
@@ -299,43 +298,10 @@ class PostgresSessionStore:
             SessionClosedError: the store was closed.
         """
         rows = self._read("read a session from", _LOAD, (session_id,), bulk=True)
-        if not rows:
-            self.corrupt_records.pop(session_id, None)
-            return []
-        try:  # fast path: one decode of every record
-            with paused_gc():
-                out: list[SessionRecord] = from_json(
-                    b"[" + b",".join([body for _, body in rows]) + b"]", list[SessionRecord]
-                )
-            if len(out) == len(rows):
-                self.corrupt_records.pop(session_id, None)
-                return out
-        except FoundationAIError:  # a bad row: decode them one by one below
-            pass
-        out = []
-        bad: list[int] = []
-        detail = ""
-        with paused_gc():
-            for seq, body in rows:
-                try:
-                    out.append(from_json(bytes(body), SessionRecord))
-                except (FoundationAIError, TypeError) as exc:
-                    bad.append(int(seq))
-                    detail = detail or str(exc)
-        if bad:
-            self.corrupt_records[session_id] = bad
-            if strict:
-                raise CorruptRecordError(session_id, bad, detail)
-            log.warning(
-                "session %s: skipped %d undecodable stored record(s) (seq %s): %s",
-                session_id,
-                len(bad),
-                bad,
-                detail,
-            )
-        else:
-            self.corrupt_records.pop(session_id, None)
-        return out
+        joined = b"[" + b",".join([body for _, body in rows]) + b"]"
+        return decode_records(
+            session_id, (len(rows), joined), lambda: rows, self.corrupt_records, strict=strict, log=log
+        )
 
     async def aload(self, session_id: str) -> list[SessionRecord]:
         """:meth:`load` on a worker thread."""

@@ -49,8 +49,8 @@ import msgspec
 from ...errors import FoundationAIError
 from ...types import SessionRecord, from_json, to_json
 from ...types._text import scrub_surrogates
-from ..errors import CorruptRecordError, SessionClosedError, StoreError
-from .base import SessionHeader, SessionMeta, meta_delta, paused_gc, title_of
+from ..errors import SessionClosedError, StoreError
+from .base import SessionHeader, SessionMeta, decode_records, meta_delta, paused_gc, title_of
 
 __all__ = ["HOME_ENV", "SqliteSessionStore", "default_store_path"]
 
@@ -391,52 +391,19 @@ class SqliteSessionStore:
             StoreError: the read failed.
             SessionClosedError: the store was closed.
         """
-        joined = self._read_joined(session_id)
-        if joined is not None:
-            count, data = joined
-            if not count:
-                self.corrupt_records.pop(session_id, None)
-                return []
-            try:  # fast path: one decode of every record
-                with paused_gc():
-                    out: list[SessionRecord] = from_json(data, list[SessionRecord])
-                if len(out) == count:
-                    self.corrupt_records.pop(session_id, None)
-                    return out
-            except FoundationAIError:  # a bad row: decode them one by one below
-                pass
-        rows = self._read(
-            "read a session",
-            "SELECT seq, body FROM records WHERE session_id=? ORDER BY seq",
-            (session_id,),
-            bulk=True,
+        return decode_records(
+            session_id,
+            self._read_joined(session_id),
+            lambda: self._read(
+                "read a session",
+                "SELECT seq, body FROM records WHERE session_id=? ORDER BY seq",
+                (session_id,),
+                bulk=True,
+            ),
+            self.corrupt_records,
+            strict=strict,
+            log=log,
         )
-        out = []
-        bad: list[int] = []
-        detail = ""
-        with paused_gc():
-            for seq, body in rows:
-                try:
-                    out.append(
-                        from_json(body if isinstance(body, bytes | str) else bytes(body), SessionRecord)
-                    )
-                except (FoundationAIError, TypeError) as exc:
-                    bad.append(int(seq))
-                    detail = detail or str(exc)
-        if bad:
-            self.corrupt_records[session_id] = bad
-            if strict:
-                raise CorruptRecordError(session_id, bad, detail)
-            log.warning(
-                "session %s: skipped %d undecodable stored record(s) (seq %s): %s",
-                session_id,
-                len(bad),
-                bad,
-                detail,
-            )
-        else:
-            self.corrupt_records.pop(session_id, None)
-        return out
 
     def _read_joined(self, session_id: str) -> tuple[int, bytes] | None:
         """(row count, every body of the session joined into one JSON array) read by one SQL

@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ...errors import ConfigurationError, TurnFailedError
+from ...errors import ConfigurationError
 from ...ids import new_scru128
 from ...types import Messages, SessionRecord, TextContent, ToolResultMessage
+from ..errors import TurnFailedError
 from ..ledger import TokenBudget
 from ..tools import MultiCommandTool, tool
 from .errors import ToolRefused

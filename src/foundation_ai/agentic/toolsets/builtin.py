@@ -1,6 +1,7 @@
-"""The CLI's opt-in built-in tools: ``files`` (read, write, edit, list inside a root directory)
-and ``shell`` (run a command after the user confirms it) — thin uses of the library's toolsets
-(:mod:`foundation_ai.agentic.toolsets`), under the CLI's own tool names.
+"""The opt-in built-in tools of the CLI and of ``foundation-ai serve`` (an agent's ``tools:``): ``files``
+(read, write, edit, list inside a root directory) and ``shell`` (run a command after the user
+confirms it) — thin uses of the library's toolsets (:mod:`foundation_ai.agentic.toolsets`), under
+the CLI's own tool names.
 
 A function that refuses or fails raises :class:`ToolRefused` (or another exception); the agent
 loop turns any exception into a ``Messages.ToolResult`` with ``error_detail``, so the turn goes
@@ -22,11 +23,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..agentic.toolsets.errors import PathRefused, ToolRefused
-from ..agentic.toolsets.files import DEFAULT_MAX_CHARS, FileToolset, truncate
-from ..agentic.toolsets.fs import LocalFileSystem
-from ..agentic.toolsets.shell import DEFAULT_SHELL_TIMEOUT, KILL_GRACE, Confirm, ShellTool
-from ..agentic.toolsets.shell import shell_tools as _library_shell_tools
+from .errors import PathRefused, ToolRefused
+from .files import DEFAULT_MAX_CHARS, FileToolset, truncate
+from .fs import LocalFileSystem
+from .shell import DEFAULT_SHELL_TIMEOUT, KILL_GRACE, Confirm, ShellTool
+from .shell import shell_tools as _library_shell_tools
 
 __all__ = [
     "DEFAULT_MAX_CHARS",
@@ -78,7 +79,7 @@ class FileTools:
 def files_tools(root: str | os.PathLike[str] | None = None) -> list[Any]:
     """The ``files`` tools for an agent: ``read_file``, ``write_file``, ``edit_file``, ``list_dir``,
     confined to ``root`` (default: the current directory)."""
-    from ..agentic import tool
+    from ..tools import tool
 
     ft = FileTools(root)
 
