@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ids import new_call_id, new_scru128
+from ..schema.refs import self_contained
 from ..types import (
     AssistantMessage,
     FunctionSpec,
@@ -148,7 +149,7 @@ def sampling(params: ModelParams, default_seed: int | None) -> dict[str, Any]:
     if isinstance(params.output_format, OutputFormat.JsonObject):
         body["json_schema"] = {"type": "object"}
     elif isinstance(params.output_format, OutputFormat.JsonSchema):
-        body["json_schema"] = params.output_format.schema
+        body["json_schema"] = self_contained(params.output_format.schema)  # $refs inlined
     return body
 
 

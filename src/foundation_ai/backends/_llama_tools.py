@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..ids import new_call_id
+from ..schema.refs import self_contained
 from ..types import FunctionSpec, ToolCall
 
 __all__ = [
@@ -332,7 +333,8 @@ def tool_call_schema(functions: Sequence[FunctionSpec]) -> dict[str, Any]:
         }
         for f in functions
     ]
-    return alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
+    schema: dict[str, Any] = alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
+    return self_contained(schema)
 
 
 def _closed(schema: dict[str, Any]) -> dict[str, Any]:
