@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from ..errors import (
     ConfigurationError,
@@ -17,8 +17,10 @@ from ..ids import new_scru128
 from ..types import (
     ModelId,
     ModelParams,
+    ParamFields,
     SessionRecord,
 )
+from ..types.interaction import with_fields
 from . import plugins
 from .context import dangling_calls, interrupted_results
 from .errors import SessionExistsError, SessionNotFoundError
@@ -205,9 +207,21 @@ class AgentSessionBuilder:
                 self._catalog.append(t)
         return self
 
-    def with_params(self, params: ModelParams) -> AgentSessionBuilder:
-        """Sampling parameters for every generation."""
-        self._params = params
+    def with_params(
+        self, params: ModelParams | None = None, **fields: Unpack[ParamFields]
+    ) -> AgentSessionBuilder:
+        """Sampling parameters for every generation: a ``ModelParams``, or its fields as keywords
+        (``.with_params(temperature=0.2, max_tokens=500)``, over what was set before), or both.
+
+        HTTP backends send only the fields that were set, so a provider's or server's own
+        defaults apply to the rest (docs/models.md, "Parameters"); ``ModelParams()`` still reports
+        the seed's defaults (``max_tokens`` 2048, ``temperature`` 0.7, ``top_p`` 0.9).
+
+        Raises:
+            TypeError: an unknown field name.
+        """
+        base = params if params is not None else self._params
+        self._params = with_fields(ModelParams() if base is None else base, fields) if fields else base
         return self
 
     def with_max_iterations(self, inner: int = 25, outer: int = 10) -> AgentSessionBuilder:

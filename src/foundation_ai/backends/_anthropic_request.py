@@ -55,6 +55,7 @@ from ..types import (
     ToolResultMessage,
     UserMessage,
 )
+from ..types.interaction import is_set
 from ._sanitize import ANTHROPIC, anthropic_accepts_thinking, sanitize_history
 
 __all__ = [
@@ -86,8 +87,6 @@ THINKING_BUDGETS: dict[ThinkingLevel, int] = {
 """``budget_tokens`` (tokens) for a ``thinking_level`` when no ``thinking_budget`` is given."""
 
 _MIN_THINKING_BUDGET = 1024  # Anthropic: budget_tokens >= 1024
-_DEFAULT_TOP_P = ModelParams().top_p
-_DEFAULT_TOP_K = ModelParams().top_k
 
 _ROLE_TAGS = {
     MessageRole.System: "system_instruction",
@@ -455,13 +454,14 @@ def build_request(
 
     if budget is not None:
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        if params.top_p != _DEFAULT_TOP_P and params.top_p >= 0.95:
+        if is_set(params, "top_p") and params.top_p >= 0.95:
             body["top_p"] = params.top_p
-    else:
-        body["temperature"] = params.temperature
-        if params.top_p != _DEFAULT_TOP_P:
+    else:  # only what the caller set: the API's own defaults apply to the rest
+        if is_set(params, "temperature"):
+            body["temperature"] = params.temperature
+        if is_set(params, "top_p"):
             body["top_p"] = params.top_p
-        if params.top_k != _DEFAULT_TOP_K:
+        if is_set(params, "top_k"):
             body["top_k"] = int(params.top_k)
     if params.stop_tokens:
         body["stop_sequences"] = list(params.stop_tokens)

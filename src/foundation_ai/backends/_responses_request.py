@@ -55,6 +55,7 @@ from ..types import (
     ToolResultMessage,
     UserMessage,
 )
+from ..types.interaction import is_set
 from ._anthropic_request import role_text
 from ._sanitize import OPENAI_RESPONSES, sanitize_history
 
@@ -401,10 +402,13 @@ def build_request(
     else:
         items, has_reasoning = mapped
     body["input"] = items
-    body["max_output_tokens"] = params.max_tokens
+    if is_set(params, "max_tokens"):  # only what the caller set: the server's defaults apply
+        body["max_output_tokens"] = params.max_tokens
     if not reasoning_on and not is_reasoning_model(model):
-        body["temperature"] = params.temperature
-        body["top_p"] = params.top_p
+        if is_set(params, "temperature"):
+            body["temperature"] = params.temperature
+        if is_set(params, "top_p"):
+            body["top_p"] = params.top_p
     if reasoning_on:
         assert level is not None
         body["reasoning"] = {"effort": level.value, "summary": "auto"}
