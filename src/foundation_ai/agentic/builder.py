@@ -27,7 +27,7 @@ from .errors import SessionExistsError, SessionNotFoundError
 from .ledger import TokenBudget
 from .output import OutputSpec, output_spec
 from .session import _NO_HOOKS, AgentSession
-from .stores import SessionHeader, SessionMeta, SessionStore, SqliteSessionStore, conversation_of
+from .stores import InMemorySessionStore, SessionHeader, SessionMeta, SessionStore, conversation_of
 from .tools import ToolRegistry, as_agent_tool
 from .turn import (
     ChainedPhaseHooks,
@@ -247,7 +247,10 @@ class AgentSessionBuilder:
         return self
 
     def with_store(self, store: SessionStore) -> AgentSessionBuilder:
-        """Where records are persisted (default: ``SqliteSessionStore()`` in the user data dir)."""
+        """Where records are persisted. Default: none, the history is kept in memory with the
+        session (an ``InMemorySessionStore``) and :meth:`resume` needs a store; give
+        ``SqliteSessionStore()`` (a file in the user data dir, what the command line uses), a
+        path of your own, or ``PostgresSessionStore`` to keep sessions across processes."""
         self._store = store
         return self
 
@@ -402,7 +405,9 @@ class AgentSessionBuilder:
             StoreError: the store could not be read.
             ToolChoiceError: the tool choice is unknown or names a tool that is not registered.
         """
-        store = self._store if self._store is not None else SqliteSessionStore()
+        # no store given: the history lives in memory, with the session (as in pydantic-ai and
+        # the official SDKs); the CLI, serve and workers pass their SQLite or Postgres store
+        store = self._store if self._store is not None else InMemorySessionStore()
         if session_id is not None and _stored(store, session_id):
             raise SessionExistsError(session_id)
         return self._make(store, session_id or new_scru128(), self._model, self._system, self._tools)
@@ -491,7 +496,13 @@ class AgentSessionBuilder:
                 cannot be loaded here).
             StoreError: the store could not be read or written.
         """
-        store = self._store if self._store is not None else SqliteSessionStore()
+        if self._store is None:
+            raise SessionNotFoundError(
+                session_id,
+                hint="no store was given (with_store): sessions built without one keep their history"
+                " in memory only; build and resume with the same store, e.g. SqliteSessionStore(path)",
+            )
+        store = self._store
         records = store.load(session_id)
         if not records:
             session_id = _unique_prefix(store, session_id)

@@ -90,7 +90,7 @@ class SessionNotFoundError(FoundationAIError):
         candidates: the matching ids when the prefix was ambiguous, else empty.
     """
 
-    def __init__(self, session_id: str, candidates: list[str] | None = None) -> None:
+    def __init__(self, session_id: str, candidates: list[str] | None = None, *, hint: str = "") -> None:
         self.session_id = session_id
         self.candidates = list(candidates or [])
         if self.candidates:
@@ -98,7 +98,7 @@ class SessionNotFoundError(FoundationAIError):
             message = f"session prefix {session_id!r} is ambiguous ({shown}); give more characters"
         else:
             message = f"no stored session {session_id!r}"
-        super().__init__(message)
+        super().__init__(f"{message}: {hint}" if hint else message)
 
 
 _HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")

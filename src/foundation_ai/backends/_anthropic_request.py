@@ -383,8 +383,9 @@ def build_request(
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/messages``.
 
-    ``ModelParams`` mapping: ``max_tokens`` (always), ``temperature``, ``top_p`` and ``top_k``
-    (the last two only when changed from the ``ModelParams`` defaults 0.9 / 40: recent Claude models
+    ``ModelParams`` mapping: ``max_tokens`` (always: the API requires it; 2048 when the caller set
+    none), ``temperature``, ``top_p`` and ``top_k`` (each only when the caller set it,
+    :func:`~foundation_ai.types.is_set`; recent Claude models
     reject ``temperature`` and ``top_p`` together), ``stop_tokens`` -> ``stop_sequences``,
     ``thinking_budget`` / ``thinking_level`` -> ``thinking: {type: enabled, budget_tokens}``
     (at least 1024; ``max_tokens`` is raised to budget + ``max_tokens`` when not above the

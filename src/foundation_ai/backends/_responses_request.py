@@ -376,7 +376,8 @@ def build_request(
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/responses``.
 
-    ``ModelParams`` mapping: ``max_tokens`` -> ``max_output_tokens``; ``temperature`` and
+    ``ModelParams`` mapping, of the fields the caller set (:func:`~foundation_ai.types.is_set`):
+    ``max_tokens`` -> ``max_output_tokens``; ``temperature`` and
     ``top_p`` (not for reasoning models, see :func:`is_reasoning_model`, nor when a
     ``thinking_level`` is set); ``thinking_level`` -> ``reasoning: {effort, summary: "auto"}``
     (``Off`` sends nothing); ``output_format`` -> ``text.format`` (``json_object`` /
