@@ -17,6 +17,7 @@ from ..types import ToolArgs
 from .answer import Answer
 from .builder import AgentSessionBuilder
 from .errors import (
+    ApprovalRequiredError,
     CorruptRecordError,
     SessionClosedError,
     SessionExistsError,
@@ -45,6 +46,7 @@ __all__ = [
     "SessionClosedError",
     "SessionExistsError",
     "SessionNotFoundError",
+    "ApprovalRequiredError",
     "SessionHeader",
     "SessionMeta",
     "SessionStore",

@@ -520,6 +520,9 @@ class AgentSession:
                 any text: ``kind`` ``"length"``; a cut answer with text is returned, see
                 :attr:`Answer.truncated`). ``OutputValidationError`` (no valid
                 output) and ``RefusalError`` (the model refused) are ``TurnFailedError``s.
+            ApprovalRequiredError: the turn paused for approval of a tool call (``error.calls``;
+                decide with :meth:`approve`/:meth:`deny`). :meth:`arun_turn` returns the paused
+                turn instead (outcome ``AwaitingApproval``).
         """
         turn = await self.arun_turn(
             prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries, **params
