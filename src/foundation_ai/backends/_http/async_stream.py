@@ -17,6 +17,7 @@ from .deadline import _Clock, _Expired, _ReadDeadline, _task_getter
 from .drain import _drain, _unlink
 from .events import MAX_EVENT_BYTES, SseEvent, _check_event_stream
 from .failures import _STREAM_ERRORS, HttpStreamError, _is_json, _status_error
+from .log import log_request, log_response
 from .options import HttpOptions, _request_headers
 from .pool import _AsyncPool
 from .retry import _failed_attempt, _retry_wait
@@ -64,12 +65,14 @@ async def astream_events(
         shard = -1
         try:
             try:
+                sent_at = log_request(opts, url, hdrs, content, attempt)
                 if pool is not None:
                     shard = await _take_slot(pool, clock, loop)
                     resp = await _send(pool.client(shard), clock, loop, url, content, hdrs)
                 else:
                     assert client is not None
                     resp = await _send(client, clock, loop, url, content, hdrs)
+                log_response(opts, url, resp.status_code, sent_at)
                 started = True
                 try:
                     end = clock.loop_due(loop, clock.end)

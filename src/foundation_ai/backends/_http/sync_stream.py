@@ -17,6 +17,7 @@ from .deadline import _Clock, _Watch
 from .drain import _drain_sync, _unlink
 from .events import MAX_EVENT_BYTES, SseEvent, _check_event_stream
 from .failures import _STREAM_ERRORS, HttpStreamError, _is_json, _status_error
+from .log import log_request, log_response
 from .options import HttpOptions, _request_headers
 from .retry import _failed_attempt, _retry_wait
 
@@ -67,6 +68,7 @@ def stream_events(
         resp: httpx2.Response | None = None
         try:
             watch.arm(clock.first_due, "first_byte" if clock.first_due < clock.end else "deadline")
+            sent_at = log_request(opts, url, hdrs, content, attempt)
             with client.stream(
                 "POST",
                 url,
@@ -76,6 +78,7 @@ def stream_events(
                 extensions={"trace": watch.trace},
             ) as resp:
                 watch.started(resp)
+                log_response(opts, url, resp.status_code, sent_at)
                 started = True
                 if resp.status_code >= 400:
                     wait = _status_wait(resp, attempt, clock, opts)
