@@ -127,14 +127,14 @@ async def test_bundled_model_streamed_events(bundled: Any) -> None:
 def _server_model(base_url: str, bodies: list[dict[str, Any]]) -> Any:
     import json
 
-    import httpx
+    import httpx2
 
     from foundation_ai.backends import openai_chat
 
-    def record(request: httpx.Request) -> None:
+    def record(request: httpx2.Request) -> None:
         bodies.append(json.loads(request.content))
 
-    client = httpx.Client(timeout=300, trust_env=False, event_hooks={"request": [record]})
+    client = httpx2.Client(timeout=300, trust_env=False, event_hooks={"request": [record]})
     return openai_chat("smollm2", base_url=base_url, http_client=client, timeout=300)
 
 

@@ -538,12 +538,12 @@ def test_a_turn_that_extends_the_last_one_reuses_its_cached_prefix(model: LlamaC
 
 
 def test_the_engines_loopback_listener_refuses_requests_without_its_key(model: LlamaCppModel) -> None:
-    import httpx
+    import httpx2
 
     base = str(model.engine._server.listening_address)
     assert base.startswith("http://127.0.0.1:")
     body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
-    assert httpx.post(f"{base}/v1/chat/completions", json=body, trust_env=False).status_code == 401
+    assert httpx2.post(f"{base}/v1/chat/completions", json=body, trust_env=False).status_code == 401
     assert model.engine.tokenize("hi")  # the engine itself holds the key
 
 

@@ -746,14 +746,14 @@ def test_local_json_schema_answers_parse_as_json_at_every_seed(bundled: Any) -> 
 
 
 def test_llama_server_answers_as_the_output_type_through_response_format(llama_server: Any) -> None:
-    import httpx
+    import httpx2
 
     from foundation_ai.agentic import AgentSession, InMemorySessionStore
     from foundation_ai.backends._openai_chat import openai_chat
     from foundation_ai.types import ModelParams
 
     bodies: list[dict[str, Any]] = []
-    client = httpx.Client(
+    client = httpx2.Client(
         timeout=300,
         trust_env=False,
         event_hooks={"request": [lambda r: bodies.append(json.loads(r.content))]},

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 
 from ..errors import ConfigurationError
 
@@ -165,7 +165,7 @@ class LlamaEngine:
         self.tokens_generated = 0
         self.active = 0
         self.last_cached_tokens = 0
-        self._http = httpx.Client(
+        self._http = httpx2.Client(
             base_url=str(self._server.listening_address),
             headers={"Authorization": f"Bearer {key}"},
             timeout=120.0,
