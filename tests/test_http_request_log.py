@@ -52,7 +52,9 @@ def test_nothing_is_formatted_when_the_logger_is_off(caplog: pytest.LogCaptureFi
         api_key=KEY,
         http_client=httpx2.Client(
             transport=httpx2.MockTransport(
-                lambda r: httpx2.Response(200, content=SSE.encode(), headers={"content-type": "text/event-stream"})
+                lambda r: httpx2.Response(
+                    200, content=SSE.encode(), headers={"content-type": "text/event-stream"}
+                )
             )
         ),
     )

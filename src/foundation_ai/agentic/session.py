@@ -43,6 +43,7 @@ from ..errors import (
 )
 from ..types import (
     AgentProgress,
+    ImageContent,
     Messages,
     ModelParams,
     ParamFields,
@@ -334,7 +335,7 @@ class AgentSession:
 
     def _start(
         self,
-        prompt: str | Messages | Sequence[str | Messages],
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         tool_choice: Any,
         emit: bool,
         output_type: Any = None,
@@ -381,7 +382,7 @@ class AgentSession:
 
     def run_turn_stream(
         self,
-        prompt: str | Messages | Sequence[str | Messages],
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
@@ -422,7 +423,7 @@ class AgentSession:
 
     def arun_turn_stream(
         self,
-        prompt: str | Messages | Sequence[str | Messages],
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
@@ -436,7 +437,7 @@ class AgentSession:
 
     async def arun_turn(
         self,
-        prompt: str | Messages | Sequence[str | Messages],
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
@@ -476,7 +477,7 @@ class AgentSession:
 
     def run_turn(
         self,
-        prompt: str | Messages | Sequence[str | Messages],
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
@@ -498,7 +499,7 @@ class AgentSession:
     @overload
     async def aask(
         self,
-        prompt: str | Messages,
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: type[T],
@@ -509,7 +510,7 @@ class AgentSession:
     @overload
     async def aask(
         self,
-        prompt: str | Messages,
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
@@ -519,7 +520,7 @@ class AgentSession:
 
     async def aask(
         self,
-        prompt: str | Messages,
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
@@ -550,7 +551,7 @@ class AgentSession:
     @overload
     def ask(
         self,
-        prompt: str | Messages,
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: type[T],
@@ -561,7 +562,7 @@ class AgentSession:
     @overload
     def ask(
         self,
-        prompt: str | Messages,
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
@@ -571,7 +572,7 @@ class AgentSession:
 
     def ask(
         self,
-        prompt: str | Messages,
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,

@@ -32,9 +32,7 @@ def log_request(opts: HttpOptions, url: str, headers: Mapping[str, str], body: b
         text = body.decode("utf-8", "replace")
         more = len(text) - MAX_LOGGED_BODY
         text = opts.redact(text[:MAX_LOGGED_BODY]) + (f"... ({more} more characters)" if more > 0 else "")
-        logger.debug(
-            "POST %s (attempt %d) headers=%s body=%s", opts.redact(url), attempt + 1, shown, text
-        )
+        logger.debug("POST %s (attempt %d) headers=%s body=%s", opts.redact(url), attempt + 1, shown, text)
     return time.perf_counter()
 
 
