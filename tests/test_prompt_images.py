@@ -49,7 +49,7 @@ def test_an_image_file_is_read_with_its_format_told_by_its_bytes(tmp_path: Path)
     img = Image.from_path(tmp_path / "dot.img")
     assert img.mime_type is MimeType.Png and base64.b64decode(img.b64) == PNG
     (tmp_path / "notes.png").write_text("not an image")
-    with pytest.raises(ValueError, match="notes.png: not a PNG, JPEG, GIF or WebP"):
+    with pytest.raises(ValueError, match=r"notes\.png: not a PNG, JPEG, GIF or WebP"):
         Image.from_path(tmp_path / "notes.png")
     with pytest.raises(ValueError, match="unsupported image type"):
         Image.from_bytes(PNG, "image/tiff")
