@@ -29,13 +29,19 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 setup: $(VENV)/.installed
 
+# `make test` adds the transformers extra on torch 2.13.0 (this machine kind's pip gets the
+# CPU-only build; the default wheel would pull GBs of CUDA packages): tests/test_backend_transformers.py
+$(VENV)/.installed-transformers: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install --progress-bar on "torch==2.13.0" -e ".[transformers,test]"
+	touch $@
+
 run: setup
 	$(BIN)/foundation-ai run "$(PROMPT)"
 
 chat: setup
 	$(BIN)/foundation-ai chat
 
-test: setup
+test: setup $(VENV)/.installed-transformers
 	$(BIN)/python -m pytest -q
 
 check: setup
