@@ -15,7 +15,8 @@ neighbours. Usage::
 
     python bench/local.py [--reps 7] [--max-tokens 128] [--threads 2]
 
-Goal: ratio foundation_ai / raw >= 0.97.
+Goal: ratio foundation_ai / raw >= 0.97. Then the transformers backend against raw
+``transformers.generate`` (``bench/local_transformers.py``; skipped without the extra).
 """
 
 from __future__ import annotations
@@ -145,3 +146,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    from local_transformers import main as transformers_main  # the transformers backend (hf:DIR)
+
+    transformers_main([])
