@@ -34,9 +34,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start_http(port: int) -> subprocess.Popen[bytes]:
+def _start_http(port: int, command: list[str] | None = None) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, SERVER, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        command or [sys.executable, SERVER, "http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     for _ in range(600):
         try:
