@@ -152,7 +152,9 @@ def constraint(tokenizer: Any, vocab_size: int, schema: dict[str, Any] | None) -
         compiled = compiler.compile_builtin_json_grammar()
     else:
         try:
-            compiled = compiler.compile_json_schema(json.dumps(schema), any_whitespace=False, strict_mode=True)
+            compiled = compiler.compile_json_schema(
+                json.dumps(schema), any_whitespace=False, strict_mode=True
+            )
         except Exception as exc:
             raise ValueError(f"output JSON Schema is not supported by xgrammar: {exc}") from exc
     return xgr.contrib.hf.LogitsProcessor(compiled)
