@@ -226,8 +226,9 @@ class ServeConfig:
             import platformdirs
 
             p = Path(platformdirs.user_data_dir("foundation-ai", appauthor=False))
-        p.mkdir(parents=True, exist_ok=True)
-        return p
+        from .._private import private_dir
+
+        return private_dir(p)  # 0700 when made here: it holds the session databases
 
 
 def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
@@ -247,8 +248,10 @@ def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
     """
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigurationError(f"cannot read agents file {path}: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise ConfigurationError(f"cannot read agents file {path}: nested too deeply to parse") from None
     table = data.get("agents")
     if not isinstance(table, dict) or not table:
         raise ConfigurationError(f"{path}: no [agents.NAME] tables")

@@ -37,6 +37,7 @@ See ``docs/tools.md``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import threading
 from collections.abc import Iterable, Sequence
@@ -55,6 +56,7 @@ from ..turn.hooks import SpendRequest
 from .errors import ToolRefused
 
 if TYPE_CHECKING:
+    from ..builder import AgentSessionBuilder
     from ..session import AgentSession
 
 __all__ = ["SubAgent", "SubAgentRun", "SubAgents", "TreeLedger", "child_sessions"]
@@ -183,6 +185,7 @@ class SubAgents:
         )
         if kind.system_prompt:
             builder = builder.with_system_prompt(kind.system_prompt)
+        builder = _traced_like(builder, parent)
         child_id = new_scru128()
         self._depth[child_id] = depth + 1
         builder = builder.with_tool_factory(self)
@@ -253,7 +256,10 @@ class SubAgents:
                 if run.stopped or parent.steering.aborted:
                     child.abort()
 
-        run.thread = threading.Thread(target=work, name=f"foundation-ai-subagent-{run.id}", daemon=True)
+        ctx = contextvars.copy_context()  # the child's spans stay in the caller's trace
+        run.thread = threading.Thread(
+            target=ctx.run, args=(work,), name=f"foundation-ai-subagent-{run.id}", daemon=True
+        )
         run.thread.start()
         threading.Thread(target=watch, name=f"foundation-ai-subagent-watch-{run.id}", daemon=True).start()
         return _json({"id": run.id, "agent": agent, "session_id": child.session_id})
@@ -293,6 +299,19 @@ class SubAgents:
             run.stopped = True  # the watcher aborts the child until its turn ends
             run.done.wait(30.0)
         return _json(run.status())
+
+
+def _traced_like(builder: AgentSessionBuilder, parent: AgentSession) -> AgentSessionBuilder:
+    """``builder`` with the parent's tracing (the same ``Tracing`` hooks), so a child's
+    ``invoke_agent`` span is a child of the ``execute_tool`` span of the call that runs it
+    (docs/telemetry.md)."""
+    from ..turn.hooks import IN_PROCESS
+
+    steps = parent.hooks.steps
+    tracing: Any = getattr(steps, "tracing", None)  # TracingSteps' (agentic.plugins.TracingPlugin)
+    if tracing is None:
+        return builder
+    return builder.with_phase_hooks(tracing).with_step_runner(tracing.steps(IN_PROCESS))
 
 
 class TreeLedger(TokenLedger):

@@ -42,6 +42,7 @@ import functools
 import logging
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TextIO
@@ -50,7 +51,7 @@ from ...errors import ConfigurationError, FoundationAIError
 from ...schema.refs import self_contained
 from ...types import Args, Tool, ToolDefinition
 
-__all__ = ["MCPServerTools", "MCPTool", "MCPToolError", "MCPToolRefused", "tool_names"]
+__all__ = ["MCPServerTools", "MCPTool", "MCPToolError", "MCPToolRefused", "tool_names", "trace_meta"]
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +221,21 @@ def tool_names(names: Sequence[str], prefix: str | None = None) -> list[str]:
         used.add(s)
         out.append(s)
     return out
+
+
+def trace_meta() -> dict[str, str] | None:
+    """The current OpenTelemetry trace context as W3C Trace Context fields (``traceparent``,
+    ``tracestate``) for a request's ``params._meta``, so spans the MCP server opens join the
+    caller's trace (OpenTelemetry semantic conventions for MCP: context propagation through
+    ``params._meta``, https://opentelemetry.io/docs/specs/semconv/gen-ai/mcp/); ``None`` when
+    OpenTelemetry is not in use in this process (never imported here) or no span is current."""
+    if sys.modules.get("opentelemetry.trace") is None:
+        return None
+    from opentelemetry import propagate
+
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier or None
 
 
 class MCPServerTools:
@@ -512,7 +528,7 @@ class MCPServerTools:
         session = await self._ensure()
         task, fault = self._task, self._fault
         assert task is not None and fault is not None
-        call = asyncio.ensure_future(send(session))
+        call = asyncio.ensure_future(send(session))  # a task: it runs in a copy of this context
         try:
             done, _ = await asyncio.wait({call, task, fault}, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
@@ -591,8 +607,11 @@ class MCPServerTools:
         raise MCPToolError(f"the MCP server {self.name!r} listed tools over more than {MAX_TOOL_PAGES} pages")
 
     async def _call(self, remote: str, arguments: dict[str, Any]) -> Any:
+        meta = trace_meta()  # the tool span's context, for a server that joins the trace
+        extra: dict[str, Any] = {"meta": meta} if meta else {}
+
         def send(session: Any) -> Coroutine[Any, Any, Any]:
-            return session.call_tool(remote, arguments, read_timeout_seconds=self.call_timeout)  # type: ignore[no-any-return]
+            return session.call_tool(remote, arguments, read_timeout_seconds=self.call_timeout, **extra)  # type: ignore[no-any-return]
 
         return await self._request(f"the call of {remote!r}", send)
 
