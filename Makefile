@@ -39,13 +39,19 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.installed-local
 
 setup: $(VENV)/.installed
 
+# `make test` adds the transformers extra on torch 2.13.0 (this machine kind's pip gets the
+# CPU-only build; the default wheel would pull GBs of CUDA packages): tests/test_backend_transformers.py
+$(VENV)/.installed-transformers: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install --progress-bar on "torch==2.13.0" -e ".[transformers,test]"
+	touch $@
+
 run: $(VENV)/.installed-local
 	$(BIN)/foundation-ai run "$(PROMPT)"
 
 chat: $(VENV)/.installed-local
 	$(BIN)/foundation-ai chat
 
-test: setup
+test: setup $(VENV)/.installed-transformers
 	$(BIN)/python -m pytest -q
 
 check: setup

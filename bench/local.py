@@ -25,6 +25,9 @@ kernels, which crash with SIGILL on VMs that advertise AMX). Usage::
 Goals: tokens/s ratio foundation_ai / raw >= 0.97 (CPU-seconds, median); TTFT ratio <= 1.1;
 forced calls and structured output valid in every trial; turns after the first evaluate fewer
 prompt tokens than the whole prompt (the cached prefix is reused).
+
+Then the transformers backend against raw ``transformers.generate``
+(``bench/local_transformers.py``; skipped without the ``transformers`` extra).
 """
 
 from __future__ import annotations
@@ -284,3 +287,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    from local_transformers import main as transformers_main  # the transformers backend (hf:DIR)
+
+    transformers_main([])

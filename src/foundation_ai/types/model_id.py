@@ -98,6 +98,8 @@ class ModelProviders:
     """The Anthropic Messages API."""
     LlamaCpp: ClassVar[str] = "llamacpp"
     """llama.cpp in-process (the prebuilt xllamacpp engine)."""
+    Transformers: ClassVar[str] = "transformers"
+    """Hugging Face ``transformers`` in-process (safetensors models on torch)."""
     Scripted: ClassVar[str] = "scripted"
     """A scripted model in tests."""
     Unknown: ClassVar[str] = "unknown"
