@@ -29,6 +29,7 @@ from ..types import FunctionSpec, ModelParams, OutputFormat, is_set
 
 __all__ = ["TokenQueue", "call_schema", "constraint", "generation_config", "user_set"]
 
+
 def user_set(params: ModelParams | None) -> dict[str, Any]:
     """The fields of ``params`` the caller set (:func:`~foundation_ai.types.is_set`: a value given
     explicitly counts even when it equals the seed's default), as JSON-ready values; ``{}`` for
