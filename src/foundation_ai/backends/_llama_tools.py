@@ -47,6 +47,7 @@ __all__ = [
     "format_tool_result",
     "parse_tool_calls",
     "partial_suffix",
+    "StopFilter",
     "protocol_instructions",
     "tool_call_schema",
 ]
@@ -194,6 +195,34 @@ def partial_suffix(text: str, tags: Sequence[str]) -> int:
                 best = n
                 break
     return best
+
+
+class StopFilter:
+    """Cuts an in-process model's output at the first of ``stops`` (``ModelParams.stop_tokens``);
+    holds back a tail that may begin one (used by the ``transformers`` backend: llama.cpp stops
+    by itself)."""
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self.stops = [s for s in stops if s]
+        self.held = ""
+
+    def feed(self, piece: str) -> tuple[str, bool]:
+        """``(text to emit, True when a stop sequence was met)`` for the next ``piece``."""
+        if not self.stops:
+            return piece, False
+        text = self.held + piece
+        hits = [i for s in self.stops if (i := text.find(s)) >= 0]
+        if hits:
+            self.held = ""
+            return text[: min(hits)], True
+        keep = partial_suffix(text, self.stops)
+        self.held = text[len(text) - keep :]
+        return text[: len(text) - keep], False
+
+    def flush(self) -> str:
+        """What is held back, at the end of the output."""
+        held, self.held = self.held, ""
+        return held
 
 
 class ToolCallStreamParser:

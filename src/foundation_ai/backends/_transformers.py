@@ -67,8 +67,9 @@ from ..types import (
 )
 from ..types.content import StopReasonT
 from ._llama_prompt import ChatTemplateError, chat_messages, supports_native_tools
-from ._llama_tools import CALL_CLOSE, CALL_OPEN, ToolCallStreamParser
-from ._llamacpp import _DONE, OVERFLOW_WORDING, _Emitter, _Raised, _resolve, _StopFilter, _threaded_iter
+from ._llama_request import Emitter
+from ._llama_tools import CALL_CLOSE, CALL_OPEN, StopFilter, ToolCallStreamParser
+from ._llamacpp import _DONE, OVERFLOW_WORDING, _Raised, _resolve, _threaded_iter
 from ._transformers_gen import TokenQueue, call_schema, constraint, generation_config, schema_of
 from .base import BaseModel, ChunkMode, ModelDescriptor, ModelStream
 
@@ -89,7 +90,7 @@ def _libs() -> tuple[Any, Any]:
     return torch, transformers
 
 
-class _HFEmitter(_Emitter):
+class _HFEmitter(Emitter):
     def _chunk(self, msg_id: str, content: Any, usage: UsageReport, **extra: Any) -> Any:
         return Stream.Next(
             AssistantMessage(
@@ -367,7 +368,7 @@ class TransformersModel(BaseModel):
     ) -> Iterator[ModelStream]:
         parser = ToolCallStreamParser(parse_calls=bool(plan.functions))
         emitter = _HFEmitter(self._model_id)
-        stops = _StopFilter(params.stop_tokens if params is not None else [])
+        stops = StopFilter(params.stop_tokens if params is not None else [])
         n_prompt, n_out, first, last = len(plan.ids), 0, 0.0, 0.0
         out: list[ModelStream] = []
         usage = UsageReport.of(input=n_prompt)
