@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import importlib
 import logging
 import os
@@ -268,48 +269,13 @@ class LlamaCppModel(BaseModel):
         self, interaction: ModelInteraction, params: ModelParams | None = None
     ) -> AsyncIterator[ModelStream]:
         """Async ``stream``: generation runs in a worker thread; cancelling or closing stops it."""
-        loop = asyncio.get_running_loop()
-        items: asyncio.Queue[Any] = asyncio.Queue()
-        cancel = threading.Event()
-        finished = loop.create_future()
-
-        def put(item: Any) -> None:
-            try:
-                loop.call_soon_threadsafe(items.put_nowait, item)
-            except RuntimeError:  # the consumer's loop is closed: nobody listens any more
-                cancel.set()
-
-        def run() -> None:
-            try:
-                for item in self._produce(interaction, params or self.default_params, cancel):
-                    put(item)
-                    if cancel.is_set():
-                        break
-            except BaseException as exc:  # a bug: hand it to the consumer
-                put(_Raised(exc))
-            finally:
-                put(_DONE)
-                try:
-                    loop.call_soon_threadsafe(_resolve, finished)
-                except RuntimeError:
-                    pass
-
-        threading.Thread(target=run, name="foundation-ai-llamacpp", daemon=True).start()
-        try:
-            while True:
-                item = await items.get()
-                if item is _DONE:
-                    return
-                if isinstance(item, _Raised):
-                    raise item.exc
+        produce = _athreaded(
+            lambda cancel: self._produce(interaction, params or self.default_params, cancel),
+            "foundation-ai-llamacpp",
+        )
+        async with contextlib.aclosing(produce):  # closing this stream stops the worker at once
+            async for item in produce:
                 yield item
-        finally:
-            cancel.set()
-            if not finished.done():
-                try:
-                    await asyncio.wait_for(asyncio.shield(finished), timeout=30.0)
-                except (TimeoutError, RuntimeError):
-                    pass
 
     def _produce(
         self, interaction: ModelInteraction, params: ModelParams, cancel: threading.Event
@@ -541,6 +507,55 @@ class _Raised:
 
 
 _DONE = object()
+
+
+async def _athreaded(
+    produce: Callable[[threading.Event], Iterator[ModelStream]], name: str
+) -> AsyncIterator[ModelStream]:
+    """Run ``produce`` in a worker thread (named ``name``) and iterate its items on this event
+    loop; cancelling or closing sets the cancel event and waits (at most 30 s) for the worker."""
+    loop = asyncio.get_running_loop()
+    items: asyncio.Queue[Any] = asyncio.Queue()
+    cancel = threading.Event()
+    finished = loop.create_future()
+
+    def put(item: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(items.put_nowait, item)
+        except RuntimeError:  # the consumer's loop is closed: nobody listens any more
+            cancel.set()
+
+    def run() -> None:
+        try:
+            for item in produce(cancel):
+                put(item)
+                if cancel.is_set():
+                    break
+        except BaseException as exc:  # a bug: hand it to the consumer
+            put(_Raised(exc))
+        finally:
+            put(_DONE)
+            try:
+                loop.call_soon_threadsafe(_resolve, finished)
+            except RuntimeError:
+                pass
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    try:
+        while True:
+            item = await items.get()
+            if item is _DONE:
+                return
+            if isinstance(item, _Raised):
+                raise item.exc
+            yield item
+    finally:
+        cancel.set()
+        if not finished.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(finished), timeout=30.0)
+            except (TimeoutError, RuntimeError):
+                pass
 
 
 def _threaded_iter(produce: Callable[[threading.Event], Iterator[ModelStream]]) -> Iterator[ModelStream]:

@@ -39,7 +39,7 @@ states over the tokens, L2-normalised.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -69,7 +69,7 @@ from ..types.content import StopReasonT
 from ._llama_prompt import ChatTemplateError, chat_messages, supports_native_tools
 from ._llama_request import Emitter
 from ._llama_tools import CALL_CLOSE, CALL_OPEN, StopFilter, ToolCallStreamParser
-from ._llamacpp import _DONE, OVERFLOW_WORDING, _Raised, _resolve, _threaded_iter
+from ._llamacpp import OVERFLOW_WORDING, _athreaded, _threaded_iter
 from ._transformers_gen import TokenQueue, call_schema, constraint, generation_config, schema_of
 from .base import BaseModel, ChunkMode, ModelDescriptor, ModelStream
 
@@ -228,48 +228,12 @@ class TransformersModel(BaseModel):
         self, interaction: ModelInteraction, params: ModelParams | None = None
     ) -> AsyncIterator[ModelStream]:
         """Async ``stream``: generation runs in worker threads; cancelling or closing stops it."""
-        loop = asyncio.get_running_loop()
-        items: asyncio.Queue[Any] = asyncio.Queue()
-        cancel = threading.Event()
-        finished = loop.create_future()
-
-        def put(item: Any) -> None:
-            try:
-                loop.call_soon_threadsafe(items.put_nowait, item)
-            except RuntimeError:
-                cancel.set()
-
-        def run() -> None:
-            try:
-                for item in self._produce(interaction, params, cancel):
-                    put(item)
-                    if cancel.is_set():
-                        break
-            except BaseException as exc:
-                put(_Raised(exc))
-            finally:
-                put(_DONE)
-                try:
-                    loop.call_soon_threadsafe(_resolve, finished)
-                except RuntimeError:
-                    pass
-
-        threading.Thread(target=run, name="foundation-ai-transformers", daemon=True).start()
-        try:
-            while True:
-                item = await items.get()
-                if item is _DONE:
-                    return
-                if isinstance(item, _Raised):
-                    raise item.exc
+        produce = _athreaded(
+            lambda cancel: self._produce(interaction, params, cancel), "foundation-ai-transformers"
+        )
+        async with contextlib.aclosing(produce):  # closing this stream stops the worker at once
+            async for item in produce:
                 yield item
-        finally:
-            cancel.set()
-            if not finished.done():
-                try:
-                    await asyncio.wait_for(asyncio.shield(finished), timeout=30.0)
-                except (TimeoutError, RuntimeError):
-                    pass
 
     def _produce(
         self, interaction: ModelInteraction, params: ModelParams | None, cancel: threading.Event
