@@ -48,21 +48,32 @@ __all__ = [
 
 
 def open_store(path: str | None, *, read_only: bool = False) -> Any:
-    """The SQLite session store at ``path`` (default: the agent layer's default file,
+    """The session store ``--db`` names (default: the agent layer's default file,
     ``sessions.sqlite3`` in ``$FOUNDATION_AI_HOME`` or the user data directory).
 
-    ``read_only`` (``sessions``, ``show``): the file is opened for reading only, so a store on a
-    read-only disk or in a directory the user cannot write can still be listed and shown; a
-    missing file is an empty store (nothing is created).
+    ``path`` is a file path, a ``sqlite:///PATH`` URL or a ``postgresql://`` URL
+    (:mod:`foundation_ai._cli.locations`). ``read_only`` (``sessions``, ``show``): the file is
+    opened for reading only, so a store on a read-only disk or in a directory the user cannot
+    write can still be listed and shown; the default file missing is an empty store (nothing is
+    created), a ``--db`` file missing is an error.
 
     Raises:
         ConfigurationError: the store cannot be opened (one line naming the file; when its file
-            or directory cannot be written, it says so).
+            or directory cannot be written, it says so); a read-only ``--db`` that does not exist.
     """
     from ..agentic import InMemorySessionStore, SqliteSessionStore
     from ..agentic.stores import default_store_path
+    from .locations import require_existing, session_target
 
-    file = str(default_store_path()) if path is None else path
+    if path is not None:
+        target = session_target(path)
+        if target.kind == "postgresql":
+            return _postgres_store(target.location)
+        if read_only:
+            require_existing(target)
+        file = target.location
+    else:
+        file = str(default_store_path())
     if read_only and file != ":memory:" and not os.path.exists(file):
         return InMemorySessionStore()
     try:
@@ -76,6 +87,24 @@ def open_store(path: str | None, *, read_only: bool = False) -> Any:
                 " (the file or its directory is read-only: pick another with --db or FOUNDATION_AI_HOME)"
             )
         raise ConfigurationError(message) from None
+
+
+def _postgres_store(url: str) -> Any:
+    """A ``PostgresSessionStore`` at ``url``.
+
+    Raises:
+        ConfigurationError: psycopg is not installed, or the server cannot be reached.
+    """
+    try:
+        from ..agentic.stores.postgres import PostgresSessionStore
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"a postgresql:// --db needs the 'postgres' extra (pip install 'foundation-ai[postgres]'): {exc}"
+        ) from None
+    try:
+        return PostgresSessionStore(url)
+    except FoundationAIError as exc:
+        raise ConfigurationError(str(exc)) from None
 
 
 def _not_writable(file: str) -> bool:
