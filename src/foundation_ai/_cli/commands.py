@@ -28,7 +28,7 @@ from .render import INTERRUPTED, TurnRenderer, make_console, render_records
 from .report import failure_message, usage_line
 from .run_output import RunOutput, answer_mode, silence_stdout
 from .safe_text import visible_line
-from .session_index import SessionInfo, describe_sessions, resolve_session_id
+from .session_index import SessionInfo, describe_sessions, resolve_session_id, search_sessions
 from .status import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, error_line
 from .turns import QuestionBox, TurnRunner
 
@@ -123,7 +123,12 @@ def _not_writable(file: str) -> bool:
 def apply_config(args: argparse.Namespace, config: Config) -> argparse.Namespace:
     """Fill the options not given on the command line from ``config`` (``config.toml``):
     ``model``, ``system``, ``tools``, ``temperature``, ``max_tokens``, and ``base_url`` when the
-    model too comes from the config. Returns ``args`` (changed in place)."""
+    model too comes from the config. ``-m ALIAS`` and ``-t TEMPLATE`` are resolved first
+    (:mod:`foundation_ai._cli.saved`; ``-s`` wins over ``-t``, ``-t`` over the config's system
+    prompt). Returns ``args`` (changed in place)."""
+    from .saved import apply_saved
+
+    apply_saved(args)
     if args.model is None and config.model is not None:
         args.model = config.model
         if args.base_url is None and config.base_url is not None:
@@ -140,6 +145,7 @@ def apply_config(args: argparse.Namespace, config: Config) -> argparse.Namespace
         args.temperature = config.temperature
     if args.max_tokens is None:
         args.max_tokens = config.max_tokens
+    apply_saved(args)  # a config model that is an alias
     return args
 
 
@@ -403,7 +409,10 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     prompt). The store is opened read-only."""
     store = open_store(args.db, read_only=True)
     try:
-        rows = describe_sessions(store, limit=args.limit)
+        if args.query:
+            rows = search_sessions(store, args.query, limit=args.limit)
+        else:
+            rows = describe_sessions(store, limit=args.limit)
     finally:
         store.close()
     if args.json:
@@ -418,7 +427,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         return EXIT_OK
     console = make_console()
     if not rows:
-        console.print("no stored sessions")
+        console.print(f"no stored session mentions {args.query!r}" if args.query else "no stored sessions")
         return EXIT_OK
     for line in session_table(rows, console.width if console.is_terminal else 10_000):
         console.print(line, markup=False, highlight=False, soft_wrap=True)

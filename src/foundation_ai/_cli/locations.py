@@ -52,9 +52,7 @@ def session_target(text: str) -> DbTarget:
             raise ConfigurationError(f"--db {value!r} names no file")
         return DbTarget("sqlite", os.path.expanduser(path))
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", value) and not re.match(r"[A-Za-z]:[\\/]", value):
-        raise ConfigurationError(
-            f"--db {value!r}: expected a file path, sqlite:///PATH or postgresql://..."
-        )
+        raise ConfigurationError(f"--db {value!r}: expected a file path, sqlite:///PATH or postgresql://...")
     return DbTarget("sqlite", os.path.expanduser(value))
 
 
