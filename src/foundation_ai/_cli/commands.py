@@ -12,12 +12,14 @@ import argparse
 import json
 import os
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from rich.text import Text
 
 from ..agentic.toolsets.builtin import files_tools, shell_tools
+from ..agentic.toolsets.errors import ToolRefused
 from ..errors import ConfigurationError, FoundationAIError
 from ..types import ModelParams, OutputFormat, to_json
 from .approval import shell_question
@@ -30,7 +32,7 @@ from .run_output import RunOutput, answer_mode, silence_stdout
 from .safe_text import visible_line
 from .session_index import SessionInfo, describe_sessions, resolve_session_id, search_sessions
 from .status import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, error_line
-from .turns import QuestionBox, TurnRunner
+from .turns import QuestionBox, TurnRunner, shell_decision
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
@@ -289,9 +291,21 @@ def _builtin_tools(args: argparse.Namespace, questions: QuestionBox) -> tuple[li
         tools += files_tools(root)
         described.append(f"files (inside {root})")
     if "shell" in tool_sets:
+        allowed_for_session = threading.Event()  # answered `a`: no more questions for shell
 
         def confirm(command: str) -> bool:
-            return questions.ask(shell_question(command))
+            if allowed_for_session.is_set():
+                return True
+            question = shell_question(command).rsplit("\n", 1)
+            hint = "(y: run it · a: run it and stop asking this session · n REASON: decline, telling the model why)"
+            decision, reason = shell_decision(
+                questions.ask_reply("\n".join([question[0], hint, question[1]]))
+            )
+            if decision == "always":
+                allowed_for_session.set()
+            if decision == "no" and reason:
+                raise ToolRefused(f"the user declined to run this command: {reason}")
+            return decision != "no"
 
         tools += shell_tools(root, confirm=None if args.yes else confirm, timeout=args.shell_timeout)
         described.append(

@@ -33,6 +33,8 @@ class Question:
 
     text: str
     answer: bool = False
+    reply: str = ""
+    """The line typed (``""`` when none was): a reason or ``a`` for :func:`shell_decision`."""
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -57,6 +59,15 @@ class QuestionBox:
         q.done.wait()
         return q.answer
 
+    def ask_reply(self, text: str) -> str:
+        """Ask ``text``; the line typed (``"y"`` / ``""`` from the fallback when no owner waits)."""
+        if not self.owner_active:
+            return "y" if self.fallback(text) else ""
+        q = Question(text)
+        self._q.put(q)
+        q.done.wait()
+        return q.reply
+
     def pending(self) -> Question | None:
         """The next unanswered question, if any."""
         try:
@@ -74,6 +85,23 @@ class QuestionBox:
 def is_yes(text: str) -> bool:
     """``y`` / ``yes`` (any case) is yes; anything else, including an empty line, is no."""
     return text.strip().lower() in ("y", "yes")
+
+
+def shell_decision(reply: str) -> tuple[str, str]:
+    """A typed answer to the shell tool's question: ``("yes", "")`` for ``y``/``yes``,
+    ``("always", "")`` for ``a``/``always`` (allow the tool for the rest of the session),
+    else ``("no", REASON)`` where REASON is what follows ``n``/``no`` (``"n: too risky"``,
+    ``"no, use ls"``) or the whole line when it is not a bare no (``""``: no reason given)."""
+    text = reply.strip()
+    word = text.lower()
+    if word in ("y", "yes"):
+        return "yes", ""
+    if word in ("a", "always"):
+        return "always", ""
+    head, _, rest = text.partition(" ")
+    if head.lower().rstrip(",:;.") in ("n", "no"):
+        return "no", rest.strip(" ,:;")
+    return "no", text.strip(" ,:;") if word.rstrip(",:;.") not in ("n", "no") else ""
 
 
 class TurnRunner:
@@ -161,6 +189,7 @@ class TurnRunner:
                 if self._readable(0.1):
                     line = self._read_line()
                     q.answer = line is not None and is_yes(line)
+                    q.reply = line or ""
                     break
                 if not self._stdin_open:
                     self.prompt_out.write("\n(no input: answered no)\n")
