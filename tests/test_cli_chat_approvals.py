@@ -1,17 +1,18 @@
 """``foundation-ai chat`` through a pseudo-terminal (pexpect) against the loopback fixture
 server: answering the shell tool's question with a reason (``n REASON``: the reason goes to
 the model in the tool result) or with ``a`` (allowed for the rest of the session: no more
-questions for that tool)."""
+questions for that tool); a ``/steer`` shown by ``/history`` as the user's words."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from tests._cli_helpers import CLI, cli_env, text_stream, tool_call_stream
-from tests._fixture_server import FixtureServer
+from tests._cli_helpers import CLI, _chunk, cli_env, text_stream, tool_call_stream
+from tests._fixture_server import Canned, FixtureServer, sse
 
 pexpect = pytest.importorskip("pexpect")
 
@@ -83,3 +84,33 @@ def test_allow_for_this_session_asks_no_more_questions_for_the_tool(tmp_path: Pa
     assert (work / "one.txt").exists() and (work / "two.txt").exists()
     assert "the model wants to run a shell command" not in second_turn  # not asked again
     assert json.dumps("touch two.txt")[1:-1] in json.dumps(server.requests[-1].json())
+
+
+def _slow_story(words: int, delay: float) -> Canned:
+    first = [_chunk({"role": "assistant", "content": "Once"})]
+    rest = [_chunk({"content": f" word{i}"}) for i in range(words)]
+    return Canned(chunks=sse([*first, *rest, _chunk({}, "stop"), "[DONE]"]), delay=delay)
+
+
+def test_history_shows_a_steer_as_the_users_words(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    with FixtureServer() as server:
+        server.queue(_slow_story(600, 0.05), text_stream("steered answer"))
+        child = _spawn(tmp_path, server, work)
+        child.expect_exact(PROMPT)
+        child.sendline("tell a story")
+        child.expect_exact("Once")
+        child.sendline("/steer stop and say OK")
+        child.expect_exact("steered answer")
+        child.expect_exact(PROMPT)
+        child.sendline("/history")
+        child.expect_exact("/history")
+        child.expect_exact("steered answer")  # the last line of the transcript /history prints
+        history = child.before
+        child.expect_exact(PROMPT)
+        _quit(child)
+    assert re.search(r"you> (?:\x1b\[[0-9;]*m)*stop and say OK", history), history
+    assert "agent> " not in history
+    last = server.requests[-1].json()["messages"]
+    assert {"role": "user", "content": "stop and say OK"} in last  # sent as the user's words
