@@ -4,7 +4,8 @@
 #   make check    lint (ruff), type-check (mypy --strict on src/), the import layers (import-linter)
 #   make bench    run the benchmarks in bench/ (installs the peers they compare against)
 #   make docs     build the API reference from the docstrings into docs/api/ (pdoc)
-#   make durable-proof  the durable-turn proof at full size (200 turns / 50 sessions, 20 SIGKILLs)
+#   make durable-proof  the durable-turn proof at full size (200 turns / 50 sessions, 20 SIGKILLs;
+#                       parallel tool calls: 20 + 20 kill runs, counts printed)
 #   make fuzz     the seeded fuzz tests with a long budget (FUZZ_EXAMPLES per test, default 5000)
 
 PYTHON ?= python3
@@ -60,7 +61,7 @@ fuzz: setup
 	FOUNDATION_AI_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider -m "not fuzz" -k "never_raises_for_any" tests/
 
 durable-proof: setup
-	FA_DURABLE_FULL=1 $(BIN)/python -m pytest -q tests/test_durable_workers.py
+	FA_DURABLE_FULL=1 $(BIN)/python -m pytest -q -s tests/test_durable_workers.py tests/test_durable_parallel.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

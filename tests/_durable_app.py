@@ -215,3 +215,30 @@ def agent() -> Any:
 
     m = openai_chat("fake", base_url=os.environ["FA_MODEL_URL"], api_key="sk-test", max_retries=0)
     return AgentSession.builder(m).with_tools(record_fact, slow_lookup)
+
+
+def _extra_tool(version: str) -> Any:
+    @tool(name=f"extra_{version}")
+    async def extra() -> str:
+        """A tool only this version of the agent has."""
+        return version
+
+    return extra
+
+
+def versioned_agent() -> Any:
+    """An agent factory whose system prompt and tool list follow the file ``FA_AGENT_VERSION``
+    (read at every call: a worker builds the agent per turn), e.g. ``v1`` -> system prompt
+    ``"agent v1"`` and an extra tool ``extra_v1``; a params temperature of 0.1 (v1) or 0.9."""
+    from foundation_ai.backends import openai_chat
+    from foundation_ai.types import ModelParams
+
+    with open(os.environ["FA_AGENT_VERSION"]) as f:
+        version = f.read().strip()
+    m = openai_chat("fake", base_url=os.environ["FA_MODEL_URL"], api_key="sk-test", max_retries=0)
+    return (
+        AgentSession.builder(m)
+        .with_tools(record_fact, slow_lookup, _extra_tool(version))
+        .with_system_prompt(f"agent {version}")
+        .with_params(ModelParams(temperature=0.1 if version == "v1" else 0.9))
+    )

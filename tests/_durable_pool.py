@@ -36,9 +36,10 @@ class WorkerPool:
         concurrency: int = 2,
         grace: float = 5.0,
         extra: tuple[str, ...] = (),
+        agent: str = "tests._durable_app:agent",
     ) -> None:
         self.tmp, self.db, self.session_db, self.concurrency = tmp, db, session_db, concurrency
-        self.grace, self.extra = grace, extra
+        self.grace, self.extra, self.agent = grace, extra, agent
         self.env = {**os.environ, **env, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs = tmp / "logs"
@@ -64,7 +65,7 @@ class WorkerPool:
                 "worker",
                 *self.db_args(),
                 "--agent",
-                "tests._durable_app:agent",
+                self.agent,
                 "--executor-id",
                 wid,
                 "--concurrency",

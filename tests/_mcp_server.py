@@ -2,7 +2,8 @@
 
 Run: ``python tests/_mcp_server.py stdio`` or ``python tests/_mcp_server.py http PORT`` (streamable
 HTTP on 127.0.0.1:PORT, path ``/mcp``). Tools: ``add``, ``echo``, ``fail`` (raises), ``crash``
-(the process exits at once), ``pid`` (the server's process id), ``slow`` (sleeps).
+(the process exits at once), ``pid`` (the server's process id), ``slow`` (sleeps),
+``trace_context`` (the ``traceparent`` / ``tracestate`` the request's ``_meta`` carried).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import sys
 import time
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 app = MCPServer("test-tools")
@@ -52,6 +53,15 @@ def slow(seconds: float) -> str:
     """Sleep, then answer."""
     time.sleep(seconds)
     return "slept"
+
+
+@app.tool()
+def trace_context(ctx: Context) -> str:
+    """The W3C trace context fields the client sent in the request's ``_meta`` (JSON)."""
+    import json
+
+    fields = dict(ctx.request_context.meta or {})  # RequestParamsMeta: a TypedDict
+    return json.dumps({k: v for k, v in fields.items() if k in ("traceparent", "tracestate")})
 
 
 if __name__ == "__main__":

@@ -54,9 +54,17 @@ def scripted_agent(name: str = "bot") -> Agent:
 
 @contextmanager
 def serving(
-    tmp_path: Path, *, agents: list[Agent] | None = None, no_auth: bool = False, limits: Limits | None = None
+    tmp_path: Path,
+    *,
+    agents: list[Agent] | None = None,
+    no_auth: bool = False,
+    limits: Limits | None = None,
+    wrap: Any = None,
+    **config_options: Any,
 ) -> Iterator[tuple[ServerThread, KeyStore]]:
-    """A running server (keys in ``tmp_path``), yielding ``(server, keys)``."""
+    """A running server (keys in ``tmp_path``), yielding ``(server, keys)``. ``config_options``
+    go to ``ServeConfig`` (``allowed_hosts``, ``allow_origins``, ``secrets``); ``wrap`` is an
+    ASGI middleware class added outermost (e.g. a request recorder)."""
     keys = KeyStore(tmp_path / "keys.json")
     config = ServeConfig(
         agents=agents or [scripted_agent()],
@@ -64,6 +72,10 @@ def serving(
         no_auth=no_auth,
         data_dir=tmp_path / "data",
         limits=limits or Limits(),
+        **config_options,
     )
-    with ServerThread(create_app(config)) as srv:
+    app = create_app(config)
+    if wrap is not None:
+        app.add_middleware(wrap)
+    with ServerThread(app) as srv:
         yield srv, keys

@@ -430,3 +430,27 @@ def test_a_schema_broken_after_registration_gives_the_call_an_error_result_and_t
     assert turn.text() == "done"
     (result,) = turn.tool_results()
     assert result.error_detail is not None and "cannot be called" in result.error_detail
+
+
+async def test_non_object_arguments_go_through_schema_validation_and_name_the_missing_fields() -> None:
+    ran: list[int] = []
+
+    @tool
+    def move(x: int, y: int, label: str = "") -> str:
+        ran.append(1)
+        return "moved"
+
+    reg = ToolRegistry([move])
+    for raw, what in [
+        ("[1, 2]", "not a JSON object but a JSON array"),
+        ('"x=1, y=2"', "not a JSON object but a JSON string"),
+        ("{not json", "not a complete JSON object (truncated or malformed)"),
+    ]:
+        r = await reg.run(call("move", None, raw_arguments=raw))
+        detail = r.error_detail or ""
+        assert r.is_error and what in detail and "the tool was not run" in detail, detail
+        # the same listing as for any other invalid arguments: which fields are missing
+        assert '$: "x" is a required property' in detail and '$: "y" is a required property' in detail
+        if raw.startswith(("[", '"')):
+            assert 'is not of type "object"' in detail
+    assert ran == []

@@ -57,6 +57,7 @@ from tests._backend_helpers import (
     serve,
     tool,
 )
+from tests._fixture_server import sse_events
 from tests._llama_server import LlamaServerHandle
 
 FIX = Fixtures("anthropic")
@@ -690,6 +691,73 @@ def test_malformed_event_is_an_error_message(fresh: FixtureServer) -> None:
     items = run(fresh, sse_canned("malformed.sse"))
     check_contract(items)
     assert "malformed event data" in (error_of(items).error_detail or "")
+
+
+def _thinking_then(event: dict[str, Any]) -> Canned:
+    """A closed, signed thinking block 0, then ``event``, then a normal end."""
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "SIG"}},
+        {"type": "content_block_stop", "index": 0},
+        event,
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 4}},
+        {"type": "message_stop"},
+    ]
+    return Canned(chunks=sse_events([(str(e["type"]), e) for e in events]))
+
+
+@pytest.mark.parametrize("index", ["absent", None, "0", -1, 1.5, True])
+def test_a_block_event_without_an_integer_index_is_the_streams_error(
+    fresh: FixtureServer, index: Any
+) -> None:
+    event: dict[str, Any] = {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "leak"}}
+    if index != "absent":
+        event["index"] = index
+    items = run(fresh, _thinking_then(event))
+    check_contract(items)
+    err = error_of(items)
+    assert "index" in (err.error_detail or "") and "malformed" in (err.error_detail or "")
+    thinking = [m.content for m in outputs(items) if isinstance(m.content, ThinkingContent)]
+    assert thinking and thinking[-1].thinking == "hmm" and thinking[-1].signature == "SIG"
+    assert not any(isinstance(m.content, TextContent) and "leak" in m.text() for m in outputs(items))
+
+
+@pytest.mark.parametrize("delta", [1, "end_turn", [], None])
+def test_a_message_delta_whose_delta_is_not_an_object_is_the_streams_error(
+    fresh: FixtureServer, delta: Any
+) -> None:
+    canned = Canned(
+        chunks=sse_events(
+            [
+                ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 5}}}),
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": 0,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                ),
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {"type": "text_delta", "text": "Hi"},
+                    },
+                ),
+                ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                ("message_delta", {"type": "message_delta", "delta": delta, "usage": {"output_tokens": 2}}),
+                ("message_stop", {"type": "message_stop"}),
+            ]
+        )
+    )
+    items = run(fresh, canned)
+    check_contract(items)
+    assert "message_delta without a delta object" in (error_of(items).error_detail or "")
+    assert outputs(items)[0].text() == "Hi"
 
 
 @pytest.mark.parametrize(

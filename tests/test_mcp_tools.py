@@ -34,9 +34,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start_http(port: int) -> subprocess.Popen[bytes]:
+def _start_http(port: int, command: list[str] | None = None) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, SERVER, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        command or [sys.executable, SERVER, "http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     for _ in range(600):
         try:
@@ -90,7 +92,7 @@ def test_stdio_tools_are_listed_as_ordinary_tools(stdio_server: MCPServerTools) 
     tools = stdio_server.list_tools()
     assert all(isinstance(t, MCPTool) for t in tools)
     by_name = {t.definition.name: t for t in tools}
-    assert sorted(by_name) == ["add", "crash", "echo", "fail", "pid", "slow_sleep"]
+    assert sorted(by_name) == ["add", "crash", "echo", "fail", "pid", "slow_sleep", "trace_context"]
     assert by_name["slow_sleep"].remote_name == "slow.sleep"  # a provider-safe name, called by its own
     add = by_name["add"].definition
     assert add.description == "Add two integers." and add.category == "mcp:test"

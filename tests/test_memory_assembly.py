@@ -111,7 +111,7 @@ def test_memory_blocks_come_first_in_the_documented_order() -> None:
     for m in ctx.messages[: ctx.blocks]:
         assert isinstance(m, UserMessage) and m.role == "system"
     text = "\n".join(m.content.content for m in ctx.messages[: ctx.blocks])
-    assert "name is Ada" in text and "user is a chemist" in text and "(question) asked about pH" in text
+    assert "name is Ada" in text and "user is a chemist" in text and '(question) "asked about pH"' in text
     assert "first obs" not in text  # older than the reflection
     assert "Ada likes tea" in text
     assert ctx.messages[ctx.blocks :] == history

@@ -151,7 +151,7 @@ async def test_search_context_tool_recalls_older_messages() -> None:
             )
         )
         assert isinstance(res.content, TextContent) and res.error_detail is None
-        assert res.content.content == "- (message) The train to Porto leaves at 9:40 from platform 4."
+        assert res.content.content == '- (message) "The train to Porto leaves at 9:40 from platform 4."'
         res = await reg.run(
             ToolCall(id="d", name="search_context", arguments={"query": "zzzz qqqq", "mode": "keyword"})
         )
@@ -166,7 +166,7 @@ async def test_search_context_tool_recalls_older_messages() -> None:
 
 def test_an_embedder_of_another_length_than_the_stored_vectors_is_refused_at_build(tmp_path: Path) -> None:
     from foundation_ai.agentic import AgentSession, say
-    from foundation_ai.vectors import InMemoryVectorStore, VectorEntry
+    from foundation_ai.vectors import DimensionMismatchError, InMemoryVectorStore, VectorEntry
 
     path = tmp_path / "v.sqlite3"
     first = SqliteVecStore(path)
@@ -184,10 +184,11 @@ def test_an_embedder_of_another_length_than_the_stored_vectors_is_refused_at_bui
 
     store = SqliteVecStore(path)
     with pytest.raises(
-        ConfigurationError, match=r"makes 64-dimension vectors .* holds 256-dimension vectors"
+        DimensionMismatchError,
+        match=r"created for an unnamed embedder \(256 dimensions\) .* 'wordllama/l2_supercat_64' \(64 dimensions\)",
     ):
         build(WordLlamaEmbedder(64), store)
-    with pytest.raises(ConfigurationError, match=r"makes 128-dimension .* holds 256-dimension"):
+    with pytest.raises(DimensionMismatchError, match=r"\(256 dimensions\) .* \(128 dimensions\)"):
         build(WordLlamaEmbedder(128), InMemoryVectorStore(dimensions=256))
     agent = build(WordLlamaEmbedder(256), store)  # the same length builds
     assert agent.run_turn("hi").ok

@@ -288,7 +288,7 @@ def test_resume_restores_every_tier_and_the_next_request_carries_them(tmp_path: 
     assert after.tokens_since_observation == before.tokens_since_observation
     again.run_turn("What do I like to drink?")
     sent = request_text(model.interactions[0])
-    assert "[working_memory]\n- Ada likes green tea." in sent
+    assert '[working_memory]\n- "Ada likes green tea."' in sent
     assert "[reflection]" in sent
     again.close()
 
@@ -355,7 +355,7 @@ def test_a_users_context_assembler_receives_the_memory_assembled_request() -> No
     agent.run_turn("I am left-handed.")
     agent.run_turn("Which hand do I write with?")
     assert len(seen) == 3  # every generation went through both
-    assert seen[-1][0] == "[working_memory]\n- Ada is left-handed. (id " + agent.memory.facts()[0].id + ")"
+    assert seen[-1][0] == '[working_memory]\n- "Ada is left-handed." (id ' + agent.memory.facts()[0].id + ")"
     assert model.interactions[-1].messages[0].text() == seen[-1][0]
     agent.close()
 

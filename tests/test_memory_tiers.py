@@ -225,7 +225,7 @@ async def test_triggers_run_observation_then_reflection_and_announce_them() -> N
     store = InMemorySessionStore()
     mgr = manager(
         model,
-        MemoryConfig(embedder=False, observation_trigger_tokens=200, reflection_trigger_tokens=4),
+        MemoryConfig(embedder=False, observation_trigger_tokens=200, reflection_trigger_tokens=6),
         store,
     )
     mgr.absorb(conversation_records(1, words=10))  # ~40 tokens: below the trigger
@@ -237,7 +237,7 @@ async def test_triggers_run_observation_then_reflection_and_announce_them() -> N
     assert kinds == [
         "AgentProgress.ProcessingMemory",
         "SessionRecord.Observation",
-    ]  # one observation ("- o1"): 3 tokens < 4
+    ]  # one observation ('- "o1"', the entry quoted): 5 tokens < 6
     assert mgr.state is not None and mgr.state.tokens_since_observation == 0
     mgr.absorb(conversation_records(2))
     items = [i async for i in mgr.passes()]

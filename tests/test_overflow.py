@@ -162,6 +162,11 @@ CASES += [
         "`max_model_len` is no smaller than the number of text tokens plus multimodal tokens. (HTTP 400)",
     ),
     (
+        "vLLM",
+        r"input prompt \(\d+ tokens\) is too long and exceeds limit of \d+",
+        "Input prompt (9000 tokens) is too long and exceeds limit of 8192 (HTTP 400)",
+    ),
+    (
         "SGLang, Fireworks",
         r"exceeds the model's maximum context length",
         "Requested token count exceeds the model's maximum context length of 202752 tokens. You requested a "
@@ -254,6 +259,14 @@ NEGATIVES += [
 def test_more_server_overflow_wordings_are_overflow(text: str) -> None:
     assert is_overflow_text(text)
     assert error_message(text).is_context_overflow()
+
+
+def test_vllm_input_prompt_too_long_wording_is_context_overflow() -> None:
+    # vLLM's OpenAI server (serving engine's prompt-length check) words it this way
+    text = "Input prompt (9000 tokens) is too long and exceeds limit of 8192"
+    assert is_overflow_text(text)
+    assert error_message(text + " (HTTP 400)").is_context_overflow()
+    assert not is_overflow_text("Input prompt is fine and within the limit of 8192")
 
 
 def error_message(detail: str) -> Messages:

@@ -239,7 +239,12 @@ def test_a_bad_decision_is_a_400_and_decides_nothing(gated: tuple[httpx.Client, 
     ):
         r = c.post(url, headers=h, json=body)
         assert r.status_code == 400 and r.json()["error"]["param"] == param, body
-    assert c.post(url, headers=h, content=b"not json").json()["error"]["code"] == "invalid_json"
+    assert (
+        c.post(url, headers=h | {"Content-Type": "application/json"}, content=b"not json").json()["error"][
+            "code"
+        ]
+        == "invalid_json"
+    )
     assert [x["id"] for x in c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"]] == [call_id]
 
 

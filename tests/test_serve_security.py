@@ -22,6 +22,7 @@ from foundation_ai.serve import Agent, KeyStore, Limits, ServerThread, is_loopba
 from tests._serve_helpers import scripted_agent, serving
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
+JSON = {"Content-Type": "application/json"}
 
 
 def _wait_running(c: httpx.Client, sid: str, headers: dict[str, str]) -> None:
@@ -146,7 +147,7 @@ def test_request_limits_give_clear_json_errors(tmp_path: Path) -> None:
                 yield b"y" * 500
             yield b'"}]}'
 
-        r = c.post("/v1/chat/completions", headers=h, content=chunked())
+        r = c.post("/v1/chat/completions", headers=h | JSON, content=chunked())
         assert "content-length" not in r.request.headers
         assert _error(r, 413)["code"] == "body_too_large"
         many = {"model": "bot", "messages": [{"role": "user", "content": "hi"}] * 4}
@@ -154,7 +155,8 @@ def test_request_limits_give_clear_json_errors(tmp_path: Path) -> None:
             _error(c.post("/v1/chat/completions", headers=h, json=many), 400)["code"] == "too_many_messages"
         )
         assert (
-            _error(c.post("/v1/chat/completions", headers=h, content=b"{nope"), 400)["code"] == "invalid_json"
+            _error(c.post("/v1/chat/completions", headers=h | JSON, content=b"{nope"), 400)["code"]
+            == "invalid_json"
         )
         assert (
             _error(
@@ -368,8 +370,8 @@ def test_deeply_nested_json_is_a_400_not_a_500(tmp_path: Path, capfd: pytest.Cap
     ).encode()
     with serving(tmp_path, no_auth=True) as (srv, _keys), httpx.Client(base_url=srv.url, timeout=30) as c:
         for path in ("/v1/chat/completions", "/v1/responses", "/v1/sessions/s1/approvals/c1"):
-            assert _error(c.post(path, content=deep), 400)["code"] == "invalid_json", path
-        r = c.post("/v1/chat/completions", content=deep_args)
+            assert _error(c.post(path, content=deep, headers=JSON), 400)["code"] == "invalid_json", path
+        r = c.post("/v1/chat/completions", content=deep_args, headers=JSON)
         assert r.status_code in (200, 400), r.text  # the broken arguments are dropped or refused
         assert "Traceback" not in r.text
     assert "RecursionError" not in capfd.readouterr().err

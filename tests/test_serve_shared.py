@@ -505,6 +505,8 @@ def test_a_model_call_cut_by_a_hand_back_is_retracted_before_the_other_process_m
         and x["message"]["content"].get("type") == "text"
     ]
     assert answers == [f"done {task}"], rec
+    gone = [x for x in rec if x.get("type") == "retracted"]  # the store records the retraction too
+    assert [x["message_ids"] for x in gone] == [[first["message_id"]]], rec
 
 
 def test_serve_with_db_refuses_an_agent_whose_tools_wait_for_approval(tmp_path: Path) -> None:

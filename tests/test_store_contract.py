@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from foundation_ai.agentic import SessionStore
-from foundation_ai.agentic.errors import CorruptRecordError
+from foundation_ai.agentic.errors import CorruptRecordError, StoreError
 from foundation_ai.agentic.stores import (
     InMemorySessionStore,
     SessionHeader,
@@ -546,3 +546,30 @@ def test_text_that_is_not_utf8_is_stored_with_replacement_characters(kind: Store
     )
     loaded = [r.message.content for r in store.load("s")]
     assert loaded == [TextContent(f"read {name}"), TextContent(name)]
+
+
+def _deep_call(depth: int) -> SessionRecord:
+    args: dict[str, Any] = {}
+    for _ in range(depth):
+        args = {"a": args}
+    return SessionRecord.Conversation(
+        message=Messages.Assistant(
+            model=ModelId.Name("m"), content=ToolCall(id="c1", name="t", arguments=args)
+        )
+    )
+
+
+@pytest.mark.parametrize("depth", [129, 980])
+def test_a_store_never_keeps_a_record_it_cannot_load(kind: StoreKind, store: Any, depth: int) -> None:
+    before = user("before")
+    store.append("s", [before])
+    batch = [user("in the batch"), _deep_call(depth)]
+    try:
+        store.append("s", batch)
+    except StoreError as exc:
+        assert "nests arrays/objects deeper than 128 levels" in str(exc)
+        assert store.load("s") == [before]  # nothing of the batch was written
+    else:
+        assert kind.name == "memory"  # it keeps the objects themselves: it loads what was written
+        assert store.load("s") == [before, *batch]
+    assert not getattr(store, "corrupt_records", {})

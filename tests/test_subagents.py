@@ -206,3 +206,65 @@ def test_steering_the_parent_interrupts_the_child_and_the_parent_goes_on(tmp_pat
     assert kept[-1].content == TextContent("half")
     assert type(kept[-1].stop_reason).__name__.endswith("Aborted")  # type: ignore[union-attr]
     parent.close()
+
+
+def test_a_sub_agents_requests_are_gated_by_the_parents_budget_before_they_are_sent(tmp_path: Path) -> None:
+    from foundation_ai.agentic.scripted import Reply
+    from foundation_ai.types import UsageReport
+
+    # the parent's first request: 1,000 tokens; the child's first: 1,100 -> 2,100 of 2,000
+    child = ScriptedModel(
+        [Reply([call("lookup", {"key": "answer"})], usage=UsageReport.of(1000.0, 100.0)), say("never asked")]
+    )
+    agents = SubAgents(SubAgent("worker", model=child, tools=[lookup]))
+    parent_model = ScriptedModel(
+        [Reply([_run("worker", "spend")], usage=UsageReport.of(900.0, 100.0)), say("after")]
+    )
+    parent = (
+        AgentSession.builder(parent_model)
+        .with_store(SqliteSessionStore(tmp_path / "s.db"))
+        .with_token_budget(2000)
+        .with_tool_factory(agents)
+        .build()
+    )
+    with pytest.raises(TurnFailedError) as caught:
+        parent.run_turn("go")
+    assert child.requests == 1  # the second request was never sent (it was, before: 3,100 of 2,000)
+    assert parent_model.requests == 1
+    assert parent.ledger.tokens == 2100  # the child's usage is in the parent's ledger as it ends
+    assert caught.value.turn.outcome is TurnOutcome.BudgetExhausted
+    result = caught.value.turn.tool_results()[0]
+    assert result.error_detail is not None and "budget_exhausted" in result.error_detail
+    parent.close()
+
+
+def test_the_parents_can_spend_check_gates_every_request_of_its_children(tmp_path: Path) -> None:
+    seen: list[tuple[str, bool]] = []
+    holder: dict[str, AgentSession] = {}
+
+    def check(request: Any) -> str | None:
+        parent = holder["parent"]
+        seen.append((request.session_id, request.ledger is parent.ledger))
+        children = [s for s, _ in seen if s != parent.session_id]
+        from_child = request.session_id != parent.session_id
+        return "the tree spent enough" if from_child and len(children) >= 2 else None
+
+    child = ScriptedModel([call("lookup", {"key": "answer"}), call("lookup", {"key": "x"}), say("never")])
+    agents = SubAgents(SubAgent("worker", model=child, tools=[lookup]))
+    parent = (
+        AgentSession.builder(ScriptedModel([_run("worker", "go"), say("done")]))
+        .with_store(SqliteSessionStore(tmp_path / "s.db"))
+        .with_can_spend(check)
+        .with_tool_factory(agents)
+        .build()
+    )
+    holder["parent"] = parent
+    turn = parent.run_turn("go")
+    # the child's first request passed the parent's check, its second was refused before it was sent
+    assert child.requests == 1
+    child_ids = {s for s, _ in seen if s != parent.session_id}
+    assert len(child_ids) == 1 and all(own for _, own in seen)  # asked with the parent's ledger
+    result = turn.tool_results()[0]
+    assert result.error_detail is not None and "the tree spent enough" in result.error_detail
+    assert turn.ok and turn.text() == "done"
+    parent.close()

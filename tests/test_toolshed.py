@@ -372,3 +372,75 @@ def test_resuming_with_a_shed_reports_no_recorded_tool_that_the_shed_serves(
     ).resume(sid).close()
     assert "left out: " in caplog.text and "get_forecast" in caplog.text
     assert "send_email" not in caplog.text.split("left out: ", 1)[1]
+
+
+def _batch(k: int) -> dict[str, Any]:
+    """A ``shed`` call whose five hits are tool_{5k} .. tool_{5k+4} (name words score highest)."""
+    return {"description": " ".join(f"tool_{5 * k + j:03d}" for j in range(5)), "limit": 5}
+
+
+def test_declared_tools_are_capped_per_backend_and_the_least_recently_used_deactivated() -> None:
+    from foundation_ai.agentic.toolsets.shed import declared_tool_limit
+    from foundation_ai.backends import anthropic, openai_chat, openai_responses
+
+    assert declared_tool_limit([openai_chat("gpt-4o-mini", api_key="k")]) == 128
+    assert declared_tool_limit([openai_responses("gpt-4o-mini", api_key="k")]) == 128
+    assert declared_tool_limit([anthropic("claude-sonnet-4-5", api_key="k")]) is None  # no documented count
+    script: list[Any] = [call(SHED_NAME, _batch(k)) for k in range(25)]
+    script.append(call("tool_001", {"x": 1}))  # used now: no longer the least recently used
+    script += [call(SHED_NAME, _batch(k)) for k in range(25, 40)]
+    script += [
+        [call("tool_001", {"x": 1}), call("tool_000", {"x": 1}), call("tool_199", {"x": 1})],
+        say("ok"),
+    ]
+    shed = ToolShed().tools(_numbered(500))
+    model = ScriptedModel(script)
+    model.descriptor = msgspec.structs.replace(model.descriptor, provider="openai")  # as openai_chat's
+    session = (
+        AgentSession.builder(model)
+        .with_tool_shed(shed)
+        .with_store(InMemorySessionStore())
+        .with_max_iterations(50, 1)
+        .build()
+    )
+    turn = session.run_turn("do 200 chores")
+    assert turn.ok
+    # 40 shed calls activated 200 tools; no request declared more than OpenAI's 128
+    counts = [len(_declared(model, i)) for i in range(len(model.interactions))]
+    assert max(counts) == 128 and len(counts) == 43
+    *_, kept, evicted, recent = turn.tool_results()
+    assert kept.content == TextContent("2")  # tool_001 was called after its activation: kept
+    assert evicted.error_detail is not None
+    assert "deactivated to stay within the limit of 128 declared tools" in evicted.error_detail
+    assert "call shed first" in evicted.error_detail
+    assert recent.content == TextContent("200")
+    assert isinstance(session.registry, ShedRegistry) and "tool_000" not in session.registry.active()
+
+
+def test_past_the_cap_on_cap_refuse_activates_what_fits_and_says_what_was_refused(tmp_path: Path) -> None:
+    store = SqliteSessionStore(tmp_path / "s.db")
+    shed = ToolShed(max_declared=8, on_cap="refuse").tools(_numbered(50))
+    session, model = _session(
+        shed, [call(SHED_NAME, _batch(0)), call(SHED_NAME, _batch(1)), say("ok")], store
+    )
+    first, second = session.run_turn("go").tool_results()
+    assert [h["name"] for h in msgspec.json.decode(first.content.content)] == [
+        f"tool_{i:03d}" for i in range(5)
+    ]  # type: ignore[union-attr]
+    capped = msgspec.json.decode(second.content.content)  # type: ignore[union-attr]
+    assert [h["name"] for h in capped["activated"]] == ["tool_005", "tool_006"]  # 7 active + shed = 8
+    assert capped["refused"] == ["tool_007", "tool_008", "tool_009"] and "at most 8 tools" in capped["reason"]
+    assert len(_declared(model, 2)) == 8
+    resumed = (
+        AgentSession.builder(ScriptedModel([say("x")]))
+        .with_tool_shed(shed)
+        .with_store(store)
+        .resume(session.session_id)
+    )
+    assert (
+        isinstance(resumed.registry, ShedRegistry) and len(resumed.registry.active()) == 7
+    )  # restored, capped
+    with pytest.raises(ConfigurationError, match="max_declared"):
+        ToolShed(max_declared=1)
+    with pytest.raises(ConfigurationError, match="on_cap"):
+        ToolShed(on_cap="drop")

@@ -228,7 +228,7 @@ def test_sqlite_vec_store_persists_in_its_file(tmp_path: Path) -> None:
     again = SqliteVecStore(path, table="mem")
     assert again.metric is Metric.L2 and again.dimensions == 2
     assert again.search([1.0, 2.0], k=1)[0].id == "a"
-    with pytest.raises(ConfigurationError, match="2-dimension"):
+    with pytest.raises(DimensionMismatchError, match=r"\(2 dimensions\) .* \(5 dimensions\)"):
         SqliteVecStore(path, table="mem", dimensions=5)
     with pytest.raises(ConfigurationError, match="table name"):
         SqliteVecStore(path, table="x; drop")

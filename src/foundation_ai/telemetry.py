@@ -27,7 +27,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .agentic.turn.hooks import Phase, PhaseHooks, StepRunner
-from .types import StopReason, ToolCall, ToolResultMessage, to_json
+from .types import StopReason, ToolCall, ToolResultMessage, UsageReport, to_json
 
 if TYPE_CHECKING:
     from .agentic.turn.generate import Generation
@@ -42,6 +42,10 @@ INSTRUMENTATION = "foundation_ai"
 
 _PROVIDERS = {"openai": "openai", "openai_responses": "openai", "anthropic": "anthropic"}
 _ABANDONED = (GeneratorExit,)
+_EMPTY_USAGE = UsageReport()
+CANCELLED = "cancelled"
+"""``error.type`` of a span whose operation was cut short: an abandoned turn, a model call
+stopped by ``abort()`` or steering, or by the consumer leaving."""
 
 
 def tracing_available() -> bool:
@@ -69,11 +73,26 @@ def finish_reason(stop: Any) -> str:
 
 
 class _Turn:
-    __slots__ = ("chat", "span")
+    __slots__ = ("chat", "input", "output", "span", "usage_known")
 
     def __init__(self, span: Any) -> None:
         self.span = span
         self.chat: Any = None
+        self.usage_known = False  # a model call of the turn reported token usage
+        self.input = 0  # tokens the turn's model calls reported (cut calls included)
+        self.output = 0
+
+
+def _abandoned(error: BaseException | None) -> bool:
+    """True for the end of a turn whose consumer left (``break``, a dropped stream, a cancelled
+    task): the turn still runs its ``finish`` hooks afterwards (``run_turn``)."""
+    return isinstance(error, _ABANDONED) or type(error).__name__ == "CancelledError"
+
+
+def _known(usage: Any) -> bool:
+    """True when ``usage`` is a report a provider sent (the empty ``UsageReport`` a
+    generation starts with means "unknown": its attributes are left out, not 0)."""
+    return usage is not None and usage != _EMPTY_USAGE
 
 
 class Tracing(PhaseHooks):
@@ -113,9 +132,12 @@ class Tracing(PhaseHooks):
             raise FoundationAIError(
                 "tracing needs opentelemetry-api: pip install 'foundation-ai[otel]'"
             ) from None
+        from opentelemetry import context
+
         from . import __version__
 
         self._trace = trace
+        self._context = context
         self.tracer = trace.get_tracer(INSTRUMENTATION, __version__, tracer_provider=tracer_provider)
         self.agent_name = agent_name
         if capture_content is None:
@@ -162,18 +184,23 @@ class Tracing(PhaseHooks):
         if turn is None:
             return
         if phase is Phase.GENERATE and turn.chat is not None:
-            self._end_chat(turn.chat, state.generation, error)
+            self._end_chat(turn, state.generation, error)
             turn.chat = None
         elif phase is Phase.EXECUTE_TOOLS:
             for call in state.calls:
                 self._calls.pop(call.id, None)
-        if phase is Phase.FINISH or error is not None:
+        if phase is Phase.FINISH or (error is not None and not _abandoned(error)):
+            # an abandoned turn ends at the ``finish`` hook run_turn calls after closing it, so
+            # its span carries the outcome the closing set (``aborted``), not ``completed``
             del self._turns[id(state)]
             if turn.chat is not None:  # abandoned inside generate
-                self._end_chat(turn.chat, state.generation, error)
-            self._end_turn(turn.span, state, error)
+                self._end_chat(turn, state.generation, error)
+                turn.chat = None
+            self._end_turn(turn, state, error)
 
-    def _end_chat(self, span: Any, gen: Generation | None, error: BaseException | None) -> None:
+    def _end_chat(self, turn: _Turn, gen: Generation | None, error: BaseException | None) -> None:
+        span = turn.chat
+        cut = _abandoned(error) or (gen is not None and gen.interrupted)
         if gen is not None:
             attrs: dict[str, Any] = {}
             model = gen.model
@@ -188,12 +215,20 @@ class Tracing(PhaseHooks):
             msgs = outputs if gen.error is None else [*outputs, gen.error]
             if msgs:
                 attrs["gen_ai.response.model"] = _model_name(msgs[-1].model)
+            if cut:  # stopped before the model finished: no provider finish reason exists
+                attrs["gen_ai.response.finish_reasons"] = ["aborted"]
+                attrs["error.type"] = CANCELLED
+            elif msgs:
                 # one choice: why it ended (an error, else a tool call, else the last output's)
                 reasons = [finish_reason(m.stop_reason) for m in msgs]
                 pick = next((r for r in ("error", "tool_call") if r in reasons), reasons[-1])
                 attrs["gen_ai.response.finish_reasons"] = [pick]
-            attrs["gen_ai.usage.input_tokens"] = int(gen.usage.input)
-            attrs["gen_ai.usage.output_tokens"] = int(gen.usage.output)
+            if _known(gen.usage):  # unknown usage is absent, never 0
+                turn.usage_known = True
+                turn.input += int(gen.usage.input)
+                turn.output += int(gen.usage.output)
+                attrs["gen_ai.usage.input_tokens"] = int(gen.usage.input)
+                attrs["gen_ai.usage.output_tokens"] = int(gen.usage.output)
             if self.capture_content:
                 inter = gen.interaction
                 attrs["gen_ai.input.messages"] = to_json(list(inter.messages)).decode()
@@ -201,7 +236,7 @@ class Tracing(PhaseHooks):
                     attrs["gen_ai.system_instructions"] = str(inter.system_prompt)
                 attrs["gen_ai.output.messages"] = to_json(outputs).decode()
             span.set_attributes(attrs)
-            if gen.error is not None and error is None:
+            if gen.error is not None and error is None and not cut:
                 span.set_attribute("error.type", "provider_error")
                 span.set_status(
                     self._trace.Status(self._trace.StatusCode.ERROR, gen.error.error_detail or "")
@@ -209,15 +244,15 @@ class Tracing(PhaseHooks):
         self._record(span, error)
         span.end()
 
-    def _end_turn(self, span: Any, state: TurnState, error: BaseException | None) -> None:
-        snap = state.snapshot
+    def _end_turn(self, turn: _Turn, state: TurnState, error: BaseException | None) -> None:
+        span = turn.span
         attrs: dict[str, Any] = {
             "foundation_ai.turn.outcome": state.outcome.value,
             "foundation_ai.turn.generations": state.generations,
         }
-        if snap is not None:
-            attrs["gen_ai.usage.input_tokens"] = int(snap.input)
-            attrs["gen_ai.usage.output_tokens"] = int(snap.output)
+        if turn.usage_known:  # the sum its model calls reported; none reported: absent, not 0
+            attrs["gen_ai.usage.input_tokens"] = turn.input
+            attrs["gen_ai.usage.output_tokens"] = turn.output
         span.set_attributes(attrs)
         if state.error is not None and error is None:
             span.set_attribute("error.type", state.error.kind)
@@ -228,8 +263,8 @@ class Tracing(PhaseHooks):
     def _record(self, span: Any, error: BaseException | None) -> None:
         if error is None:
             return
-        if isinstance(error, _ABANDONED) or type(error).__name__ == "CancelledError":
-            span.set_attribute("error.type", "cancelled")
+        if _abandoned(error):
+            span.set_attribute("error.type", CANCELLED)
             return
         span.record_exception(error)
         span.set_attribute("error.type", type(error).__qualname__)
@@ -286,14 +321,21 @@ class TracingSteps(StepRunner):
     async def tool_call(
         self, call: ToolCall, run: Callable[[], Awaitable[ToolResultMessage]]
     ) -> ToolResultMessage:
-        """Run the call through the inner runner inside an ``execute_tool`` span."""
-        span = self.tracing.tool_span(call)
+        """Run the call through the inner runner inside an ``execute_tool`` span, with that
+        span as the current span: spans the tool opens itself are its children (async tools in
+        this task; sync tools on worker threads, which get the caller's context variables;
+        MCP calls; sub-agents' turns)."""
+        tracing = self.tracing
+        span = tracing.tool_span(call)
+        token = tracing._context.attach(tracing._trace.set_span_in_context(span))
         try:
             result = await self.inner.tool_call(call, run)
         except BaseException as exc:
-            self.tracing.end_tool_span(span, None, exc)
+            tracing.end_tool_span(span, None, exc)
             raise
-        self.tracing.end_tool_span(span, result, None)
+        finally:
+            tracing._context.detach(token)
+        tracing.end_tool_span(span, result, None)
         return result
 
 

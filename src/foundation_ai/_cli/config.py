@@ -99,7 +99,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     is an empty config.
 
     Raises:
-        ConfigurationError: ``path`` given but missing, invalid TOML, an unknown key, a value
+        ConfigurationError: ``path`` given but missing, invalid TOML (or TOML nested too deeply
+            for the parser, e.g. a 5,000-deep array), an unknown key, a value
             of the wrong type, or one out of range (``temperature`` < 0, ``max_tokens`` < 1: the
             rules of ``--temperature`` and ``--max-tokens``); the message names the file and the
             key.
@@ -113,6 +114,10 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         return Config()
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigurationError(f"cannot read the config file {file}: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise ConfigurationError(
+            f"cannot read the config file {file}: arrays or tables nested too deeply to parse"
+        ) from None
     values: dict[str, Any] = {}
     for key, value in data.items():
         kinds = _TYPES.get(key)
@@ -159,6 +164,8 @@ def read_keys(path: Path | None = None) -> dict[str, str]:
         return {}
     except (OSError, ValueError) as exc:
         raise ConfigurationError(f"cannot read the keys file {file}: {exc}") from None
+    except RecursionError:
+        raise ConfigurationError(f"cannot read the keys file {file}: JSON nested too deeply") from None
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise ConfigurationError(f"the keys file {file} is not a JSON object of strings")
     return {str(k): v for k, v in data.items()}

@@ -1,5 +1,5 @@
 """The durable-turn commands: ``worker``, ``submit``, ``status``, ``follow``, ``steer``,
-``abort``, ``recover`` (``docs/scaling.md``). Registered on the parser by
+``abort``, ``approvals``, ``approve``, ``deny``, ``recover`` (``docs/scaling.md``). Registered on the parser by
 :func:`add_durable_commands`; each handler returns the exit status."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ _DB_HELP = (
     "the user data directory), or postgresql://... (many machines); env FOUNDATION_AI_DB"
 )
 
-READ_ONLY = ("status", "follow")
+READ_ONLY = ("status", "follow", "approvals")
 """The commands for which a ``--db`` file that does not exist is an error (exit 2)."""
 
 STATES = {
@@ -121,6 +121,27 @@ def add_durable_commands(sub: Any) -> None:
         if name == "steer":
             p.add_argument("message", metavar="TEXT")
         _add_db(p)
+
+    a = sub.add_parser(
+        "approvals",
+        help="list the tool calls a durable turn waits for a decision on",
+        description="List the pending tool calls of a turn waiting for approval.",
+    )
+    a.add_argument("turn_id", metavar="TURN")
+    a.add_argument("--json", action="store_true", help="one JSON object per call")
+    _add_db(a)
+    for name in ("approve", "deny"):
+        d = sub.add_parser(
+            name,
+            help=f"{name} a tool call a durable turn waits for",
+            description=f"{name.capitalize()} a pending tool call (from any machine): once every "
+            "pending call is decided, the worker holding the turn continues it.",
+        )
+        d.add_argument("turn_id", metavar="TURN")
+        d.add_argument("call_id", metavar="CALL")
+        if name == "deny":
+            d.add_argument("--reason", default="the user denied it", help="what the model is told")
+        _add_db(d)
 
     r = sub.add_parser(
         "recover",
@@ -262,6 +283,30 @@ def cmd_abort(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_approvals(args: argparse.Namespace) -> int:
+    import json
+
+    with _client(args) as client:
+        for c in client.pending_approvals(args.turn_id):
+            if args.json:
+                print(json.dumps({"id": c.id, "name": c.name, "arguments": c.arguments}))
+            else:
+                print(f"{c.id}\t{c.name}({json.dumps(c.arguments)})")
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        client.approve(args.turn_id, args.call_id)
+    return 0
+
+
+def cmd_deny(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        client.deny(args.turn_id, args.call_id, args.reason)
+    return 0
+
+
 def cmd_recover(args: argparse.Namespace) -> int:
     with _client(args) as client:
         for turn in client.recover(args.executor_ids):
@@ -343,6 +388,9 @@ DURABLE_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
         "follow": cmd_follow,
         "steer": cmd_steer,
         "abort": cmd_abort,
+        "approvals": cmd_approvals,
+        "approve": cmd_approve,
+        "deny": cmd_deny,
         "recover": cmd_recover,
     }.items()
 }

@@ -21,7 +21,8 @@ __all__ = ["COMMANDS", "build_parser", "with_default_command"]
 
 COMMANDS = (
     "chat", "run", "sessions", "show", "models", "keys", "serve",
-    "worker", "submit", "status", "follow", "steer", "abort", "recover", "aliases", "templates",
+    "worker", "submit", "status", "follow", "steer", "abort", "approvals", "approve", "deny",
+    "recover", "aliases", "templates",
 )  # fmt: skip
 """The subcommands; a first argument that is none of them is a prompt for ``run``."""
 

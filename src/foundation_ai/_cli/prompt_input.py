@@ -184,6 +184,8 @@ def parse_schema(text: str) -> dict[str, Any]:
             schema = json.loads(text)
         except ValueError as exc:
             raise ConfigurationError(f"--schema is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise ConfigurationError("--schema nests arrays/objects too deeply to parse") from None
         if not isinstance(schema, dict):
             raise ConfigurationError("--schema must be a JSON object")
         return schema

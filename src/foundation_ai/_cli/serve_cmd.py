@@ -68,6 +68,34 @@ def add_serve_parser(sub: Any) -> None:
         "--max-turns-per-key", type=int, default=4, help="turns running at once per key (default 4)"
     )
     p.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="a Host name this server answers (repeatable; '*': any; '.example.com': a domain and "
+        "its subdomains); others get 421. Default: loopback names with --no-auth, else any",
+    )
+    p.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin (http://host:port) allowed to send requests, with CORS headers "
+        "(repeatable; default: only the server's own pages)",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds a connection gets to send complete request headers (default 10)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="open connections; more are refused with 503 (default: 2048 or 3/4 of the file limit)",
+    )
+    p.add_argument(
         "--db",
         metavar="URL",
         help="postgresql://...: share sessions, keys and running turns with every serve process "
@@ -184,11 +212,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         agents=agents,
         keys=keys,
         no_auth=args.no_auth,
+        allowed_hosts=args.allowed_host,
+        allow_origins=args.allow_origin,
         data_dir=Path(args.data_dir) if args.data_dir else None,
         limits=Limits(
             max_body_bytes=args.max_body_bytes,
             max_messages=args.max_messages,
             max_turns_per_key=args.max_turns_per_key,
+            header_timeout=args.header_timeout,
+            max_connections=args.max_connections,
         ),
     )
     try:

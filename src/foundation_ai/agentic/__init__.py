@@ -23,7 +23,7 @@ from .errors import (
     SessionNotFoundError,
     StoreError,
 )
-from .events import TurnEvent, TurnOutcome, TurnStream, TurnSummary
+from .events import AgentStream, TurnEvent, TurnOutcome, TurnStream, TurnSummary
 from .ledger import TokenBudget, TokenLedger
 from .scripted import Reply, ScriptedModel, call, fail, hook, overflow, pause, rate_limited, say, think
 from .session import AgentSession
@@ -34,6 +34,7 @@ from .turn_result import Turn
 __all__ = [
     "AgentSession",
     "AgentSessionBuilder",
+    "AgentStream",
     "Answer",
     "BaseTool",
     "CorruptRecordError",

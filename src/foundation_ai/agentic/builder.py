@@ -258,20 +258,24 @@ class AgentSessionBuilder:
         self._tool_choice = choice
         return self
 
-    def with_output_type(self, output_type: Any, *, retries: int | None = None) -> AgentSessionBuilder:
+    def with_output_type(
+        self, output_type: Any, *, retries: int | None = None, strict: bool = True
+    ) -> AgentSessionBuilder:
         """Answer every turn as ``output_type``: a msgspec Struct, a dataclass, a TypedDict, a
         pydantic model, ``list[...]``, a ``Literal``, an enum or a primitive (``str`` or
         ``None``: plain text). ``ask`` then returns an instance, ``Turn.output`` holds it. The
         schema is sent in each provider's strict structured-output mode; an answer that does
         not validate goes back to the model with the errors, ``retries`` times (default 2),
-        then the turn fails with :class:`~foundation_ai.errors.OutputValidationError`. See
-        :mod:`foundation_ai.agentic.output`.
+        then the turn fails with :class:`~foundation_ai.errors.OutputValidationError`.
+        ``strict=False`` sends a non-strict schema instead (for an open ``dict``; still validated
+        locally); per call, pass ``output_type=OutputSpec(T, strict=False)``. See
+        :mod:`foundation_ai.agentic.output` and ``docs/structured-output.md``.
 
         Raises:
-            ConfigurationError: the type cannot be expressed in strict mode (a free-form
-                ``dict``, ``Any``, a fixed-length tuple, a recursive type).
+            ConfigurationError: (strict) the type cannot be expressed in strict mode (an open
+                ``dict`` field, ``Any``, a fixed-length tuple; the message names its path).
         """
-        self._output = output_spec(output_type, retries)
+        self._output = output_spec(output_type, retries, strict)
         return self
 
     def with_chat_template(self, template: str) -> AgentSessionBuilder:

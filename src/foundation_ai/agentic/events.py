@@ -8,6 +8,9 @@ last one is the merged message the session persists (unless a later ``Retracted`
 ``Stream.Next(SessionRecord.Retracted(...))``; then ``Summary`` and, for a failed turn, a final
 ``FailedAction``.
 
+``Stream.Spread(records)`` (several records at once) is mapped like one ``Next`` per record, in
+order. The item type is :data:`AgentStream` (the seed's ``agentic::internals::AgentStream``).
+
 ``TurnStream.events()`` maps them to ``TurnEvent``: ``Text`` and ``Thinking`` carry only the new
 piece; ``ToolCall`` comes once, complete; ``ToolResult``; ``Retract``; ``Progress``; then exactly
 one terminal ``Failed`` or ``Done(TurnSummary)``. User messages (the prompt, steering) are not
@@ -38,7 +41,7 @@ from ..types import (
 from ..types.records import AgentProgressT
 from ..types.serialization import register_union
 
-__all__ = ["TurnEvent", "TurnOutcome", "TurnStream", "TurnSummary"]
+__all__ = ["AgentStream", "TurnEvent", "TurnOutcome", "TurnStream", "TurnSummary"]
 
 
 class TurnOutcome(enum.Enum):
@@ -155,8 +158,22 @@ TurnEventT = _Text | _Thinking | _ToolCall | _ToolResult | _Retract | _Progress 
 """The decodable union of ``TurnEvent`` variants: ``from_json(line, TurnEvent)`` works."""
 register_union(TurnEvent, TurnEventT)
 
-AgentItem = Stream[SessionRecord, AgentProgress]
-"""One raw item of a turn stream."""
+AgentStream = Stream[SessionRecord, AgentProgress]
+"""The agent-level stream item, the seed's ``agentic::internals::AgentStream``:
+``Stream[SessionRecord, AgentProgress]`` (what ``run_turn_stream`` yields; docs/concepts.md,
+"The stream contract")."""
+
+AgentItem = AgentStream
+"""One raw item of a turn stream (the same alias as :data:`AgentStream`)."""
+
+
+def _failure_in(item: Any) -> Any:
+    """The ``FailedAction`` a raw item carries (``Next``, or inside a ``Spread``), else ``None``."""
+    if isinstance(item, Stream.Next) and isinstance(item.value, SessionRecord.FailedAction):
+        return item.value
+    if isinstance(item, Stream.Spread):
+        return next((r for r in item.value if isinstance(r, SessionRecord.FailedAction)), None)
+    return None
 
 
 class EventMapper:
@@ -191,6 +208,11 @@ class EventMapper:
             return []
         if isinstance(item, Stream.Pending):
             return [_Progress(item.value)]
+        if isinstance(item, Stream.Spread):  # several records at once: each one's events, in order
+            out: list[TurnEvent] = []
+            for rec in item.value:
+                out += self.map(Stream.Next(rec))
+            return out
         return []
 
     def _assistant(self, m: AssistantMessage) -> list[TurnEvent]:
@@ -328,8 +350,7 @@ class _Events:
         items = iter(self._stream)
         try:
             for item in items:
-                if isinstance(item, Stream.Next) and isinstance(item.value, SessionRecord.FailedAction):
-                    failed = item.value
+                failed = _failure_in(item) or failed
                 yield from mapper.map(item)
         finally:
             self._stream.close()  # at once when the consumer stops early (no waiting for GC)
@@ -341,8 +362,7 @@ class _Events:
         items = aiter(self._stream)
         try:
             async for item in items:
-                if isinstance(item, Stream.Next) and isinstance(item.value, SessionRecord.FailedAction):
-                    failed = item.value
+                failed = _failure_in(item) or failed
                 for ev in mapper.map(item):
                     yield ev
         finally:

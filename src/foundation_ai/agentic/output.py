@@ -29,6 +29,7 @@ from typing import Any
 import msgspec
 
 from ..errors import ConfigurationError
+from ..schema.refs import self_contained
 from ..schema.strict import allows_null, strict_schema
 from ..schema.typed import decode_as, type_schema
 from ..types import (
@@ -72,12 +73,16 @@ def _whole_floats_as_ints(value: Any) -> Any:
     return value
 
 
-def _prune_nulls(value: Any, schema: Any) -> Any:
+def _prune_nulls(value: Any, schema: Any, defs: dict[str, Any] | None = None) -> Any:
     """Drop ``null`` values of optional properties that do not accept ``null`` themselves (the
     strict schema made them nullable to mean "use the default"), walking ``value`` alongside the
-    type's own schema. Returns ``value`` (dicts changed in place)."""
+    type's own schema (a recursive type's ``$ref`` followed into ``defs``, its root ``$defs``).
+    Returns ``value`` (dicts changed in place)."""
     if not isinstance(schema, dict):
         return value
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and defs:
+        schema = defs.get(ref.removeprefix("#/$defs/"), schema)
     if isinstance(value, dict):
         props = schema.get("properties")
         if isinstance(props, dict):
@@ -89,18 +94,18 @@ def _prune_nulls(value: Any, schema: Any) -> Any:
                 if value[key] is None and key not in required and not allows_null(sub):
                     del value[key]
                 else:
-                    value[key] = _prune_nulls(value[key], sub)
+                    value[key] = _prune_nulls(value[key], sub, defs)
         for branch in schema.get("anyOf") or schema.get("oneOf") or ():
-            if isinstance(branch, dict) and "properties" in branch:
-                _prune_nulls(value, branch)
+            if isinstance(branch, dict) and ("properties" in branch or "$ref" in branch):
+                _prune_nulls(value, branch, defs)
     elif isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, dict):
             for i, v in enumerate(value):
-                value[i] = _prune_nulls(v, items)
+                value[i] = _prune_nulls(v, items, defs)
         for branch in schema.get("anyOf") or ():
             if isinstance(branch, dict) and "items" in branch:
-                _prune_nulls(value, branch)
+                _prune_nulls(value, branch, defs)
     return value
 
 
@@ -110,37 +115,52 @@ class OutputSpec:
     Attributes:
         type: the Python type asked for.
         name: the schema name sent to the provider (``[a-zA-Z0-9_-]{1,64}``).
-        schema: the strict JSON Schema sent (an object; see :attr:`wrapped`).
+        schema: the JSON Schema sent (an object; see :attr:`wrapped`): strict, or the type's
+            own self-contained schema with ``strict=False``.
         wrapped: True when the type's own schema is not an object and the answer is
             ``{"result": <value>}``.
         retries: answers that may fail validation and be sent back, per turn.
+        strict: True when the schema is sent in the provider's strict mode.
     """
 
-    __slots__ = ("_loose", "name", "retries", "schema", "type", "wrapped")
+    __slots__ = ("_defs", "_loose", "name", "retries", "schema", "strict", "type", "wrapped")
 
-    def __init__(self, tp: Any, *, retries: int = DEFAULT_OUTPUT_RETRIES) -> None:
-        """Build the schema of ``tp``.
+    def __init__(self, tp: Any, *, retries: int = DEFAULT_OUTPUT_RETRIES, strict: bool = True) -> None:
+        """Build the schema of ``tp``. A recursive type (``Node`` holding ``list[Node]``) keeps
+        its recursive definitions in root ``$defs`` (every other reference inlined).
+
+        ``strict=False`` sends the type's own schema (self-contained, not strict: open mappings,
+        ``Any`` and tuples allowed) with ``strict: false``; the answer is still decoded and
+        validated against ``tp`` locally, and sent back on a violation.
 
         Raises:
-            ConfigurationError: ``tp`` cannot be described, or not in strict mode (a ``dict``
-                of free keys, ``Any``, a fixed-length tuple, a recursive type).
+            ConfigurationError: ``tp`` cannot be described, or (strict) not in strict mode: an
+                open mapping (a ``dict`` field, whatever the type source: pydantic, TypedDict,
+                dataclass, msgspec Struct; the message names its path, e.g. ``$.payload``),
+                ``Any``, a fixed-length tuple.
             ConfigurationError: ``retries`` is not an integer >= 0.
         """
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise ConfigurationError(f"output_retries must be an integer >= 0, got {retries!r}")
         self.type = tp
         self.retries = retries
+        self.strict = bool(strict)
         self.name = _name_of(tp)
-        loose = type_schema(tp)
+        own = self_contained(type_schema(tp))
+        defs = own.get("$defs")
+        loose = {k: v for k, v in own.items() if k != "$defs"}
         self.wrapped = loose.get("type") != "object" or "anyOf" in loose or "properties" not in loose
         if self.wrapped:
             loose = {"type": "object", "properties": {"result": loose}, "required": ["result"]}
+        if defs:
+            loose = {**loose, "$defs": defs}
         self._loose = loose
-        self.schema = strict_schema(loose)
+        self._defs = defs
+        self.schema = strict_schema(loose) if self.strict else loose
 
     def output_format(self) -> OutputFormat:
-        """``OutputFormat.JsonSchema(name, schema, strict=True)`` for ``ModelParams``."""
-        return OutputFormat.JsonSchema(name=self.name, schema=self.schema, strict=True)
+        """``OutputFormat.JsonSchema(name, schema, strict=...)`` for ``ModelParams``."""
+        return OutputFormat.JsonSchema(name=self.name, schema=self.schema, strict=self.strict)
 
     def parse(self, text: str) -> Any:
         """The answer ``text`` as an instance of the type (a surrounding Markdown code fence is
@@ -160,7 +180,7 @@ class OutputSpec:
             raise ValueError(f"the answer is not valid JSON ({exc})") from None
         if not isinstance(value, dict):
             raise ValueError(f"the answer must be a JSON object, got {type(value).__name__}")
-        value = _prune_nulls(_whole_floats_as_ints(value), self._loose)
+        value = _prune_nulls(_whole_floats_as_ints(value), self._loose, self._defs)
         try:
             if self.wrapped:
                 if "result" not in value:
@@ -181,12 +201,15 @@ class OutputSpec:
         return f"OutputSpec({self.name!r}, wrapped={self.wrapped}, retries={self.retries})"
 
 
-def output_spec(tp: Any, retries: int | None = None) -> OutputSpec | None:
+def output_spec(tp: Any, retries: int | None = None, strict: bool | None = None) -> OutputSpec | None:
     """``tp`` as an :class:`OutputSpec` (``None`` and ``str`` mean plain text: ``None`` is
-    returned; an ``OutputSpec`` is returned as is, with ``retries`` applied when given)."""
+    returned; an ``OutputSpec`` is returned as is, with ``retries`` applied when given, and
+    built again for another ``strict``)."""
     if tp is None or tp is str:
         return None
     if isinstance(tp, OutputSpec):
+        if strict is not None and bool(strict) != tp.strict:
+            return OutputSpec(tp.type, retries=tp.retries if retries is None else retries, strict=strict)
         if retries is not None and retries != tp.retries:
             spec = OutputSpec.__new__(OutputSpec)
             for slot in OutputSpec.__slots__:
@@ -194,7 +217,11 @@ def output_spec(tp: Any, retries: int | None = None) -> OutputSpec | None:
             spec.retries = retries
             return spec
         return tp
-    return OutputSpec(tp, retries=DEFAULT_OUTPUT_RETRIES if retries is None else retries)
+    return OutputSpec(
+        tp,
+        retries=DEFAULT_OUTPUT_RETRIES if retries is None else retries,
+        strict=True if strict is None else strict,
+    )
 
 
 def params_for(params: ModelParams | None, spec: OutputSpec | None, model: Any = None) -> ModelParams | None:

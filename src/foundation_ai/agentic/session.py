@@ -60,6 +60,7 @@ from .session_meta import header_for
 from .steering import Steering, checked_message
 from .stores import SessionHeader, SessionMeta, SessionStore
 from .stores.base import takes_header
+from .stores.lease import LEASE_SECONDS, atake_session_lease, give_back_lease
 from .tools import ToolRegistry
 from .turn import (
     CircuitBreaker,
@@ -110,6 +111,12 @@ class AgentSession:
     _loop_lock: _thread.LockType | None = None  # one blocking call at a time drives ``_loop``
     _closed = False
     _running = False  # a turn holds the session (see ``_enter``)
+    _lease: Any = None  # the store's session lease the running turn holds (stores/lease.py)
+    lease_seconds: float = LEASE_SECONDS
+    """How long the session's lease lives without renewal (``docs/sessions.md``)."""
+    lease_turn_id: str | None = None
+    """The id a turn takes the lease under (``None``: a new one per turn; a durable turn sets
+    its workflow id, so its recovered run takes the crashed run's lease over)."""
 
     def __init__(
         self,
@@ -300,9 +307,19 @@ class AgentSession:
                 if self._running:
                     return False
                 self._running = True
-                return True
+            return True
+        lease, self._lease = self._lease, None  # taken by _take_lease at the turn's start
         self._running = False
+        if lease is not None:
+            give_back_lease(lease)
         return True
+
+    async def _take_lease(self) -> None:
+        """Take the store's session lease for the turn that just entered (``run_turn``): one
+        running turn per stored session, in every process (``SessionBusyError``)."""
+        self._lease = await atake_session_lease(
+            self.store, self.session_id, self.lease_turn_id, self.lease_seconds
+        )
 
     def _check_open(self) -> None:
         if self._closed:

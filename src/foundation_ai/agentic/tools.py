@@ -672,12 +672,7 @@ class ToolRegistry:
         if call.arguments is None and call.raw_arguments is not None:
             if nesting_exceeds(call.raw_arguments.encode("utf-8", "replace"), MAX_ARGUMENT_NESTING):
                 return _too_deep(call)  # too deep for the JSON decoder (~1,000 levels) too
-            shown = call.raw_arguments if len(call.raw_arguments) <= 200 else call.raw_arguments[:200] + "..."
-            return error_result(
-                call,
-                f"the arguments were not a complete JSON object (truncated or malformed): {shown!r}; "
-                "the tool was not run, send the call again with valid JSON arguments",
-            )
+            return error_result(call, _not_an_object(t, call.raw_arguments))
         if call.arguments is not None and nested_deeper_than(call.arguments, MAX_ARGUMENT_NESTING):
             return _too_deep(call)
         try:
@@ -769,6 +764,55 @@ async def _maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
         return await value
     return value
+
+
+def _not_an_object(t: AgentTool, raw: str) -> str:
+    """What the model is told when a call's arguments are not a JSON object (``[1, 2]``, a
+    JSON string, ``{not json``): what was received, then the schema's violations, as for any
+    invalid arguments (the received value's, e.g. its type, and the required fields it lacks,
+    those of ``{}``)."""
+    shown = raw if len(raw) <= 200 else raw[:200] + "..."
+    try:
+        value: Any = msgspec.json.decode(raw)
+        what = f"not a JSON object but a JSON {_JSON_KINDS.get(type(value), 'value')}: {shown!r}"
+        parsed = True
+    except (msgspec.DecodeError, RecursionError):
+        what = f"not a complete JSON object (truncated or malformed): {shown!r}"
+        parsed = False
+    decl = t.declaration
+    definition = getattr(decl, "definition", None)
+    try:
+        if isinstance(definition, ToolDefinition):
+            validator = definition.arguments.validator
+        else:
+            from ..schema import compile_schema
+
+            validator = compile_schema(decl.functions()[0].parameters)
+        from ..schema import violations_of
+
+        lines: list[str] = []
+        for candidate in ([value] if parsed else []) + [{}]:
+            for v in violations_of(validator, candidate):
+                line = f"{v.path}: {v.message}"
+                if line not in lines:
+                    lines.append(line)
+    except ConfigurationError:
+        lines = []
+    listed = f" ({len(lines)} problem(s)):\n" + "\n".join(lines) if lines else ""
+    return (
+        f"invalid arguments: the arguments were {what}; the tool was not run{listed}\n"
+        "Send the call again with a JSON object of valid arguments."
+    )
+
+
+_JSON_KINDS = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
 
 
 def _violations_text(exc: ArgumentValidationError) -> str:

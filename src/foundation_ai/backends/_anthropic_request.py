@@ -36,6 +36,7 @@ from typing import Any
 
 import msgspec
 
+from ..schema.refs import has_refs, self_contained
 from ..types import (
     AssistantMessage,
     CacheRetention,
@@ -300,7 +301,7 @@ def json_instruction(fmt: Any) -> str | None:
     if isinstance(fmt, OutputFormat.JsonObject):
         return "Answer with one JSON object and nothing else: no prose, no code fences."
     if isinstance(fmt, OutputFormat.JsonSchema):
-        schema = msgspec.json.encode(fmt.schema).decode()
+        schema = msgspec.json.encode(self_contained(fmt.schema)).decode()
         return (
             f"Answer with one JSON object named {fmt.name!r} that matches this JSON Schema, "
             f"and nothing else: no prose, no code fences.\n{schema}"
@@ -314,8 +315,9 @@ _STRUCTURED_MODEL = re.compile(r"claude-(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2})
 def native_output_format(model: str, fmt: Any) -> dict[str, Any] | None:
     """``output_config.format`` (``{"type": "json_schema", "schema": ...}``) for a strict
     ``OutputFormat.JsonSchema`` on a model with structured outputs (Claude 4.5 and later:
-    Opus, Sonnet, Haiku), else ``None`` (the format then rides as a system instruction and the
-    answer is checked after the stream). Source:
+    Opus, Sonnet, Haiku) whose schema is not recursive (Anthropic's "JSON Schema limitations"
+    list recursive schemas as unsupported), else ``None`` (the format then rides as a system
+    instruction and the answer is checked after the stream, and locally). Source:
     https://platform.claude.com/docs/en/build-with-claude/structured-outputs
     """
     if not isinstance(fmt, OutputFormat.JsonSchema) or not fmt.strict:
@@ -326,7 +328,10 @@ def native_output_format(model: str, fmt: Any) -> dict[str, Any] | None:
     version = (int(found.group(1)), int(found.group(2) or 0))
     if version < (4, 5):
         return None
-    return {"type": "json_schema", "schema": fmt.schema}
+    schema = self_contained(fmt.schema)
+    if has_refs(schema):  # "JSON Schema limitations": recursive schemas are not supported
+        return None
+    return {"type": "json_schema", "schema": schema}
 
 
 def check_output_format(text: str, fmt: Any) -> str | None:
@@ -447,7 +452,7 @@ def build_request(
             t: dict[str, Any] = {"name": f.name}
             if f.description:
                 t["description"] = f.description
-            t["input_schema"] = f.parameters
+            t["input_schema"] = self_contained(f.parameters)
             tools.append(t)
         body["tools"] = tools
         if choice is not None:

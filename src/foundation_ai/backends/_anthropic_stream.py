@@ -24,7 +24,10 @@ docs/providers.md. Event fields of the wrong type never raise anything but
   "refusal"``) ends with ``StopReason.REFUSAL`` and a ``RefusalReason`` holding
   ``stop_details.explanation`` and ``category``.
 - An ``error`` event raises :class:`AnthropicStreamError` (the backend turns it into the
-  contract's error tail); so does a stream that ends before ``message_delta``.
+  contract's error tail); so does a stream that ends before ``message_delta``, a
+  ``content_block_*`` event without an integer ``index`` (it cannot be placed: applied to block
+  0 it would turn a closed thinking block into visible text) and a ``message_delta`` whose
+  ``delta`` is not an object (its stop reason would be lost).
 """
 
 from __future__ import annotations
@@ -51,7 +54,6 @@ from ..types import (
 from ._common import SnapshotParser
 from ._http import Timer
 from ._wire_text import MALFORMED as _MALFORMED
-from ._wire_text import as_key as _key
 from ._wire_text import as_name as _name
 from ._wire_text import as_object as _obj
 from ._wire_text import as_str as _str
@@ -139,6 +141,21 @@ def tool_arguments(raw: str, initial: Any = None) -> tuple[dict[str, Any] | None
     if isinstance(value, dict):
         return value, None
     return None, raw
+
+
+def _index(ev: dict[str, Any]) -> int:
+    """The ``index`` of a content-block event: every ``content_block_*`` event carries the
+    integer position of its block (Anthropic "Streaming messages"). Without one, the event
+    cannot be placed (applying it to block 0 would turn a closed thinking block into text).
+
+    Raises:
+        AnthropicStreamError: no ``index``, or one that is not a non-negative integer.
+    """
+    idx = ev.get("index")
+    if not isinstance(idx, int) or isinstance(idx, bool) or idx < 0:
+        what = "no index" if "index" not in ev else f"index {str(idx)[:40]}"
+        raise AnthropicStreamError(f"malformed stream event: {ev.get('type')} with {what}")
+    return idx
 
 
 class _Block:
@@ -244,7 +261,7 @@ class AnthropicStreamParser(SnapshotParser):
         return []  # ping and event types added later are ignored
 
     def _block(self, ev: dict[str, Any], kind: str) -> _Block:
-        idx = _key(ev.get("index", 0))
+        idx = _index(ev)
         b = self.blocks.get(idx)
         if b is None:  # a delta without its start: open the block it implies
             b = self.blocks[idx] = _Block(kind)
@@ -281,7 +298,7 @@ class AnthropicStreamParser(SnapshotParser):
         self._flush_pending(out)
         cb = _obj(ev.get("content_block"))
         kind = _str(cb.get("type"))
-        b = self.blocks[_key(ev.get("index", 0))] = _Block(kind)
+        b = self.blocks[_index(ev)] = _Block(kind)
         if kind == "text":
             b.text = join("", _str(cb.get("text")))
             if b.text:
@@ -309,7 +326,7 @@ class AnthropicStreamParser(SnapshotParser):
         return out
 
     def _stop(self, ev: dict[str, Any]) -> list[Stream[Any, Any]]:
-        b = self.blocks.get(_key(ev.get("index", 0)))
+        b = self.blocks.get(_index(ev))
         if b is None or b.emitted:
             return []
         out: list[Stream[Any, Any]] = []
@@ -326,7 +343,11 @@ class AnthropicStreamParser(SnapshotParser):
         return out
 
     def _message_delta(self, ev: dict[str, Any]) -> list[Stream[Any, Any]]:
-        d = _obj(ev.get("delta"))
+        d = ev.get("delta")
+        if not isinstance(d, dict):
+            raise AnthropicStreamError(
+                f"malformed stream event: message_delta without a delta object (delta: {str(d)[:100]})"
+            )
         self.set_usage(ev.get("usage"))
         stop, meta = map_stop_reason(d.get("stop_reason"), d.get("stop_details"))
         if stop.is_refusal():

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..ids import new_call_id
+from ..schema.refs import self_contained
 from ..types import FunctionSpec, ToolCall
 
 __all__ = [
@@ -339,7 +340,7 @@ def tool_call_grammar(functions: Sequence[FunctionSpec]) -> str:
     converter: Any = llama_grammar.SchemaConverter(
         prop_order={"name": 0, "arguments": 1}, allow_fetch=False, dotall=False, raw_pattern=False
     )
-    schema = converter.resolve_refs(schema, "tool")
+    schema = converter.resolve_refs(self_contained(schema), "tool")
     converter.visit(schema, "call")
     rules = strict_strings(converter.format_grammar())
     return f'root ::= "{CALL_OPEN}" call "{CALL_CLOSE}"\n{rules}\n'

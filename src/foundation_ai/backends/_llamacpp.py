@@ -71,6 +71,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..ids import new_scru128
+from ..schema.refs import self_contained
 from ..types import (
     AssistantMessage,
     FunctionSpec,
@@ -391,7 +392,9 @@ class LlamaCppModel(BaseModel):
         elif isinstance(params.output_format, OutputFormat.JsonSchema):
             try:
                 grammar = strict_strings(
-                    self._lib.llama_grammar.json_schema_to_gbnf(json.dumps(params.output_format.schema))
+                    self._lib.llama_grammar.json_schema_to_gbnf(
+                        json.dumps(self_contained(params.output_format.schema))
+                    )
                 )
             except Exception as exc:
                 raise _Failure(

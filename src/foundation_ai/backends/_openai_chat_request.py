@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..schema.refs import self_contained
 from ..types import (
     AssistantMessage,
     ImageContent,
@@ -282,7 +283,7 @@ def forced_call_schema(interaction: ModelInteraction) -> tuple[dict[str, Any], s
         }
         for f in fns
     ]
-    schema = branches[0] if len(branches) == 1 else {"anyOf": branches}
+    schema = self_contained(branches[0] if len(branches) == 1 else {"anyOf": branches})
     lines = [
         "Call a tool now. Reply with only a JSON object "
         '{"name": "<tool name>", "arguments": {...}} and nothing else. Tools:'
@@ -349,7 +350,11 @@ def build_request(
         body["tools"] = [
             {
                 "type": "function",
-                "function": {"name": f.name, "description": f.description, "parameters": f.parameters},
+                "function": {
+                    "name": f.name,
+                    "description": f.description,
+                    "parameters": self_contained(f.parameters),
+                },
             }
             for f in fns
         ]
@@ -401,6 +406,6 @@ def _response_format(forced: tuple[dict[str, Any], str] | None, fmt: Any) -> dic
     if isinstance(fmt, OutputFormat.JsonSchema):
         return {
             "type": "json_schema",
-            "json_schema": {"name": fmt.name, "schema": fmt.schema, "strict": fmt.strict},
+            "json_schema": {"name": fmt.name, "schema": self_contained(fmt.schema), "strict": fmt.strict},
         }
     return None

@@ -544,7 +544,13 @@ class ChatStreamParser(msgspec.Struct, gc=False):
         new = cur is None
         if not new and call_id and cur is not None and cur.id and call_id != cur.id:
             new = True  # a new id at a used index starts a new call
-        if not new and isinstance(args, dict) and cur is not None and (cur.args_obj is not None or cur.parts):
+        if (
+            not new
+            and isinstance(args, dict)
+            and args
+            and cur is not None
+            and (cur.args_obj is not None or cur.parts)
+        ):
             new = True  # a complete object after the current call's arguments: another call
         if new:
             cur = _Call(call_id, name)
@@ -561,7 +567,8 @@ class ChatStreamParser(msgspec.Struct, gc=False):
         if sig is not None:
             cur.signature = sig
         if isinstance(args, dict):
-            cur.args_obj = args
+            if args or (cur.args_obj is None and not cur.parts):  # an empty final {} erases nothing
+                cur.args_obj = args
         elif isinstance(args, str):
             if args:
                 cur.parts.append(args)

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from ..schema.refs import self_contained
 from ..types import (
     AssistantMessage,
     CacheRetention,
@@ -352,7 +353,12 @@ def _text_format(fmt: Any) -> dict[str, Any] | None:
     if isinstance(fmt, OutputFormat.JsonObject):
         return {"type": "json_object"}
     if isinstance(fmt, OutputFormat.JsonSchema):
-        return {"type": "json_schema", "name": fmt.name, "schema": fmt.schema, "strict": fmt.strict}
+        return {
+            "type": "json_schema",
+            "name": fmt.name,
+            "schema": self_contained(fmt.schema),
+            "strict": fmt.strict,
+        }
     return None
 
 
@@ -416,7 +422,7 @@ def build_request(
                 "type": "function",
                 "name": f.name,
                 "description": f.description,
-                "parameters": f.parameters,
+                "parameters": self_contained(f.parameters),
                 "strict": False,
             }
             for f in functions

@@ -28,7 +28,8 @@ Source: the OpenAI Responses API streaming events reference
   still an output, replayed unchanged.
 - ``response.function_call_arguments.delta``: merged by item; the call (``id`` = ``call_id``,
   not the item id) is emitted once, complete, after its item closed, when the next output is
-  emitted or the response ends.
+  emitted or the response ends. A final ``arguments`` (``.done``, ``output_item.done``)
+  replaces the deltas unless it is empty: an empty one never erases received arguments.
 - ``response.completed`` / ``response.incomplete``: usage (``input_tokens`` includes cached
   tokens, which become ``cache_read``; ``output_tokens`` includes reasoning tokens, which stay
   output tokens) and the stop reason (``ToolUse`` when a function call was made,
@@ -74,6 +75,14 @@ __all__ = ["ResponsesStreamError", "ResponsesStreamParser", "parse_response", "u
 
 _EMPTY_USAGE = UsageReport()
 _ENCODE = msgspec.json.encode
+
+
+def _final_arguments(it: Any, value: Any) -> None:
+    """A call's final ``arguments`` (``function_call_arguments.done``, ``output_item.done``)
+    replace what the deltas gave, unless they are empty: an empty final value never erases
+    arguments already received (some servers send them only in ``.done``, then ``""``)."""
+    if isinstance(value, str) and value.strip():
+        it.parts = [value]
 
 
 class ResponsesStreamError(ProviderError):
@@ -338,9 +347,7 @@ class ResponsesStreamParser(SnapshotParser):
         if t == "response.output_item.done":
             return self._item_done(_obj(ev.get("item")), ev.get("output_index"))
         if t == "response.function_call_arguments.done":
-            it = self._find(ev, "function_call")
-            if isinstance(ev.get("arguments"), str):
-                it.parts = [ev["arguments"]]
+            _final_arguments(self._find(ev, "function_call"), ev.get("arguments"))
             return out
         if t == "response.refusal.delta":
             it = self._find(ev, "message")
@@ -373,8 +380,7 @@ class ResponsesStreamParser(SnapshotParser):
                 it.call_id = _name(item["call_id"])
             if _str(item.get("name")):
                 it.name = _name(item["name"])
-            if isinstance(item.get("arguments"), str):
-                it.parts = [item["arguments"]]
+            _final_arguments(it, item.get("arguments"))
         elif kind == "reasoning":
             if "encrypted_content" in item:
                 it.signature = _name(item.get("encrypted_content")) or None

@@ -9,6 +9,7 @@ store. Turns are enqueued on the partitioned turn queue with the session id as p
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator, Sequence
 from types import TracebackType
@@ -18,15 +19,26 @@ import msgspec
 from dbos import DBOSClient, EnqueueOptions
 from dbos import error as dbos_errors
 
+from ..agentic.errors import ApprovalPendingError
 from ..agentic.stores import SessionStore
 from ..errors import ConfigurationError, FoundationAIError
 from ..ids import new_scru128
-from ..types import Messages, SessionRecord, from_json, to_json
+from ..types import Messages, SessionRecord, ToolCall, from_json, to_json
+from .approvals import APPROVAL_TOPIC, PENDING_EVENT
 from .config import APP_VERSION, DurableConfig
 from .steps import STEER_TOPIC
 from .worker import WORKFLOW_NAME, TurnResult
 
-__all__ = ["DurableClient", "TurnFailedError", "TurnHandle", "TurnIdConflictError", "enqueue_turn"]
+__all__ = [
+    "DurableClient",
+    "InvalidTurnIdError",
+    "TurnFailedError",
+    "TurnHandle",
+    "TurnIdConflictError",
+    "checked_turn_id",
+    "enqueue_turn",
+    "system_database_errors",
+]
 
 TERMINAL = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 """DBOS workflow statuses after which a turn changes no more."""
@@ -53,6 +65,57 @@ class TurnIdConflictError(ConfigurationError, ValueError):
             "session and prompt again return the existing turn)"
         )
         self.turn_id, self.session_id = turn_id, session_id
+
+
+class InvalidTurnIdError(ConfigurationError, ValueError):
+    """A turn id that cannot name a turn: empty or only white space, or holding control
+    characters (``turn_id``: the id given). Nothing is enqueued."""
+
+    def __init__(self, turn_id: str, why: str) -> None:
+        super().__init__(f"turn id {turn_id!r} {why}: give a non-empty id of printable characters")
+        self.turn_id = turn_id
+
+
+def checked_turn_id(turn_id: str | None) -> str | None:
+    """``turn_id`` when it can name a turn (``None`` passes: a fresh id is made).
+
+    Raises:
+        InvalidTurnIdError: empty or white space only, or with a control character.
+    """
+    if turn_id is None:
+        return None
+    if not turn_id.strip():
+        raise InvalidTurnIdError(turn_id, "is empty")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in turn_id):
+        raise InvalidTurnIdError(turn_id, "holds a control character")
+    return turn_id
+
+
+@contextlib.contextmanager
+def system_database_errors(url: str) -> Iterator[None]:
+    """Raise a failure to open or migrate DBOS's system database (a file that is not a
+    database, a server that refuses) as :class:`ConfigurationError` naming the database, with
+    the driver's first line (no traceback for a garbage file)."""
+    try:
+        yield
+    except Exception as exc:
+        if isinstance(exc, FoundationAIError) or not _database_failure(exc):
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        where = url.split("://", 1)[1] if url.startswith("sqlite") else url.split("@")[-1]
+        raise ConfigurationError(f"cannot open the durable turns' DBOS database {where}: {first}") from None
+
+
+def _database_failure(exc: BaseException) -> bool:
+    """True for errors of the database drivers DBOS uses (SQLAlchemy, sqlite3, psycopg) and
+    DBOS's own."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        root = type(seen).__module__.split(".")[0]
+        if root in ("sqlalchemy", "sqlite3", "psycopg", "dbos"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _same_prompt(stored: list[Messages], given: list[Messages]) -> bool:
@@ -164,14 +227,17 @@ class DurableClient:
         store: the session store to read events from (default: ``config.open_store()``).
 
     Raises:
-        ConfigurationError: a bad config.
+        ConfigurationError: a bad config, or DBOS's system database cannot be opened (a file
+            that is not a database: the message names it).
     """
 
     def __init__(self, config: DurableConfig, store: SessionStore | None = None) -> None:
         self.config = config
-        self.dbos = DBOSClient(system_database_url=config.system_database_url)
-        # DBOSClient never creates the schema; a turn may be submitted before any worker ran.
-        self.dbos._sys_db.run_migrations()
+        url = config.system_database_url
+        with system_database_errors(url):
+            self.dbos = DBOSClient(system_database_url=url)
+            # DBOSClient never creates the schema; a turn may be submitted before any worker ran.
+            self.dbos._sys_db.run_migrations()
         self._store = store
         self._own_store = store is None
 
@@ -197,7 +263,10 @@ class DurableClient:
             TypeError / ValueError: a bad prompt (nothing is enqueued).
             TurnIdConflictError: ``turn_id`` names a turn of another session or with another
                 prompt (nothing is enqueued).
+            InvalidTurnIdError: ``turn_id`` is empty, white space only or holds a control
+                character (nothing is enqueued).
         """
+        turn_id = checked_turn_id(turn_id)
         msgs = _prompt_messages(prompt)
         wf_id = turn_id or f"turn-{new_scru128()}"
         opts: EnqueueOptions = {
@@ -253,8 +322,46 @@ class DurableClient:
         self.dbos.send(turn_id, {"kind": "steer", "message": to_json(msg).decode()}, STEER_TOPIC)
 
     def abort(self, turn_id: str) -> None:
-        """Ask a turn to end as aborted (before its next model call)."""
+        """Ask a turn to end as aborted (before its next model call; a turn waiting for
+        approvals ends at once, its pending calls given "aborted" results)."""
         self.dbos.send(turn_id, {"kind": "abort"}, STEER_TOPIC)
+        self.dbos.send(turn_id, {"kind": "abort"}, APPROVAL_TOPIC)
+
+    def pending_approvals(self, turn_id: str, timeout: float = 0.0) -> list[ToolCall]:
+        """The tool calls the turn waits for a decision on, in call order (``[]`` when none;
+        ``timeout``: seconds to wait for the turn to publish its first list)."""
+        raw = self.dbos.get_event(turn_id, PENDING_EVENT, timeout_seconds=timeout)
+        return [] if raw is None else from_json(raw, list[ToolCall])
+
+    def approve(self, turn_id: str, call_id: str) -> None:
+        """Approve a pending tool call of a turn waiting for approvals (the worker holding the
+        turn runs the call once every pending call is decided; ``docs/scaling.md``).
+
+        Raises:
+            ApprovalPendingError: no call ``call_id`` waits for a decision in that turn.
+        """
+        self._decide(turn_id, call_id, {"kind": "approve", "call_id": call_id})
+
+    def deny(self, turn_id: str, call_id: str, reason: str = "the user denied it") -> None:
+        """Deny a pending tool call (it gets an error result carrying ``reason``); see
+        :meth:`approve`.
+
+        Raises:
+            ApprovalPendingError: no call ``call_id`` waits for a decision in that turn.
+            ValueError: an empty ``reason``.
+        """
+        if not reason.strip():
+            raise ValueError("the reason is empty")
+        self._decide(turn_id, call_id, {"kind": "deny", "call_id": call_id, "reason": reason})
+
+    def _decide(self, turn_id: str, call_id: str, msg: dict[str, str]) -> None:
+        waiting = [c.id for c in self.pending_approvals(turn_id)]
+        if call_id not in waiting:
+            known = ", ".join(waiting) or "none"
+            raise ApprovalPendingError(
+                f"no tool call {call_id!r} waits for approval in turn {turn_id} (waiting: {known})"
+            )
+        self.dbos.send(turn_id, msg, APPROVAL_TOPIC)
 
     def turns(self, session_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         """Recent turns, newest first: ``{"turn_id", "session_id", "status", "executor"}``."""

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from .._private import private_file
 from ..agentic.stores import SessionStore
 from ..errors import ConfigurationError
 
@@ -77,7 +77,7 @@ class DurableConfig:
         """DBOS's system database URL (``sqlite:///PATH.dbos`` or ``postgresql+psycopg://...``)."""
         if _kind(self.db) == "sqlite":
             path = _sqlite_path(self.db)
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            private_file(f"{path}.dbos")  # 0600 in a 0700 folder when made here
             return f"sqlite:///{path}.dbos"
         return "postgresql+psycopg://" + self.db.split("://", 1)[1]
 

@@ -27,12 +27,21 @@ from dbos import error as dbos_errors
 from ..agentic.builder import AgentSessionBuilder
 from ..agentic.events import EventMapper, TurnEvent, TurnOutcome, TurnSummary
 from ..agentic.stores import SessionStore
+from ..agentic.stores.lease import SessionBusyError
 from ..errors import ConfigurationError
-from ..types import AgenticError, Messages, ModelParams, TokenSnapshot, from_json, to_json
+from ..types import AgenticError, Messages, ModelParams, SessionRecord, TokenSnapshot, from_json, to_json
 from .config import DurableConfig
 from .ownership import Ownership
+from .recorded import record_setup
 from .steps import DurableSteps
-from .worker import _SHUTTING_DOWN, _GuardedStore, _ShutdownGuard, open_session, split_replay
+from .worker import (
+    _SHUTTING_DOWN,
+    LEASE_POLL,
+    _GuardedStore,
+    _ShutdownGuard,
+    open_session,
+    split_replay,
+)
 
 if TYPE_CHECKING:
     from ..agentic.turn.generate import Generation
@@ -174,7 +183,10 @@ class _StreamingSteps(DurableSteps):
                 gone = [i for i in self.stale if i not in kept]
                 self.stale = []
                 if gone:
-                    self.out(TurnEvent.Retract(gone, "resumed: the model call is made again"))
+                    why = "resumed: the model call is made again"
+                    self.out(TurnEvent.Retract(gone, why))
+                    # the store says it too (the seed's Retracted record), written after this phase
+                    step.host.pending_records.append(SessionRecord.Retracted(reason=why, message_ids=gone))
             async for item in step.stream():
                 for ev in mapper.map(item):
                     if not isinstance(ev, TurnEvent.Progress):
@@ -243,11 +255,19 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
         overrides: ModelParams | None = from_json(params, ModelParams | None)
         if overrides is not None:
             session.params = overrides
-        async for ev in session.arun_turn_stream(msgs).events():
-            if isinstance(ev, TurnEvent.Done | TurnEvent.Failed):
-                last = ev  # published with the end (sink.finish)
-            elif not isinstance(ev, TurnEvent.Progress):
-                box.put(ev)
+        session.lease_turn_id = turn_id  # a recovered run takes its crashed run's lease
+        await record_setup(session, steps)  # a recovered run offers what the first run offered
+        while True:
+            try:
+                async for ev in session.arun_turn_stream(msgs).events():
+                    if isinstance(ev, TurnEvent.Done | TurnEvent.Failed):
+                        last = ev  # published with the end (sink.finish)
+                    elif not isinstance(ev, TurnEvent.Progress):
+                        box.put(ev)
+                break
+            except SessionBusyError:  # refused before its first phase: wait for the session
+                ownership.check()
+                await asyncio.sleep(LEASE_POLL)
     except (GeneratorExit, asyncio.CancelledError):
         abandoned = _SHUTTING_DOWN.is_set()  # handed back to the queue: another process goes on
         raise

@@ -7,10 +7,24 @@ recovers the workflow on another worker, the completed steps return their checkp
 turn goes on from the first step that had not completed
 (https://docs.dbos.dev/python/tutorials/step-tutorial).
 
+Step identity: DBOS names a workflow's steps by the order they start in
+(https://docs.dbos.dev/architecture#workflow-recovery: a recovered workflow must call the same
+steps in the same order). The tool calls of one response run concurrently, so their steps
+would start in an order that depends on timing (a claim step finishing, a replayed step
+returning from the database). :class:`DurableSteps` therefore starts every tool step in the
+order the turn asks for the calls (:class:`StepOrder`): the calls of a ``depends_on`` stage in
+the order of the model's answer, stage after stage, never in completion order; a recovered run
+meets each recorded step at the same position (``docs/scaling.md``, "Parallel tool calls").
+
 Side effects: a tool marked with :func:`side_effects` runs **at most once per call id**. A
 ``claim`` step is checkpointed before it runs; if the workflow is recovered after the claim
 but before the tool's own step completed, the tool is not run again and the call gets an
-error result saying its outcome is unknown. Unmarked tools are re-run (at least once).
+error result saying its outcome is unknown. A tool marked ``side_effects(idempotent=True)``
+keys its effect on :func:`current_call_id` (a unique key in what it writes): it is run again
+after a crash with the same call id, so its effect exists exactly once and the turn gets its
+real result (the idempotency-key pattern of
+https://docs.dbos.dev/python/tutorials/step-tutorial). Unmarked tools are re-run (at least
+once).
 
 A run that lost its turn to another run (:mod:`foundation_ai.durable.ownership`) ends at its
 next step: DBOS refuses the step's checkpoint, or the runner sees the loss first and runs no
@@ -19,9 +33,10 @@ more model or tool calls.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from dbos import DBOS, StepOptions
 from dbos import error as dbos_errors
@@ -35,7 +50,14 @@ from .ownership import Ownership
 if TYPE_CHECKING:
     from ..agentic.turn.generate import Generation
 
-__all__ = ["DurableSteps", "current_call_id", "has_side_effects", "side_effects"]
+__all__ = [
+    "DurableSteps",
+    "StepOrder",
+    "current_call_id",
+    "has_side_effects",
+    "is_idempotent",
+    "side_effects",
+]
 
 T = TypeVar("T")
 
@@ -44,22 +66,87 @@ STEER_TOPIC = "foundation_ai.steer"
 """The DBOS message topic steering and abort requests are sent on."""
 
 
-def side_effects(tool: T) -> T:
-    """Mark ``tool`` (a ``@tool`` function or any tool object) as having side effects: in a
-    durable turn it runs at most once per call id (see the module docstring). Returns ``tool``."""
-    tool.side_effects = True  # type: ignore[attr-defined]
-    return tool
+@overload
+def side_effects(tool: T, *, idempotent: bool = False) -> T: ...
+
+
+@overload
+def side_effects(tool: None = None, *, idempotent: bool = False) -> Callable[[T], T]: ...
+
+
+def side_effects(tool: Any = None, *, idempotent: bool = False) -> Any:
+    """Mark ``tool`` (a ``@tool`` function or any tool object) as having side effects; use it
+    as ``@side_effects`` or ``@side_effects(idempotent=True)``. Returns ``tool`` (or the
+    decorator).
+
+    - plain: in a durable turn it runs at most once per call id; a crash between its start and
+      its recorded result gives the call an error result saying the outcome is unknown.
+    - ``idempotent=True``: the tool keys its effect on :func:`current_call_id` (e.g. a unique
+      column, an idempotency key sent to an API); after a crash it is run again with the same
+      call id, so the effect exists once and the model gets the real result.
+
+    See the module docstring."""
+
+    def mark(t: T) -> T:
+        t.side_effects = True  # type: ignore[attr-defined]
+        t.idempotent = idempotent  # type: ignore[attr-defined]
+        return t
+
+    return mark if tool is None else mark(tool)
 
 
 def has_side_effects(tool: object) -> bool:
-    """Whether :func:`side_effects` marked ``tool``."""
-    return bool(getattr(tool, "side_effects", False))
+    """Whether :func:`side_effects` marked ``tool`` as at most once (not ``idempotent``)."""
+    return bool(getattr(tool, "side_effects", False)) and not is_idempotent(tool)
+
+
+def is_idempotent(tool: object) -> bool:
+    """Whether ``side_effects(idempotent=True)`` marked ``tool``."""
+    return bool(getattr(tool, "side_effects", False)) and bool(getattr(tool, "idempotent", False))
 
 
 def current_call_id() -> str | None:
     """The id of the tool call running in this task (inside a durable turn's tool step; ``None``
     elsewhere): a tool can use it as an idempotency key for what it writes."""
     return _CALL_ID.get()
+
+
+class StepOrder:
+    """Starts concurrent steps in the order they were asked for.
+
+    :meth:`ticket` is taken synchronously when a step is asked for (the loop asks for the calls
+    of a stage in call order: it creates their tasks in that order and each task reaches
+    ``tool_call`` before its first ``await``; asyncio runs callbacks in the order they were
+    scheduled, https://docs.python.org/3/library/asyncio-eventloop.html#asyncio.loop.call_soon).
+    A ticket's holder waits (:meth:`wait`) until the previous holder has *started* its DBOS
+    step, i.e. DBOS gave it its position (DBOS does so synchronously, before its first
+    ``await``); it then calls :meth:`release` right before starting its own last step, so the
+    next holder starts after it. Only the start is ordered: the steps still run concurrently.
+    """
+
+    __slots__ = ("_tail",)
+
+    def __init__(self) -> None:
+        self._tail: asyncio.Future[None] | None = None
+
+    def ticket(self) -> tuple[asyncio.Future[None] | None, asyncio.Future[None]]:
+        """``(previous, mine)``: wait on ``previous`` (``None``: first), release ``mine``."""
+        prev, mine = self._tail, asyncio.get_running_loop().create_future()
+        self._tail = mine
+        return prev, mine
+
+    @staticmethod
+    async def wait(prev: asyncio.Future[None] | None) -> None:
+        """Wait until the previous holder started its step (a cancellation of this task does
+        not cancel the previous holder's future)."""
+        if prev is not None and not prev.done():
+            await asyncio.shield(prev)
+
+    @staticmethod
+    def release(mine: asyncio.Future[None]) -> None:
+        """Let the next holder start (idempotent)."""
+        if not mine.done():
+            mine.set_result(None)
 
 
 class DurableSteps(StepRunner):
@@ -93,6 +180,7 @@ class DurableSteps(StepRunner):
         self.lookup = lookup
         self.steering = steering
         self.ownership = ownership
+        self.order = StepOrder()
 
     async def _step(self, options: StepOptions, fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """``DBOS.run_step_async(options, fn)`` for a run that still owns the turn."""
@@ -144,7 +232,19 @@ class DurableSteps(StepRunner):
         self, call: ToolCall, run: Callable[[], Awaitable[ToolResultMessage]]
     ) -> ToolResultMessage:
         """One checkpointed tool call (step ``tool:<name>``). A :func:`side_effects` tool is
-        claimed first and never re-run after a crash between its claim and its result."""
+        claimed first and never re-run after a crash between its claim and its result. The
+        steps of concurrent calls start in the order the calls were asked for
+        (:class:`StepOrder`), whatever order they finish in."""
+        prev, mine = self.order.ticket()  # before any await: the order the loop asked in
+        try:
+            await StepOrder.wait(prev)
+            return await self._tool_steps(call, run, mine)
+        finally:
+            StepOrder.release(mine)
+
+    async def _tool_steps(
+        self, call: ToolCall, run: Callable[[], Awaitable[ToolResultMessage]], mine: asyncio.Future[None]
+    ) -> ToolResultMessage:
         guarded = self.lookup is not None and has_side_effects(self.lookup(call.name))
         fresh = {"claimed": not guarded}
 
@@ -165,6 +265,9 @@ class DurableSteps(StepRunner):
                 _CALL_ID.reset(token)
             return to_json(result).decode()
 
+        # the next call's steps start once this one has its position: ``_step`` reaches
+        # DBOS.run_step_async (which takes the position) before it first awaits
+        StepOrder.release(mine)
         out: Messages = from_json(
             await self._step({"name": f"tool:{call.name}", "retries_allowed": False}, run_tool),
             Messages,

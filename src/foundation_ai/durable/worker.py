@@ -24,9 +24,9 @@ import importlib
 import os
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from dbos import DBOS
@@ -36,14 +36,17 @@ from ..agentic.errors import TurnFailedError
 from ..agentic.session import AgentSession
 from ..agentic.stores import SessionHeader, SessionMeta, SessionStore, conversation_of
 from ..agentic.stores.base import takes_header
+from ..agentic.stores.lease import SessionBusyError
 from ..agentic.stores.sqlite import SqliteSessionStore
 from ..agentic.turn.hooks import Phase, PhaseHooks
 from ..agentic.turn.persist import Replay
 from ..agentic.turn.state import TurnState
 from ..errors import ConfigurationError
 from ..types import Messages, SessionRecord, from_json
+from .approvals import settle_approvals
 from .config import DurableConfig
 from .ownership import Ownership
+from .recorded import record_setup
 from .steps import DurableSteps
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "check_agent_factory",
     "durable_turn",
     "load_agent_factory",
+    "leased",
     "run_worker",
     "split_replay",
 ]
@@ -61,6 +65,8 @@ AgentFactory = Callable[[], AgentSessionBuilder]
 adds the session store and the durable step runner."""
 
 WORKFLOW_NAME = "foundation_ai.durable_turn"
+
+T = TypeVar("T")
 
 
 class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -196,8 +202,12 @@ async def durable_turn(session_id: str, prompt: str) -> str:
     steps.lookup = session.registry.get
     session.messages = history
     session.replay = replay
+    session.lease_turn_id = DBOS.workflow_id  # a recovered run takes its crashed run's lease
+    await record_setup(session, steps)  # a recovered run offers what the first run offered
     try:
-        turn = await session.arun_turn(msgs)
+        turn = await leased(lambda: session.arun_turn(msgs), ownership)
+        # a pause for approval is a durable wait: decisions from any process continue the turn
+        turn = await settle_approvals(session, steps, turn, lambda make: leased(make, ownership))
     except TurnFailedError as failed:  # a failed turn is a result here, not a worker crash
         turn = failed.turn
     result = TurnResult(
@@ -210,6 +220,25 @@ async def durable_turn(session_id: str, prompt: str) -> str:
         error="" if turn.error is None else turn.error.message,
     )
     return msgspec.json.encode(result).decode()
+
+
+LEASE_POLL = 0.1
+"""Seconds between two tries of a durable turn waiting for its session's lease."""
+
+
+async def leased(run: Callable[[], Awaitable[T]], ownership: Ownership | None = None) -> T:
+    """``await run()``, waiting while another turn (an interactive session in some process)
+    holds the session's lease: a durable turn waits its turn rather than failing
+    (``docs/scaling.md``). Nothing of the turn ran when the lease is refused, and the wait
+    records no DBOS step, so a replay stays deterministic. Stops waiting once this run lost
+    the turn (``ownership``)."""
+    while True:
+        try:
+            return await run()
+        except SessionBusyError:
+            if ownership is not None:
+                ownership.check()
+            await asyncio.sleep(LEASE_POLL)
 
 
 def _factory_name(agent: AgentFactory) -> str:
@@ -315,7 +344,10 @@ def run_worker(
     _RUNTIME = _Runtime(agent=agent, store=store, steering=config.steering)
     DBOS(config=config.dbos_config(executor_id=me))  # type: ignore[arg-type]
     try:
-        DBOS.launch()
+        from .client import system_database_errors
+
+        with system_database_errors(config.system_database_url):
+            DBOS.launch()
         DBOS.register_queue(
             config.queue,
             worker_concurrency=config.worker_concurrency,

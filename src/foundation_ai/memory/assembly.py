@@ -4,7 +4,9 @@ Order (``docs/memory.md``): the system prompt (sent apart, counted in ``fixed_to
 system-role blocks — ``[working_memory]`` (one line per fact), ``[reflection]`` (the latest
 reflection), ``[observation]`` (observations newer than it), ``[recalled]`` (memories retrieved
 for the current prompt, minus what the request already carries) — then the most recent
-messages that fit.
+messages that fit. Every remembered text in a block is one JSON string literal
+(:func:`~foundation_ai.memory.state.quoted`): newlines and quotes inside it are escaped, so no
+fact, observation or retrieved text can end its item or open a block of its own.
 
 Pressure: the request may use ``pressure`` (default 0.8) of the model's window. When the whole
 history does not fit, the oldest **whole exchanges** are left out of the request (an exchange
@@ -27,7 +29,7 @@ from typing import Any
 import msgspec
 
 from ..types import AssistantMessage, Messages, ToolCall, ToolResultMessage, UserMessage
-from .state import MemoryState
+from .state import MemoryState, fact_line, quoted
 from .tokens import MessageTokens
 
 __all__ = ["AssembledContext", "Recalled", "assemble_context", "fit_lines"]
@@ -123,7 +125,7 @@ def _memory_blocks(state: MemoryState, tokens: MessageTokens, block_room: int) -
     blocks: list[Messages] = []
     used = 0
     if state.facts:
-        lines = [f"- {f.content} (id {f.id})" for f in reversed(state.facts)]  # newest first when cut
+        lines = [fact_line(f) for f in reversed(state.facts)]  # newest first when cut
         text = fit_lines("[working_memory]", lines, max(block_room // 2, 1), tokens)
         if text:
             blocks.append(_block(text))
@@ -195,7 +197,7 @@ def _recall_block(
     carried: list[Recalled] = []
     for item in recalled:
         if item.id not in kept_ids:
-            lines.append(f"- ({item.kind}) {item.text}")
+            lines.append(f"- ({item.kind}) {quoted(item.text)}")
             carried.append(item)
     text = fit_lines("[recalled]", lines, room, tokens) if lines else None
     if not text:

@@ -65,7 +65,12 @@ class MemoryConfig:
         memory_model: the model for observation/reflection calls [the session's model].
         embedder: an ``Embedder`` for retrieval [``default_embedder()``]; ``False``: no
             retrieval (keyword search only is not kept either).
-        vector_store: where message vectors go [a private ``InMemoryVectorStore``].
+        vector_store: where message vectors go [a private ``InMemoryVectorStore``]. The store
+            records the embedder's id and dimension and must match them when a session is built
+            or resumed (``DimensionMismatchError`` / ``EmbedderMismatchError`` otherwise).
+        reindex: switch ``vector_store`` to ``embedder`` when the session is built: every vector
+            in it is deleted and the session's texts are embedded again [False]
+            (``docs/memory.md``, "Vector stores").
         recall_k: memories retrieved for each prompt [4].
         recall_tokens: most tokens the ``[recalled]`` block may take [512].
         recall_min_score: semantic hits below this cosine similarity are not recalled [0.35].
@@ -85,6 +90,7 @@ class MemoryConfig:
     memory_model: Any = None
     embedder: Any = None
     vector_store: Any = None
+    reindex: bool = False
     recall_k: int = 4
     recall_tokens: int = 512
     recall_min_score: float = 0.35
@@ -143,6 +149,7 @@ class MemoryManager:
         self._recall_cache: tuple[str, list[Recalled]] | None = None
         self._turn_source: str | None = None
         self._fixed_cache: tuple[int, int] | None = None
+        self._turn: Any = None  # the running turn's TurnState (wrap_turn)
 
     # -- wiring ------------------------------------------------------------------------------------
 
@@ -164,7 +171,9 @@ class MemoryManager:
         if cfg.embedder is not False:
             from .retrieval import Retriever
 
-            self.retriever = Retriever(cfg.embedder, cfg.vector_store, session_id=session.session_id)
+            self.retriever = Retriever(
+                cfg.embedder, cfg.vector_store, session_id=session.session_id, reindex=cfg.reindex
+            )
 
     def tools(self) -> list[Any]:
         """The ``memory`` and ``search_context`` tools (none when ``config.tools`` is false;
@@ -212,10 +221,23 @@ class MemoryManager:
         return self._turn_source
 
     def write_facts(self, facts: list[MemoryFact]) -> int:
-        """Persist ``WorkingMemory(facts, version = current + 1)``; returns the new version."""
+        """Persist ``WorkingMemory(facts, version = current + 1)``; returns the new version.
+
+        Inside a turn the record is the turn's: it joins ``Turn.records`` and the turn stream
+        (``Stream.Next(record)``) and is written with the turn's next store write, off the event
+        loop (``agentic/turn/persist.py``). Outside a turn it is written at once."""
         assert self.state is not None
         record = SessionRecord.WorkingMemory(facts=list(facts), version=self.state.version + 1)
-        self._write(record)
+        turn = self._turn
+        if turn is None:
+            self._write(record)
+            return record.version
+        from ..agentic.turn.persist import persist_records
+
+        persist_records(self.session, turn, [record])
+        if turn.emit:
+            turn.out.append(Stream.Next(record))
+        self._applied(record)
         return record.version
 
     def recall(self, query: str, mode: str, limit: int) -> list[tuple[str, str]]:
@@ -227,8 +249,19 @@ class MemoryManager:
         return [(r.kind, r.text) for r in self.retriever.search(query, limit, mode)]
 
     def _write(self, record: SessionRecord) -> None:
-        assert self.state is not None
         self.session.store.append(self.session.session_id, [record])
+        self._applied(record)
+
+    async def _awrite(self, record: SessionRecord) -> None:
+        """:meth:`_write` with the store written off the event loop (``aappend``)."""
+        from ..agentic.stores import aappend
+
+        await aappend(self.session.store, self.session.session_id, [record])
+        self._applied(record)
+
+    def _applied(self, record: SessionRecord) -> None:
+        """Take a written (or queued) record into the tiers and the retrieval index."""
+        assert self.state is not None
         self.state.apply(record)
         if self.retriever is not None:
             self.retriever.add(_indexable([record]))
@@ -273,7 +306,12 @@ class MemoryManager:
         return hits
 
     def assemble_for(
-        self, interaction: ModelInteraction, model: Any, keep_from: int, head_end: int
+        self,
+        interaction: ModelInteraction,
+        model: Any,
+        keep_from: int,
+        head_end: int,
+        recalled: list[Recalled] | None = None,
     ) -> ModelInteraction:
         """The request to send: ``interaction`` with its messages assembled from the session's
         history and memory (see :mod:`foundation_ai.memory.assembly`).
@@ -291,10 +329,10 @@ class MemoryManager:
         assert self.state is not None and self.tokens is not None
         s = self.session
         history = s.messages
-        prompt = "\n".join(message_text(m) for m in history[keep_from:head_end])
         if keep_from < len(history):
             self._turn_source = history[keep_from].id
-        recalled = self.recalled_for(prompt)
+        if recalled is None:
+            recalled = self.recalled_for(self._prompt(keep_from, head_end))
         window = self.window(model)
         fixed = self.fixed_tokens(interaction)
         ctx = assemble_context(
@@ -355,21 +393,43 @@ class MemoryManager:
             window=window,
         )
 
+    def _prompt(self, keep_from: int, head_end: int) -> str:
+        return "\n".join(message_text(m) for m in self.session.messages[keep_from:head_end])
+
     def assemble(self, request: Any) -> ModelInteraction:
-        """The session's context assembler (``ContextRequest`` -> ``ModelInteraction``)."""
+        """The session's context assembler (``ContextRequest`` -> ``ModelInteraction``),
+        blocking (see :meth:`aassemble`)."""
         st = request.state
         return self.assemble_for(request.interaction, request.model, st.keep_from, st.head_end)
 
+    async def aassemble(self, request: Any) -> ModelInteraction:
+        """:meth:`assemble` with the prompt's recall (an embedding and a vector-store search,
+        which may wait for a database or a server) on a worker thread, so the event loop never
+        waits for the vector store; the rest is computed on the loop."""
+        st = request.state
+        prompt = self._prompt(st.keep_from, st.head_end)
+        cached = self._recall_cache
+        if self.retriever is None or (cached is not None and cached[0] == prompt):
+            recalled = self.recalled_for(prompt)
+        else:
+            import asyncio
+
+            recalled = await asyncio.to_thread(self.recalled_for, prompt)
+        return self.assemble_for(request.interaction, request.model, st.keep_from, st.head_end, recalled)
+
     def assembler(self, then: Any = None) -> Any:
-        """The context assembler to install: :meth:`assemble`, followed by ``then`` (a user's
-        own assembler, which receives the memory-assembled request) when one is given."""
+        """The context assembler to install: :meth:`aassemble`, followed by ``then`` (a user's
+        own assembler, sync or async, which receives the memory-assembled request) when one is
+        given."""
         if then is None:
-            return self.assemble
+            return self.aassemble
 
-        def both(request: Any) -> Any:
+        async def both(request: Any) -> Any:
             import dataclasses
+            import inspect
 
-            return then(dataclasses.replace(request, interaction=self.assemble(request)))
+            made = then(dataclasses.replace(request, interaction=await self.aassemble(request)))
+            return await made if inspect.isawaitable(made) else made
 
         return both
 
@@ -388,12 +448,15 @@ class MemoryManager:
     def _memory_model(self) -> Any:
         return self.config.memory_model if self.config.memory_model is not None else self.session.models[0]
 
-    def _failed(self, kind: str, exc: BaseException) -> SessionRecord:
-        log.warning("session %s: %s pass failed: %s", self.session.session_id, kind, exc)
-        log.debug("memory pass failure", exc_info=exc)
+    def _failed(self, kind: str, exc: BaseException, detail: str = "") -> SessionRecord:
+        what = f"{kind} failed" if kind == "indexing" else f"{kind} pass failed"
+        log.warning("session %s: %s: %s", self.session.session_id, what, exc)
+        log.debug("memory failure", exc_info=exc)
+        context = {"pass": kind, "error_type": type(exc).__name__}
+        message = f"{what}: {type(exc).__name__}: {exc}" + (f" ({detail})" if detail else "")
         return SessionRecord.FailedAction(
-            error=AgenticError(kind="memory", message=f"{kind} pass failed: {exc}", retryable=True),
-            trace=StructuredErrorTrace(frames=["memory", kind], context={"pass": kind}),
+            error=AgenticError(kind="memory", message=message, retryable=True),
+            trace=StructuredErrorTrace(frames=["memory", kind], context=context),
         )
 
     def wants_observation(self, final: bool = False) -> bool:
@@ -438,10 +501,10 @@ class MemoryManager:
                     chunk_tokens=chunk,
                     max_output_tokens=out_tokens,
                 )
+                await self._awrite(rec)
             except Exception as exc:
                 yield Stream.Next(self._failed("observation", exc))
                 return
-            self._write(rec)
             self._dropped_unobserved = False
             yield Stream.Next(rec)
         if self.wants_reflection():
@@ -456,10 +519,10 @@ class MemoryManager:
                     max_input_tokens=chunk,
                     max_output_tokens=out_tokens,
                 )
+                await self._awrite(ref)
             except Exception as exc:
                 yield Stream.Next(self._failed("reflection", exc))
                 return
-            self._write(ref)
             yield Stream.Next(ref)
 
     def _own_window(self, model: Any) -> int:
@@ -472,16 +535,21 @@ class MemoryManager:
         passes, holding the session so no other turn starts meanwhile (their items are added to
         ``state.records`` as well)."""
         self._recall_cache = None
+        self._turn = state
         try:
             async for item in turn:
                 if emit and isinstance(item, Stream.Pending):
                     item = Stream.Pending(self.progress(item.value))
                 yield item
         finally:
+            self._turn = None
             aclose = getattr(turn, "aclose", None)
             if aclose is not None:
                 await aclose()
             self.absorb(state.records)
+        async for item in self.index_failures():
+            state.records.append(item.value)
+            yield item
         enter = getattr(self.session, "_enter", None)
         if enter is not None and not enter(True):
             return  # another turn already started: the passes run when it ends
@@ -493,6 +561,21 @@ class MemoryManager:
         finally:
             if enter is not None:
                 enter(False)
+
+    async def index_failures(self, timeout: float = 5.0) -> AsyncIterator[Any]:
+        """Wait (off the event loop, at most ``timeout`` seconds) for the texts queued for
+        retrieval to be embedded and stored, then yield ``Stream.Next(FailedAction)`` (kind
+        ``"memory"``) for each vector-store write that failed since the last call: the turn goes
+        on, its texts stay keyword-searchable."""
+        r = self.retriever
+        if r is None:
+            return
+        if not r.idle:
+            import asyncio
+
+            await asyncio.to_thread(r.flush, timeout)
+        for exc, count in r.take_failures():
+            yield Stream.Next(self._failed("indexing", exc, f"{count} texts were not embedded or stored"))
 
     async def final_pass(self) -> list[Any]:
         """``session.end()``: an observation pass over what is not observed yet; the items."""

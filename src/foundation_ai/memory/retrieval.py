@@ -26,10 +26,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from ..errors import ConfigurationError
-from ..vectors import InMemoryVectorStore, Metric, VectorEntry, VectorMetadata
+from ..vectors import DimensionMismatchError, InMemoryVectorStore, Metric, VectorEntry, VectorMetadata
 from .assembly import Recalled
 
-__all__ = ["Retriever", "SearchMode", "tokenize"]
+__all__ = ["Retriever", "SearchMode", "bind_store", "tokenize"]
 
 log = logging.getLogger(__name__)
 
@@ -177,15 +177,35 @@ class KeywordIndex:
 
 
 def _check_dimensions(embedder: Any, store: Any) -> None:
-    """Raise ``ConfigurationError`` naming both lengths when ``store`` has a fixed vector
-    length (``dimensions``; ``None`` while a new store is empty) other than ``embedder``'s."""
+    """Raise ``DimensionMismatchError`` naming both lengths when ``store`` has a fixed vector
+    length (``dimensions``; ``None`` while a new store is empty) other than ``embedder``'s (for a
+    store without ``use_embedder``)."""
     made, held = getattr(embedder, "dimensions", None), getattr(store, "dimensions", None)
     if isinstance(made, int) and isinstance(held, int) and made != held:
-        raise ConfigurationError(
+        raise DimensionMismatchError(
             f"the embedder {embedder!r} makes {made}-dimension vectors but the vector store "
             f"{store!r} holds {held}-dimension vectors: use a store (or table) of {made} "
-            f"dimensions, or an embedder of {held}"
+            f"dimensions, an embedder of {held}, or MemoryConfig(reindex=True) to switch the store",
+            stored=held,
+            given=made,
         )
+
+
+def bind_store(embedder: Any, store: Any, *, reindex: bool = False) -> None:
+    """Tie ``store`` to ``embedder`` before anything is written: ``store.use_embedder(model_id,
+    dimensions)`` (records them in a new store, checks them in one that recorded an embedder),
+    or with ``reindex`` ``store.reindex(...)`` (every stored vector deleted, the store switched
+    to this embedder). A store without these methods only has its ``dimensions`` compared.
+
+    Raises:
+        DimensionMismatchError, EmbedderMismatchError: the store holds another embedder's vectors.
+    """
+    model_id = getattr(embedder, "model_id", None)
+    use = getattr(store, "reindex" if reindex else "use_embedder", None)
+    if use is None or not isinstance(model_id, str):
+        _check_dimensions(embedder, store)
+        return
+    use(model_id, int(embedder.dimensions))
 
 
 class Retriever:
@@ -197,12 +217,14 @@ class Retriever:
             filtered by ``session`` label.
         session_id: the label written with every vector (``labels["session"]``).
         batch_size: texts per embedding call.
+        reindex: switch the store to this embedder first (every vector in it deleted; see
+            :func:`bind_store`).
 
     Thread-safe. :meth:`close` stops the worker.
 
     Raises:
-        ConfigurationError: the store already holds vectors of another length than the
-            embedder makes (``store.dimensions != embedder.dimensions``).
+        DimensionMismatchError, EmbedderMismatchError: the store was created for another
+            embedder (:func:`bind_store`; nothing is written).
     """
 
     def __init__(
@@ -212,6 +234,7 @@ class Retriever:
         *,
         session_id: str = "",
         batch_size: int = 64,
+        reindex: bool = False,
     ) -> None:
         if embedder is None:
             from .embedders import default_embedder
@@ -220,7 +243,7 @@ class Retriever:
         self.embedder = embedder
         self._private = store is None
         self.store = store if store is not None else InMemoryVectorStore(Metric.Cosine)
-        _check_dimensions(embedder, self.store)
+        bind_store(embedder, self.store, reindex=reindex)
         self.session_id = session_id
         self.batch_size = batch_size
         self._texts: dict[str, tuple[str, str]] = {}
@@ -233,6 +256,7 @@ class Retriever:
         self._worker: threading.Thread | None = None
         self.errors = 0
         """Embedding batches that failed (logged; their texts stay keyword-searchable)."""
+        self._failures: list[tuple[BaseException, int]] = []
 
     # -- indexing --------------------------------------------------------------------------------
 
@@ -275,14 +299,28 @@ class Retriever:
                     VectorEntry(id_, row.tolist(), VectorMetadata(labels={**labels, "kind": kind}))
                     for (id_, _, kind), row in zip(batch, vectors, strict=True)
                 )
-            except Exception:
+            except Exception as exc:
                 self.errors += 1
                 log.warning("could not embed %d texts for retrieval", len(batch), exc_info=True)
+                with self._lock:
+                    self._failures.append((exc, len(batch)))
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until every queued text is embedded; False on timeout."""
         with self._lock:
             return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+
+    def take_failures(self) -> list[tuple[BaseException, int]]:
+        """The batches that failed to embed or store since the last call: ``(error, texts)``
+        (the session reports each as a ``FailedAction`` of kind ``"memory"``)."""
+        with self._lock:
+            out, self._failures = self._failures, []
+        return out
+
+    @property
+    def idle(self) -> bool:
+        """True when nothing is queued or being embedded."""
+        return not self._queue and not self._busy
 
     @property
     def pending(self) -> int:

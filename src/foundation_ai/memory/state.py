@@ -15,29 +15,49 @@ recomputed from them. See ``docs/memory.md``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
 from ..types import MemoryFact, Messages, SessionRecord
 from .tokens import MessageTokens
 
-__all__ = ["MemoryState", "observation_text", "reflection_text"]
+__all__ = ["MemoryState", "fact_line", "observation_text", "quoted", "reflection_text"]
+
+_LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def quoted(text: str) -> str:
+    """``text`` as one JSON string literal on one line: quotes, backslashes and control
+    characters escaped (RFC 8259, section 7), and the Unicode line breaks JSON leaves raw
+    (U+0085, U+2028, U+2029) escaped too. Memory blocks render every remembered text this way,
+    so a fact, an observation or a retrieved text can never start a line of its own: it cannot
+    forge a ``[reflection]`` block, a "SYSTEM:" line or the end of its item (docs/memory.md,
+    "Context assembly")."""
+    return json.dumps(text, ensure_ascii=False).translate(_LINE_BREAKS)
 
 
 def observation_text(rec: Any) -> str:
-    """One line per entry of an ``Observation`` record: ``- (question) content``."""
+    """One line per entry of an ``Observation`` record: ``- (question) "content"`` (the
+    scope, when set, first: ``- ["scope"] "content"``); texts are :func:`quoted`."""
     lines = []
     for e in rec.observations:
         tag = "(question) " if e.type == "question" else ""
-        scope = f"[{e.scope}] " if e.scope else ""
-        lines.append(f"- {scope}{tag}{e.content}")
+        scope = f"[{quoted(e.scope)}] " if e.scope else ""
+        lines.append(f"- {scope}{tag}{quoted(e.content)}")
     return "\n".join(lines)
 
 
 def reflection_text(rec: Any) -> str:
-    """One line per entry of a ``Reflection`` record, most important first."""
+    """One line per entry of a ``Reflection`` record, most important first:
+    ``- "content" (importance 0.9)`` (texts :func:`quoted`)."""
     entries = sorted(rec.reflections, key=lambda e: -e.importance)
-    return "\n".join(f"- {e.content} (importance {e.importance:.1f})" for e in entries)
+    return "\n".join(f"- {quoted(e.content)} (importance {e.importance:.1f})" for e in entries)
+
+
+def fact_line(fact: MemoryFact) -> str:
+    """One working-memory line: ``- "content" (id <fact id>)`` (the text :func:`quoted`)."""
+    return f"- {quoted(fact.content)} (id {fact.id})"
 
 
 class MemoryState:
@@ -127,7 +147,7 @@ class MemoryState:
         facts = self.facts
         if not facts:
             return None
-        return "[working_memory]\n" + "\n".join(f"- {f.content} (id {f.id})" for f in facts)
+        return "[working_memory]\n" + "\n".join(fact_line(f) for f in facts)
 
     def reflection_block(self) -> str | None:
         """``[reflection]`` and the latest reflection's entries, or ``None``."""

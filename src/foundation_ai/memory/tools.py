@@ -180,6 +180,8 @@ def search_context_tool(host: MemoryHost) -> Any:
         hits = host.recall(query, mode, n)
         if not hits:
             return "nothing found"
-        return "\n".join(f"- ({kind}) {text}" for kind, text in hits)
+        from .state import quoted
+
+        return "\n".join(f"- ({kind}) {quoted(text)}" for kind, text in hits)
 
     return search_context

@@ -17,17 +17,24 @@ class Validator(Protocol):
 
 
 def compile_schema(schema: dict[str, Any]) -> Validator:
-    """Compile a JSON Schema once (draft chosen by ``$schema``, default 2020-12).
+    """Compile a JSON Schema once (draft chosen by ``$schema``, default 2020-12). A ``$ref`` to
+    another document is never fetched (jsonschema-rs would, by default: a request forgery from
+    whoever wrote the schema); only references inside it resolve (``docs/tools.md``).
 
     Raises:
-        ConfigurationError: the schema itself is invalid.
+        ConfigurationError: the schema itself is invalid, or refers to another document.
     """
     import jsonschema_rs  # imported on first use: keeps `import foundation_ai` fast
 
     try:
-        return jsonschema_rs.validator_for(schema)  # type: ignore[no-any-return,unused-ignore]
+        return jsonschema_rs.validator_for(schema, retriever=_never_fetch)  # type: ignore[no-any-return,unused-ignore]
     except (jsonschema_rs.ValidationError, ValueError, TypeError) as exc:
         raise ConfigurationError(f"invalid JSON Schema: {exc}") from exc
+
+
+def _never_fetch(uri: str) -> Any:
+    """jsonschema-rs's ``retriever``: every remote document is refused."""
+    raise ValueError(f"the schema refers to {uri}, which is never fetched")
 
 
 def json_path(parts: Any) -> str:

@@ -15,7 +15,8 @@ Providers that constrain decoding to a schema accept only a subset of JSON Schem
   1,000 enum values, 120,000 characters of property names, definition names, enum and const
   values; a string enum of more than 250 values has at most 15,000 characters.
 - Anthropic structured outputs (https://platform.claude.com/docs/en/build-with-claude/structured-outputs,
-  "JSON Schema limitations"): the same object rules, and no recursive schemas, no
+  "JSON Schema limitations"): the same object rules, and no recursive schemas (a recursive
+  output type is sent to Anthropic as an instruction and validated locally), no
   ``minimum``/``maximum``/``multipleOf``, no ``minLength``/``maxLength``, ``minItems`` only 0
   or 1, no ``maxItems``.
 
@@ -141,25 +142,41 @@ def _describe(value: Any) -> str:
 
 
 def strict_schema(schema: dict[str, Any], *, where: str = "$") -> dict[str, Any]:
-    """A copy of ``schema`` (already free of ``$ref``: see ``schema.typed.inline_refs``) in the
-    strict subset every provider accepts (module docstring): every object closed with every
-    property required, optional ones made nullable (``null`` means "the default"); ``oneOf``
-    becomes ``anyOf``; a one-item ``allOf`` is merged; ``title``, ``default`` and annotations are
-    dropped; length, range, count and pattern constraints and unsupported formats move into the
-    ``description``. Property names are never touched, whatever they are (``title``, ``type``…).
+    """A copy of ``schema`` in the strict subset providers accept (module docstring), made
+    self-contained first (:func:`~foundation_ai.schema.refs.self_contained`: references inlined,
+    a recursive type kept as root ``$defs`` entries its ``$ref`` nodes point at, each entry made
+    strict too): every object closed with every property required, optional ones made nullable
+    (``null`` means "the default"); ``oneOf`` becomes ``anyOf``; a one-item ``allOf`` is merged;
+    ``title``, ``default`` and annotations are dropped; length, range, count and pattern
+    constraints and unsupported formats move into the ``description`` (``docs/structured-output.md``,
+    "What a grammar or strict mode cannot enforce"). Property names are never touched, whatever
+    they are (``title``, ``type``…).
 
     Raises:
-        ConfigurationError: a part no strict mode can express: a free-form mapping (an object
-            with no ``properties`` but ``additionalProperties``), a fixed-length tuple, an
-            unconstrained value (``Any``), or a leftover ``$ref`` (a recursive type).
+        ConfigurationError: a part no strict mode can express: an open mapping (an object with
+            no ``properties``: ``dict``, ``dict[str, X]``, ``additionalProperties``), a
+            fixed-length tuple or an unconstrained value (``Any``); the message names its path
+            (``$.payload``).
+        SchemaRefError: a reference to another document, or one that resolves nowhere.
     """
+    from .refs import self_contained
+
+    doc = self_contained(schema, where=where) if isinstance(schema, dict) else schema
+    if not isinstance(doc, dict):
+        raise ConfigurationError(f"{where}: a schema must be an object, got {schema!r:.60}")
+    defs = doc.get("$defs")
+    out = _strict({k: v for k, v in doc.items() if k != "$defs"}, where)
+    if isinstance(defs, dict) and defs:
+        out["$defs"] = {n: _strict(d, f"{where}.$defs.{n}") for n, d in defs.items()}
+    return out
+
+
+def _strict(schema: Any, where: str) -> dict[str, Any]:
+    """One node of :func:`strict_schema` (its references already point at root ``$defs``)."""
     if not isinstance(schema, dict):
         raise ConfigurationError(f"{where}: a schema must be an object, got {schema!r:.60}")
     if "$ref" in schema:
-        raise ConfigurationError(
-            f"{where}: a recursive type ({schema['$ref']}) cannot be sent in strict mode"
-            " (Anthropic refuses recursive schemas); flatten it"
-        )
+        return {"$ref": schema["$ref"]}  # a recursive type: its definition is made strict at the root
     node = dict(schema)
     all_of = node.pop("allOf", None)
     if all_of is not None:
@@ -189,21 +206,27 @@ def strict_schema(schema: dict[str, Any], *, where: str = "$") -> dict[str, Any]
             f"{where}: a fixed-length tuple cannot be sent in strict mode; use an object"
         )
     if "anyOf" in out:
-        out["anyOf"] = [strict_schema(b, where=f"{where}.anyOf[{i}]") for i, b in enumerate(out["anyOf"])]
+        out["anyOf"] = [_strict(b, f"{where}.anyOf[{i}]") for i, b in enumerate(out["anyOf"])]
     if "items" in out:
-        out["items"] = strict_schema(out["items"], where=f"{where}[]")
+        out["items"] = _strict(out["items"], f"{where}[]")
     is_object = out.get("type") == "object" or "properties" in out
     if is_object:
         extra = out.get("additionalProperties")
         props = out.get("properties") or {}
-        if not props and isinstance(extra, dict | bool) and extra not in (False,):
+        # an object with no ``properties`` is open unless it says ``additionalProperties: false``
+        # (JSON Schema's default is open): a ``dict`` field of a dataclass or msgspec Struct
+        # (``{"type": "object"}``) as much as pydantic's ``dict[str, Any]``
+        open_map = isinstance(extra, dict) or extra is True or (extra is None and "properties" not in out)
+        if not props and open_map:
             raise ConfigurationError(
-                f"{where}: a free-form mapping (dict) cannot be sent in strict mode; use a list of objects"
+                f"{where}: an open mapping (dict) cannot be sent in strict mode (a strict provider could only"
+                " ever fill it with {}); use a list of objects, or pass strict=False to send a non-strict"
+                " schema (the answer is still validated locally)"
             )
         required = set(out.get("required") or ())
         new_props: dict[str, Any] = {}
         for name, sub in props.items():
-            s = strict_schema(sub, where=f"{where}.{name}")
+            s = _strict(sub, f"{where}.{name}")
             new_props[name] = s if name in required else _nullable(s)
         out["type"] = "object"
         out["properties"] = new_props

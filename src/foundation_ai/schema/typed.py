@@ -48,15 +48,17 @@ def is_pydantic_model(tp: Any) -> bool:
 def pydantic_schema_hook(tp: Any) -> dict[str, Any]:
     """``schema_hook`` for ``msgspec.json.schema``: a pydantic model's schema, refs inlined.
 
+    A recursive model keeps its own ``$defs`` (embedded in msgspec's schema, its references
+    still resolve there: see :func:`foundation_ai.schema.refs.self_contained`).
+
     Raises:
-        ConfigurationError: a recursive pydantic model.
         NotImplementedError: ``tp`` is not a pydantic model (msgspec's protocol).
     """
     if is_pydantic_model(tp):
         raw = tp.model_json_schema()
         inlined = inline_refs(raw)
         if "$ref" in _all_refs(inlined):
-            raise ConfigurationError(f"{tp.__name__}: recursive pydantic models are not supported here")
+            return raw  # type: ignore[no-any-return]
         return inlined
     raise NotImplementedError(f"no JSON Schema for {tp!r}")
 

@@ -3,8 +3,9 @@
 Routes: ``POST /v1/chat/completions``, ``POST /v1/responses``, ``GET /v1/models``,
 ``GET /v1/models/{name}``, the sessions API (``sessions_api``), and the web chat at ``/``.
 Errors are JSON in the OpenAI error shape (``errors.py``); an unexpected exception is logged
-and answered ``500 server_error`` without details. No CORS headers are sent (browsers allow
-only same-origin calls); every response carries ``X-Content-Type-Options: nosniff`` and a
+and answered ``500 server_error`` without details. ``guard.py`` answers only allowed
+``Host`` names and refuses state-changing requests from other origins; CORS headers are sent
+only to the configured ``allow_origins``; every response carries ``X-Content-Type-Options: nosniff`` and a
 strict ``Content-Security-Policy`` (scripts and styles from the server itself only).
 See ``docs/serve.md``.
 """
@@ -30,7 +31,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .chat_api import chat_completions
 from .config import ServeConfig
 from .errors import ApiError, error_body, error_response
-from .http import owner_of, state_of
+from .guard import BrowserGuard, normalize_origin
+from .http import StreamGuard, owner_of, state_of
 from .responses_api import responses
 from .runtime import SessionManager
 from .sessions_api import routes as session_routes
@@ -53,6 +55,8 @@ class ServeState:
 
     config: ServeConfig
     manager: SessionManager
+    streams: StreamGuard
+    """Ends a revoked key's open streams (``http.StreamGuard``)."""
 
 
 class _Guard:
@@ -164,7 +168,21 @@ def create_app(config: ServeConfig) -> Starlette:
         exception_handlers={ApiError: _api_error, HTTPException: _http_error},
         lifespan=lifespan,
     )
-    app.state.serve = ServeState(config=config, manager=manager)
+    keys = None if config.no_auth else config.keys
+    streams = StreamGuard(keys, manager.abort_turns_of)
+    app.state.serve = ServeState(config=config, manager=manager, streams=streams)
     app.state.before_stop = manager.stop_threadsafe  # called by ServerThread.stop from its thread
+    if config.allow_origins:  # CORS only for the origins configured (Starlette's CORSMiddleware)
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=[normalize_origin(o) for o in config.allow_origins],
+            allow_methods=["GET", "POST", "DELETE", "PATCH"],
+            allow_headers=["authorization", "content-type", "x-session-id"],
+            expose_headers=["x-session-id"],
+            max_age=600,
+        )
+    app.add_middleware(BrowserGuard, allowed_hosts=config.hosts(), allow_origins=config.allow_origins)
     app.add_middleware(_Guard)
     return app

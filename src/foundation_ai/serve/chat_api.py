@@ -9,7 +9,9 @@ JSON) so clients that do not know the field ignore it. A turn that pauses for ap
 ``delta.foundation_ai_event`` ``{"type": "awaiting_approval", "calls": [...]}`` and the stream
 waits for the decisions (``approvals.py``), then goes on with the continued turn; a request
 without ``stream`` returns at the pause (``foundation_ai.outcome`` ``awaiting_approval``). A failed turn ends the stream with an
-``{"error": {...}}`` data line (the SDKs raise ``APIError``). The response header
+``{"error": {...}}`` data line (the SDKs raise ``APIError``); one that fails before its
+first output gets the HTTP error a request without ``stream`` gets (``errors.turn_error``), so
+the SDKs raise the matching typed error (``BadRequestError``, ``InternalServerError``, ...). The response header
 ``X-Session-Id`` names the session to continue.
 """
 
@@ -29,9 +31,9 @@ from ..ids import new_scru128
 from ..types import to_json
 from .approvals import call_json
 from .convert import chat_messages, output_format, sampling
-from .errors import ApiError, error_body
-from .http import json_bytes, owner_of, read_json, sse_data_bytes, state_of
-from .runtime import LiveTurn, begin_turn, event_batches
+from .errors import error_body, turn_error
+from .http import json_bytes, owner_of, read_json, revoked_sse, sse_data_bytes, state_of
+from .runtime import LiveTurn, begin_turn, event_batches, first_event
 
 __all__ = ["chat_completions", "usage_chat"]
 
@@ -72,10 +74,12 @@ async def chat_completions(request: Request) -> Response:
     created = int(time.time())
     headers = {"X-Session-Id": live.session_id}
     if body.get("stream"):
+        await _until_first_event(live)  # a turn failing before its first output: an HTTP error
         opts = body.get("stream_options")
         include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
+        body_stream = _stream(live, agent.name, cid, created, include_usage)
         return StreamingResponse(
-            _stream(live, agent.name, cid, created, include_usage),
+            st.streams.guard(owner, body_stream, revoked_sse()),
             media_type="text/event-stream",
             headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -86,14 +90,9 @@ async def chat_completions(request: Request) -> Response:
         raise
     last = live.events[-1] if live.events else None
     if isinstance(last, TurnEvent.Failed):
-        raise ApiError(
-            502,
-            f"the turn failed: {last.error.message}",
-            type="server_error",
-            code=last.error.kind or "turn_failed",
-        )
+        raise turn_error(last.error)
     summary = last.summary if isinstance(last, TurnEvent.Done) else None
-    text = live.turn.text() if live.turn is not None else ""
+    text = st.manager.mask.text(live.turn.text()) if live.turn is not None else ""
     outcome = summary.outcome if summary is not None else TurnOutcome.Completed
     payload = {
         "id": cid,
@@ -117,6 +116,22 @@ async def chat_completions(request: Request) -> Response:
             call_json(c) for c in live.session.pending_approvals()
         ]
     return JSONResponse(payload, headers=headers)
+
+
+async def _until_first_event(live: LiveTurn) -> None:
+    """Wait for the turn's first event; a turn whose first event is its failure is answered
+    with that failure's HTTP error (``errors.turn_error``), as without ``stream``.
+
+    Raises:
+        ApiError: the turn failed before producing anything.
+    """
+    try:
+        first = await first_event(live)
+    except asyncio.CancelledError:  # the client went away while waiting
+        live.abort()
+        raise
+    if isinstance(first, TurnEvent.Failed):
+        raise turn_error(first.error)
 
 
 async def _stream(

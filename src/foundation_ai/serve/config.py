@@ -113,12 +113,29 @@ class Limits:
         max_messages: messages (Chat) or input items (Responses) per request (400 above it).
         max_turns_per_key: turns running at once per API key (429 above it).
         max_text_chars: characters of one steering or prompt text (400 above it).
+        header_timeout: seconds a connection gets to send a request's complete headers (its
+            first byte on); then it is closed (``408``). nginx's ``client_header_timeout`` is 60.
+        max_connections: open connections; the next one is answered ``503`` (code
+            ``too_many_connections``) and closed. ``None``: 2048, or three quarters of the
+            process's file limit when that is lower.
+        max_header_bytes: bytes of a request's line and headers (``431`` above it; nginx's
+            ``large_client_header_buffers`` default is 4 x 8 KiB).
+        max_headers: header lines of a request (``431`` above it; Apache's
+            ``LimitRequestFields`` is 100).
+        idle_sessions_per_key: finished sessions and turns a key keeps in process memory (the
+            least recently used beyond it leave memory; they stay in the store and are resumed
+            from it when used again).
     """
 
     max_body_bytes: int = 1_000_000
     max_messages: int = 500
     max_turns_per_key: int = 4
     max_text_chars: int = 200_000
+    header_timeout: float = 10.0
+    max_connections: int | None = None
+    max_header_bytes: int = 32_768
+    max_headers: int = 100
+    idle_sessions_per_key: int = 8
 
 
 @dataclass
@@ -137,9 +154,19 @@ class ServeConfig:
         shared: a :class:`~foundation_ai.serve.shared.SharedServe`: serve from several
             processes sharing one PostgreSQL (sessions, keys, running turns; turns run as
             durable turns). ``store`` and ``data_dir`` are then unused. See ``docs/serve.md``.
+        allowed_hosts: the ``Host`` names answered (others get ``421``; ``serve/guard.py``).
+            ``None`` (default): with ``no_auth`` the loopback names only, else every host.
+        allow_origins: browser origins (``scheme://host[:port]``) allowed to send
+            state-changing requests and get CORS headers, besides the server's own origin.
+        secrets: texts masked as ``[REDACTED]`` in everything the server serves and stores
+            (answers, tool results, events, session records). ``None`` (default): the values
+            of the environment variables named ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET`` and
+            ``*_PASSWORD`` of 8 characters or more (provider keys) and the agents' models'
+            ``api_key``.
 
     Raises:
-        ConfigurationError: no agents, duplicate names, or neither keys nor ``no_auth``.
+        ConfigurationError: no agents, duplicate names, neither keys nor ``no_auth``, or an
+            ``allow_origins`` entry that is not an ``http(s)://host[:port]`` origin.
     """
 
     agents: list[Agent]
@@ -149,6 +176,9 @@ class ServeConfig:
     no_auth: bool = False
     limits: Limits = field(default_factory=Limits)
     shared: Any = None
+    allowed_hosts: list[str] | None = None
+    allow_origins: list[str] = field(default_factory=list)
+    secrets: list[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.agents:
@@ -158,6 +188,35 @@ class ServeConfig:
             raise ConfigurationError(f"agent names must be unique: {names}")
         if self.keys is None and not self.no_auth:
             raise ConfigurationError("serve needs API keys (a KeyStore) or no_auth=True")
+        from .guard import normalize_origin
+
+        for o in self.allow_origins:
+            try:
+                normalize_origin(o)
+            except ValueError as exc:
+                raise ConfigurationError(f"allow_origins: {exc}") from None
+
+    def hosts(self) -> list[str] | None:
+        """The effective ``Host`` allow-list (see ``allowed_hosts``)."""
+        if self.allowed_hosts is not None:
+            return list(self.allowed_hosts)
+        return ["loopback"] if self.no_auth else None
+
+    def secret_texts(self) -> list[str]:
+        """The effective :attr:`secrets`, longest first (a secret containing another is
+        masked whole)."""
+        if self.secrets is not None:
+            found = {s for s in self.secrets if s}
+        else:
+            ends = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+            found = {v for k, v in os.environ.items() if k.upper().endswith(ends) and len(v) >= 8}
+            for a in self.agents:
+                model = a._resolved if a._resolved is not None else a.model
+                for holder in (model, getattr(model, "options", None)):
+                    key = getattr(holder, "api_key", None)
+                    if isinstance(key, str) and len(key) >= 8:
+                        found.add(key)
+        return sorted(found, key=len, reverse=True)
 
     def data_path(self) -> Path:
         """The data directory (created)."""
@@ -167,8 +226,9 @@ class ServeConfig:
             import platformdirs
 
             p = Path(platformdirs.user_data_dir("foundation-ai", appauthor=False))
-        p.mkdir(parents=True, exist_ok=True)
-        return p
+        from .._private import private_dir
+
+        return private_dir(p)  # 0700 when made here: it holds the session databases
 
 
 def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
@@ -188,8 +248,10 @@ def load_agents(path: str | os.PathLike[str]) -> list[Agent]:
     """
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigurationError(f"cannot read agents file {path}: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise ConfigurationError(f"cannot read agents file {path}: nested too deeply to parse") from None
     table = data.get("agents")
     if not isinstance(table, dict) or not table:
         raise ConfigurationError(f"{path}: no [agents.NAME] tables")

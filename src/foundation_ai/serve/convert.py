@@ -28,6 +28,13 @@ from .errors import ApiError
 __all__ = ["chat_messages", "output_format", "responses_input", "sampling", "split_prompt"]
 
 _CLIENT = ModelId.Name("client-history")
+
+MAX_TOKENS = 2**31 - 1
+"""The largest token limit a request may ask for (a 32-bit signed count, what llama.cpp's
+``n_predict`` holds)."""
+MAX_SEED = 2**32 - 1
+"""The largest ``seed`` (llama.cpp's seeds are unsigned 32-bit; a negative one, which it reads
+as "random", is refused rather than silently unseeded)."""
 _NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
@@ -115,10 +122,12 @@ def responses_input(value: Any, instructions: Any = None) -> list[Messages]:
     """Responses ``input`` (plus ``instructions``, as a system message first) as ``Messages``.
 
     Raises:
-        ApiError: (400) an unsupported item or part.
+        ApiError: (400) an unsupported item or part, ``instructions`` not a string.
     """
     out: list[Messages] = []
-    if isinstance(instructions, str) and instructions:
+    if instructions is not None and not isinstance(instructions, str):
+        raise _bad("instructions must be a string", "instructions")
+    if instructions:
         out.append(Messages.system(instructions))
     if isinstance(value, str):
         out.append(Messages.user(value))
@@ -188,8 +197,8 @@ def split_prompt(messages: list[Messages], param: str) -> tuple[list[Messages], 
 
 def sampling(body: dict[str, Any]) -> dict[str, Any]:
     """``ModelParams`` fields a request sets: ``max_tokens`` / ``max_completion_tokens`` /
-    ``max_output_tokens``, ``temperature`` (0-2), ``top_p`` (0-1), ``seed``, ``stop`` (a string
-    or up to 4). Fields the request leaves out keep the agent's values.
+    ``max_output_tokens`` (1 to :data:`MAX_TOKENS`), ``temperature`` (0-2), ``top_p`` (0-1),
+    ``seed`` (0 to :data:`MAX_SEED`), ``stop`` (a string or up to 4). Fields the request leaves out keep the agent's values.
 
     Raises:
         ApiError: (400) a value of the wrong type or out of range.
@@ -198,8 +207,8 @@ def sampling(body: dict[str, Any]) -> dict[str, Any]:
     for name in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
         v = body.get(name)
         if v is not None:
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise _bad(f"{name} must be a positive integer", name)
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_TOKENS:
+                raise _bad(f"{name} must be an integer from 1 to {MAX_TOKENS}", name)
             out["max_tokens"] = v
     for name, hi in (("temperature", 2.0), ("top_p", 1.0)):
         v = body.get(name)
@@ -209,8 +218,8 @@ def sampling(body: dict[str, Any]) -> dict[str, Any]:
             out[name] = float(v)
     seed = body.get("seed")
     if seed is not None:
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise _bad("seed must be an integer", "seed")
+        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+            raise _bad(f"seed must be an integer from 0 to {MAX_SEED}", "seed")
         out["seed"] = seed
     stop = body.get("stop")
     if stop is not None:
@@ -242,8 +251,11 @@ def output_format(body: dict[str, Any]) -> dict[str, Any]:
         text = body.get("text")
         if text is None:
             return {}
-        if not isinstance(text, dict):
-            raise _bad("text must be an object", "text")
+        if not isinstance(text, dict) or "format" not in text:
+            raise _bad('text must be an object with a "format"', "text")
+        unknown = sorted(set(text) - {"format", "verbosity"})
+        if unknown:
+            raise _bad(f"text has unknown fields {unknown}", "text")
         fmt, param, inner_key = text.get("format"), "text.format", None
     if fmt is None:
         return {}

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse
 
 from ..errors import FoundationAIError
 
-__all__ = ["ApiError", "error_body", "error_response"]
+__all__ = ["ApiError", "error_body", "error_response", "turn_error"]
 
 
 class ApiError(FoundationAIError):
@@ -60,3 +60,18 @@ def error_response(exc: ApiError) -> JSONResponse:
     """The JSON response for ``exc`` (``Retry-After: 1`` on 429)."""
     headers = {"Retry-After": "1"} if exc.status == 429 else None
     return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+
+
+def turn_error(error: Any) -> ApiError:
+    """The HTTP error of a turn that failed (its ``AgenticError``), as the OpenAI API answers
+    the same conditions (https://platform.openai.com/docs/guides/error-codes): a prompt over the
+    model's context window ``400 context_length_exceeded``; the provider's rate limit ``429``;
+    anything else ``502`` (the upstream model or a tool broke; not the client's fault) with the
+    error's ``kind`` as code. The same error is sent whether the request streams or not (a
+    stream that fails before its first output byte gets it as its HTTP answer)."""
+    message = f"the turn failed: {error.message}"
+    if error.kind == "context_overflow":
+        return ApiError(400, message, code="context_length_exceeded", param="messages")
+    if error.kind == "rate_limited":
+        return ApiError(429, message, type="rate_limit_error", code="rate_limit_exceeded")
+    return ApiError(502, message, type="server_error", code=error.kind or "turn_failed")

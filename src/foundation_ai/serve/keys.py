@@ -6,6 +6,10 @@ key file (JSON) keeps, per key, an id, a label, the creation time and the SHA-25
 the key itself is shown once, at creation, and never stored. SHA-256 suffices because the key
 is 256 bits of randomness (no dictionary to guess from); lookups compare digests with
 ``hmac.compare_digest``.
+
+Every process using the file sees a change at its next lookup: ``verify`` and ``list`` re-read
+the file when its inode, size or modification time changed (``serve keys revoke`` replaces it
+atomically), so a revoked key is refused at once by running servers too.
 """
 
 from __future__ import annotations
@@ -51,10 +55,32 @@ class KeyStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._stamp: tuple[int, int, int] | None = None
         self._keys: list[dict[str, Any]] = self._read()
 
+    def _file_stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def _refresh(self) -> None:
+        """Re-read the file when it changed since it was read (another process, e.g.
+        ``serve keys revoke``, replaced it): one ``stat`` per call. A file that became
+        unreadable keeps the keys read last (and is logged by the next successful read)."""
+        stamp = self._file_stamp()
+        if stamp == self._stamp:
+            return
+        with self._lock:
+            try:
+                self._keys = self._read()
+            except ConfigurationError:
+                return
+
     def _read(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
+        self._stamp = self._file_stamp()
+        if self._stamp is None:
             return []
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
@@ -69,6 +95,7 @@ class KeyStore:
         """Make a new key; returns ``(key_id, key)``. The key is not stored (only its SHA-256)."""
         key = PREFIX + secrets.token_urlsafe(32)
         key_id = "key_" + secrets.token_hex(6)
+        self._refresh()
         with self._lock:
             self._keys.append({"id": key_id, "label": label, "created": time.time(), "sha256": _digest(key)})
             self._write()
@@ -76,6 +103,7 @@ class KeyStore:
 
     def revoke(self, key_id: str) -> bool:
         """Remove a key by id; False when there is no such key."""
+        self._refresh()
         with self._lock:
             before = len(self._keys)
             self._keys = [k for k in self._keys if k["id"] != key_id]
@@ -86,12 +114,14 @@ class KeyStore:
 
     def list(self) -> list[dict[str, Any]]:
         """``[{"id", "label", "created"}]`` (no digests)."""
+        self._refresh()
         return [{"id": k["id"], "label": k.get("label", ""), "created": k.get("created")} for k in self._keys]
 
     def verify(self, key: str) -> str | None:
         """The id of the key ``key``, or ``None`` when it is not a valid key."""
         if not key.startswith(PREFIX):
             return None
+        self._refresh()
         d = _digest(key)
         found = None
         for k in self._keys:
@@ -100,6 +130,7 @@ class KeyStore:
         return found
 
     def __len__(self) -> int:
+        self._refresh()
         return len(self._keys)
 
     def _write(self) -> None:
@@ -109,3 +140,4 @@ class KeyStore:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump({"keys": self._keys}, f, indent=1)
         os.replace(tmp, self.path)
+        self._stamp = self._file_stamp()

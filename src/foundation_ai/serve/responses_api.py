@@ -10,7 +10,12 @@ know them skip. A turn that pauses for approval sends ``foundation_ai.awaiting_a
 (``{"session_id", "calls"}``) and the stream waits for the decisions, then goes on; without
 ``stream`` the response returns at the pause (``incomplete``, reason ``awaiting_approval``).
 ``previous_response_id`` continues the session of that response (its latest response only:
-an earlier one is a 400 ``response_not_latest``, branches are not kept); a turn that
+an earlier one is a 400 ``response_not_latest``, branches are not kept; an unknown one, another
+key's or one made with ``store: false`` is a 404 ``previous_response_not_found``). With
+``store: false`` nothing is kept: the turn runs in a session of its own in memory (from the
+previous response's conversation, when given), with no ``X-Session-Id``, and its id cannot be
+continued. A turn that fails before its first output is answered with its HTTP error, streamed
+or not (``errors.turn_error``); a turn that
 was aborted or hit a limit ends ``incomplete``, a failed one ``response.failed``.
 """
 
@@ -31,9 +36,9 @@ from ..ids import new_scru128
 from ..types import to_json
 from .approvals import call_json
 from .convert import output_format, responses_input, sampling
-from .errors import ApiError
-from .http import json_bytes, owner_of, read_json, sse_event_bytes, state_of
-from .runtime import LiveTurn, begin_turn, event_batches
+from .errors import ApiError, turn_error
+from .http import json_bytes, owner_of, read_json, revoked_sse, sse_event_bytes, state_of
+from .runtime import LiveTurn, begin_turn, event_batches, first_event
 
 __all__ = ["responses"]
 
@@ -57,6 +62,8 @@ class _Builder:
 
     def __init__(self, rid: str, model: str, created: int, prev: str | None, session_id: str) -> None:
         self.rid, self.model, self.created, self.prev, self.sid = rid, model, created, prev, session_id
+        self.store = True
+        """The request's ``store``: False when the response is not kept."""
         self.text_format: dict[str, Any] = {"type": "text"}
         """The answer's format as the request gave it (``text.format``), echoed in the response."""
         self.output: list[dict[str, Any]] = []
@@ -84,7 +91,7 @@ class _Builder:
             "parallel_tool_calls": True,
             "previous_response_id": self.prev,
             "reasoning": {"effort": None, "summary": None},
-            "store": True,
+            "store": self.store,
             "temperature": None,
             "text": {"format": self.text_format},
             "tool_choice": "auto",
@@ -205,17 +212,21 @@ async def responses(request: Request) -> Response:
     st = state_of(request)
     agent = st.manager.agent(body.get("model"))
     prev = body.get("previous_response_id")
+    store = body.get("store", True)
+    if not isinstance(store, bool):
+        raise ApiError(400, "store must be a boolean", param="store")
     sid = request.headers.get("x-session-id") or None
     if prev is not None:
         if not isinstance(prev, str):
             raise ApiError(400, "previous_response_id must be a string", param="previous_response_id")
         sid = st.manager.index.session_of_response(prev)
-        if sid is None or st.manager.index.get(sid) is None or st.manager.index.get(sid)["owner"] != owner:
+        meta = st.manager.index.get(sid) if sid is not None else None
+        if meta is None or meta["owner"] != owner:  # another key's response: as a missing one
             raise ApiError(
                 404,
-                f"no response {prev!r}",
+                f"no response {prev!r} (a response created with store: false is not kept)",
                 type="not_found_error",
-                code="response_not_found",
+                code="previous_response_not_found",
                 param="previous_response_id",
             )
         latest = st.manager.index.latest_response(sid)
@@ -229,19 +240,35 @@ async def responses(request: Request) -> Response:
                 param="previous_response_id",
             )
     messages = responses_input(body.get("input"), body.get("instructions"))
-    live = await begin_turn(
-        st.manager, owner, agent, sid, messages, "input", sampling(body) | output_format(body)
-    )
+    overrides = sampling(body) | output_format(body)
+    if store:
+        live = await begin_turn(st.manager, owner, agent, sid, messages, "input", overrides)
+    else:  # nothing kept: a session of its own in memory, from the previous response's on
+        earlier = await st.manager.conversation(owner, sid) if sid is not None else []
+        live = await begin_turn(
+            st.manager, owner, agent, None, earlier + messages, "input", overrides, ephemeral=True
+        )
     rid = "resp_" + new_scru128()
-    st.manager.index.add_response(rid, live.session_id)
+    if store:
+        st.manager.index.add_response(rid, live.session_id)
     b = _Builder(rid, agent.name, int(time.time()), prev if isinstance(prev, str) else None, live.session_id)
+    b.store = store
     fmt = body.get("text", {}).get("format") if isinstance(body.get("text"), dict) else None
     if isinstance(fmt, dict):
         b.text_format = fmt
-    headers = {"X-Session-Id": live.session_id}
+    headers = {"X-Session-Id": live.session_id} if store else {}
     if body.get("stream"):
+        try:
+            first = await first_event(live)
+        except asyncio.CancelledError:
+            live.abort()
+            raise
+        if isinstance(first, TurnEvent.Failed):  # before any output: the HTTP error
+            raise turn_error(first.error)
         return StreamingResponse(
-            _stream(live, b), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"}
+            st.streams.guard(owner, _stream(live, b), revoked_sse("error")),
+            media_type="text/event-stream",
+            headers={**headers, "Cache-Control": "no-cache"},
         )
     try:
         await asyncio.shield(live.task)  # type: ignore[arg-type]
@@ -256,9 +283,10 @@ async def responses(request: Request) -> Response:
         elif isinstance(ev, TurnEvent.ToolCall | TurnEvent.ToolResult):
             b.close()
     b.close()
-    kind, resp = b.end(live.events[-1])  # a LiveTurn always ends with Done or Failed
-    if kind == "response.failed":
-        raise ApiError(502, resp["error"]["message"], type="server_error", code="turn_failed")
+    last = live.events[-1]  # a LiveTurn always ends with Done or Failed
+    if isinstance(last, TurnEvent.Failed):
+        raise turn_error(last.error)
+    _, resp = b.end(last)
     return JSONResponse(resp, headers=headers)
 
 

@@ -25,6 +25,9 @@ def is_loopback(host: str) -> bool:
 class ServerThread:
     """``uvicorn`` serving ``app`` on ``host:port`` in a daemon thread (``port=0``: a free port).
 
+    For an app of ``create_app`` the HTTP protocol is ``connections.guarded_protocol`` of its
+    ``Limits`` (header timeout, connection cap, header limits) unless ``http=`` is given.
+
         with ServerThread(app) as srv:
             print(srv.url)          # http://127.0.0.1:PORT
 
@@ -50,6 +53,11 @@ class ServerThread:
         self.port: int = self._sock.getsockname()[1]
         self.app = app
         opts = {"log_level": "warning", "lifespan": "on", **uvicorn_options}
+        serve = getattr(getattr(app, "state", None), "serve", None)
+        if serve is not None and "http" not in opts:  # create_app's app: its connection limits
+            from .connections import guarded_protocol
+
+            opts["http"] = guarded_protocol(serve.config.limits)
         self.server = uvicorn.Server(uvicorn.Config(app, **opts))
         self._thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True, name="foundation-ai-serve"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,8 +26,9 @@ from ..types import Messages, ModelParams, SessionRecord, TextContent, ToolCall
 from .config import Agent, ServeConfig
 from .errors import ApiError
 from .index import SessionIndex
+from .masking import MaskingStore, SecretMask
 
-__all__ = ["LiveTurn", "SessionManager", "event_batches"]
+__all__ = ["LiveTurn", "SessionManager", "event_batches", "first_event"]
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +44,18 @@ class LiveTurn:
     """
 
     def __init__(
-        self, session: AgentSession, owner: str, prompts: list[Messages], stream: TurnStream | None = None
+        self,
+        session: AgentSession,
+        owner: str,
+        prompts: list[Messages],
+        stream: TurnStream | None = None,
+        mask: SecretMask | None = None,
     ) -> None:
         self.id = new_scru128()
+        self.mask = mask if mask else None
+        """Secrets masked in every event published (``masking.py``)."""
+        self._masker = mask.masker() if mask else None
+        self._held: TurnEvent | None = None
         self.session = session
         self.session_id = session.session_id
         self.owner = owner
@@ -77,9 +88,10 @@ class LiveTurn:
                     self._abort = False
                     self.session.abort()
                 if isinstance(ev, TurnEvent.Done) and ev.summary.outcome is TurnOutcome.AwaitingApproval:
+                    self.events += self._release()
                     held = ev
                     continue
-                self.events.append(ev)
+                self.events += self._masked(ev)
                 self._notify()
         except Exception:  # the loop itself crashed: followers get a Failed event, clients no trace
             held = None
@@ -91,6 +103,7 @@ class LiveTurn:
             summary = TurnSummary(
                 outcome=TurnOutcome.Failed, message_count=0, usage=TokenSnapshot(), error=err
             )
+            self.events += self._release()
             self.events.append(TurnEvent.Failed(err, summary))
         finally:
             self.turn = stream.turn
@@ -99,6 +112,32 @@ class LiveTurn:
                 self.events.append(held)
             self.done = True
             self._notify()
+
+    def _masked(self, ev: TurnEvent) -> list[TurnEvent]:
+        """``ev`` with the secrets masked: a text piece may be held back while its end could
+        begin a secret (released with the next piece or event); other events masked whole."""
+        if self.mask is None or self._masker is None:
+            return [ev]
+        if isinstance(ev, TurnEvent.Text | TurnEvent.Thinking):
+            h = self._held
+            out = (
+                []
+                if h is not None and type(h) is type(ev) and h.message_id == ev.message_id
+                else self._release()
+            )
+            self._held = ev
+            shown = self._masker.feed(ev.text)
+            if shown:
+                out.append(msgspec.structs.replace(ev, text=shown))
+            return out
+        return [*self._release(), self.mask.value(ev, type(ev))]
+
+    def _release(self) -> list[TurnEvent]:
+        h, self._held = self._held, None
+        if h is None or self._masker is None:
+            return []
+        rest = self._masker.flush()
+        return [msgspec.structs.replace(h, text=rest)] if rest else []
 
     @property
     def paused(self) -> bool:
@@ -119,6 +158,20 @@ class LiveTurn:
         self.turn = None
         self._abort = False
         self._notify()
+
+    async def first_event(self) -> TurnEvent | None:
+        """Wait for the turn's first event that is not ``Progress`` (``None`` when it ended
+        without one): what decides whether a streamed request gets its HTTP error before any
+        byte of the answer."""
+        i = 0
+        while True:
+            while i < len(self.events):
+                if not isinstance(self.events[i], TurnEvent.Progress):
+                    return self.events[i]
+                i += 1
+            if self.done:
+                return None
+            await self._tick.wait()
 
     def close(self) -> None:
         """Wake followers waiting at a pause for good (the server shuts down)."""
@@ -166,6 +219,13 @@ class LiveTurn:
         self.session.abort()
 
 
+async def first_event(live: Any) -> TurnEvent | None:
+    """:meth:`LiveTurn.first_event`; ``None`` at once for a turn without it (a turn of another
+    process, ``shared.RemoteTurn``: its stream starts before its first event, as before)."""
+    wait = getattr(live, "first_event", None)
+    return await wait() if wait is not None else None
+
+
 async def event_batches(
     live: Any, *, through_pauses: bool = False
 ) -> AsyncIterator[tuple[int, list[TurnEvent]]]:
@@ -190,6 +250,10 @@ class SessionManager:
         config: the :class:`ServeConfig`.
     """
 
+    mask: SecretMask = SecretMask(())
+    """The secrets masked in what is served and stored (``ServeConfig.secrets``; set per
+    instance)."""
+
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.agents = {a.name: a for a in config.agents}
@@ -198,10 +262,15 @@ class SessionManager:
         self.store = (
             config.store if config.store is not None else SqliteSessionStore(data / "serve-sessions.sqlite3")
         )
+        self.mask = SecretMask(config.secret_texts())
+        if self.mask:
+            self.store = MaskingStore(self.store, self.mask)
         self.index = SessionIndex(str(data / "serve-index.sqlite3"))
         self._sessions: dict[str, AgentSession] = {}
         self._turns: dict[str, LiveTurn] = {}
         self._running: dict[str, int] = {}
+        self._recent: dict[str, OrderedDict[str, None]] = {}
+        """Per key, the ids of its sessions in memory, least recently used first."""
         self.loop: asyncio.AbstractEventLoop | None = None
         """The server's event loop (set when the app starts)."""
 
@@ -257,7 +326,50 @@ class SessionManager:
         session = await asyncio.to_thread(make) if blocking else make()
         self.index.add(session.session_id, owner, agent.name, title)
         self._sessions[session.session_id] = session
+        self._used(owner, session.session_id)
         return session
+
+    def new_ephemeral_session(self, agent: Agent, history: list[Messages]) -> AgentSession:
+        """A session of ``agent`` kept nowhere: its records go to an ``InMemorySessionStore`` of
+        its own, it has no index entry (no key lists, reads or continues it) and it is not kept
+        in :attr:`_sessions` (the Responses API's ``store: false``)."""
+        from ..agentic import InMemorySessionStore
+
+        session: AgentSession = self._builder(agent).with_store(InMemorySessionStore()).build()
+        session.messages = list(history)
+        return session
+
+    async def conversation(self, owner: str, session_id: str) -> list[Messages]:
+        """The messages of a session the key owns, from the store (``conversation_of``)."""
+        from ..agentic.stores import conversation_of
+
+        return conversation_of(await self.records(owner, session_id))
+
+    def _used(self, owner: str, session_id: str) -> None:
+        if self.config.shared is not None:  # SharedSessionManager keeps its own
+            return
+        recent = self._recent.setdefault(owner, OrderedDict())
+        recent[session_id] = None
+        recent.move_to_end(session_id)
+        self._retire(owner)
+
+    def _retire(self, owner: str) -> None:
+        """Drop the key's least recently used sessions and finished turns from memory beyond
+        ``limits.idle_sessions_per_key`` (they stay in the store; ``open_session`` resumes
+        them). Running turns and turns paused for approval stay (their followers wait on them)."""
+        recent = self._recent.get(owner)
+        if recent is None:
+            return
+        extra = len(recent) - self.config.limits.idle_sessions_per_key
+        for sid in list(recent)[: max(0, extra)]:
+            live = self._turns.get(sid)
+            if live is not None and (not live.done or live.paused):
+                continue
+            del recent[sid]
+            self._turns.pop(sid, None)
+            self._sessions.pop(sid, None)
+        if not recent:
+            del self._recent[owner]
 
     def meta(self, owner: str, session_id: Any) -> dict[str, Any]:
         """The index entry of a session the key owns.
@@ -282,11 +394,14 @@ class SessionManager:
         meta = self.meta(owner, session_id)
         live = self._sessions.get(meta["id"])
         if live is not None:
+            self._used(owner, meta["id"])
             return live
         agent = self.agent(meta["agent"])
         session: AgentSession = await asyncio.to_thread(lambda: self._builder(agent).resume(meta["id"]))
         # two requests may resume the same session at once: the first one stored wins
-        return self._sessions.setdefault(meta["id"], session)
+        session = self._sessions.setdefault(meta["id"], session)
+        self._used(owner, meta["id"])
+        return session
 
     async def records(self, owner: str, session_id: Any) -> list[SessionRecord]:
         """The stored records of a session the key owns."""
@@ -324,7 +439,7 @@ class SessionManager:
                 code="too_many_turns",
             )
         try:
-            live = LiveTurn(session, owner, prompts)
+            live = LiveTurn(session, owner, prompts, mask=self.mask)
         except ApprovalPendingError:
             pending = ", ".join(c.id for c in session.pending_approvals())
             raise ApiError(
@@ -347,7 +462,7 @@ class SessionManager:
         if live is not None and live.paused and live.owner == owner:
             live.resume(stream)
         else:
-            live = LiveTurn(session, owner, [], stream)
+            live = LiveTurn(session, owner, [], stream, mask=self.mask)
             self._turns[sid] = live
         self._launch(owner, live)
         return live
@@ -389,8 +504,21 @@ class SessionManager:
                 del self._running[owner]
             with contextlib.suppress(Exception):
                 self.index.touch(sid)
+            if sid in self._sessions:
+                self._used(owner, sid)
+            elif self._turns.get(sid) is live:  # a session kept nowhere (store: false): gone
+                del self._turns[sid]
 
         live.task.add_done_callback(ended)
+
+    def abort_turns_of(self, owner: str) -> int:
+        """Abort every running turn of the key ``owner`` (its key was revoked); how many."""
+        n = 0
+        for t in list(self._turns.values()):
+            if t.owner == owner and not t.done:
+                t.abort()
+                n += 1
+        return n
 
     def stop_threadsafe(self) -> None:
         """From any thread, before the server stops accepting: abort running turns and end
@@ -437,8 +565,13 @@ async def begin_turn(
     messages: list[Messages],
     param: str,
     overrides: dict[str, Any] | None = None,
+    *,
+    ephemeral: bool = False,
 ) -> LiveTurn:
     """Start a turn for an OpenAI-style request.
+
+    ``ephemeral`` (no ``session_id``): the session is kept nowhere
+    (:meth:`SessionManager.new_ephemeral_session`; Responses ``store: false``).
 
     ``overrides`` (``convert.sampling``) replace fields of the agent's ``ModelParams`` for this
     turn. With ``session_id`` the session (owned by ``owner``, of the same agent) continues and the
@@ -475,6 +608,11 @@ async def begin_turn(
             )
         _, prompt = split_prompt(messages, param)
         session = await manager.open_session(owner, session_id)
+    elif ephemeral:
+        if manager.config.shared is not None:
+            raise ApiError(400, "store: false is not supported by a server sharing a database", param="store")
+        history, prompt = split_prompt(messages, param)
+        session = manager.new_ephemeral_session(agent, history)
     else:
         history, prompt = split_prompt(messages, param)
         session = await manager.new_session(owner, agent, history, title_of(prompt))

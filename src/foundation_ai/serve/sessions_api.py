@@ -50,7 +50,7 @@ from ..types import (
 from .approvals import call_json
 from .approvals import routes as approval_routes
 from .errors import ApiError
-from .http import owner_of, read_json, state_of
+from .http import owner_of, read_json, revoked_sse, state_of
 from .runtime import LiveTurn, title_of
 
 __all__ = ["routes"]
@@ -273,14 +273,13 @@ async def follow_events(request: Request) -> Response:
     if live is None:
         raise ApiError(404, "this session has no turn on this server", type="not_found_error", code="no_turn")
     raw = request.query_params.get("from", "0")
-    if not (raw.isascii() and raw.isdigit()):
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:  # Python refuses int() of 4,300+ digits
         raise ApiError(
             400, "from must be a non-negative integer (an event index)", param="from", code="invalid_from"
         )
     start = int(raw)
-    return StreamingResponse(
-        _follow(live, start), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-    )
+    guarded = state_of(request).streams.guard(owner, _follow(live, start), revoked_sse("error"))
+    return StreamingResponse(guarded, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
 async def steer(request: Request) -> Response:

@@ -40,6 +40,7 @@ OVERFLOW_PATTERNS: tuple[tuple[str, str], ...] = (
     ("Cerebras, Mistral (no body)", r"^4(?:00|13)\s*(?:status code)?\s*\(no body\)"),
     ("vLLM", r"is too long to fit into the model"),
     ("vLLM", r"longer than the maximum model length"),
+    ("vLLM", r"input prompt \(\d+ tokens\) is too long and exceeds limit of \d+"),
     ("SGLang, Fireworks", r"exceeds the model's maximum context length"),
     ("SGLang", r"exceeds the maximum allowed length"),
     ("HF TGI, Together", r"inputs.? must have less than \d+ tokens"),

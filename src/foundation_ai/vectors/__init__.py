@@ -26,12 +26,20 @@
   :class:`InvalidVectorError` (a ``ValueError``; :class:`DimensionMismatchError` is one too)
   before anything is written; a database that cannot be opened or fails is
   :class:`VectorStoreError`; any ``k`` is accepted.
+
+  Every store records the embedder it holds vectors of (``embedder_id``, its ``model_id``, and
+  the dimension) when it is created or first bound (``use_embedder``), and checks both whenever
+  it is opened or bound again, before anything is written: another dimension raises
+  :class:`DimensionMismatchError`, another embedder of the same dimension
+  :class:`EmbedderMismatchError`, each naming both embedders. :func:`reindex` is the way to
+  switch a store to another embedder.
 """
 
 from __future__ import annotations
 
 from ._store import (
     DimensionMismatchError,
+    EmbedderMismatchError,
     InMemoryVectorStore,
     InvalidVectorError,
     Metric,
@@ -41,12 +49,14 @@ from ._store import (
     VectorMetadata,
     VectorStore,
     VectorStoreError,
+    reindex,
 )
 from .pgvector import PgVectorStore
 from .sqlite_vec import SqliteVecStore, default_vector_path
 
 __all__ = [
     "DimensionMismatchError",
+    "EmbedderMismatchError",
     "InMemoryVectorStore",
     "InvalidVectorError",
     "Metric",
@@ -59,4 +69,5 @@ __all__ = [
     "VectorStore",
     "VectorStoreError",
     "default_vector_path",
+    "reindex",
 ]

@@ -15,6 +15,7 @@ from ..errors import FoundationAIError
 
 __all__ = [
     "DimensionMismatchError",
+    "EmbedderMismatchError",
     "InMemoryVectorStore",
     "InvalidVectorError",
     "Metric",
@@ -24,6 +25,7 @@ __all__ = [
     "TagFilter",
     "VectorStore",
     "VectorStoreError",
+    "reindex",
 ]
 
 MAX_K = 2**31 - 1
@@ -135,7 +137,85 @@ class InvalidVectorError(FoundationAIError, ValueError):
 
 
 class DimensionMismatchError(InvalidVectorError):
-    """A vector's length differs from the store's dimension."""
+    """A vector's length differs from the store's dimension; or, when a store is opened, the
+    embedder it is opened for makes vectors of another length than the store was created for
+    (raised before anything is written; the message names both embedders and both lengths).
+
+    Attributes:
+        id: the entry's id (``""`` for a query vector or a store being opened).
+        stored: the store's dimension, when known.
+        given: the other length (the vector's, or the embedder's).
+    """
+
+    def __init__(
+        self, message: str, *, id: str = "", stored: int | None = None, given: int | None = None
+    ) -> None:
+        super().__init__(message, id=id)
+        self.stored = stored
+        self.given = given
+
+
+class EmbedderMismatchError(FoundationAIError, ValueError):
+    """A vector store is opened for another embedder than the one that wrote it, with the same
+    dimension (two models' vectors in one index would rank nonsense). Raised when the store is
+    opened or bound (``use_embedder``), before anything is written; switch embedders with
+    :func:`foundation_ai.vectors.reindex` (``docs/memory.md``, "Vector stores").
+
+    Attributes:
+        stored: the embedder id the store recorded at creation.
+        given: the embedder id it was opened with.
+        dimensions: the (equal) vector length.
+        where: the store's file or table.
+    """
+
+    def __init__(self, message: str, *, stored: str, given: str, dimensions: int | None, where: str) -> None:
+        super().__init__(message)
+        self.stored = stored
+        self.given = given
+        self.dimensions = dimensions
+        self.where = where
+
+
+def check_identity(
+    where: str,
+    stored_id: str | None,
+    stored_dims: int | None,
+    given_id: str | None,
+    given_dims: int | None,
+) -> None:
+    """Compare what a store recorded at creation (``stored_*``, ``None``: not recorded) with the
+    embedder it is opened for (``given_*``, ``None``: not said).
+
+    Raises:
+        DimensionMismatchError: both lengths known and different (checked first).
+        EmbedderMismatchError: both ids known and different.
+    """
+
+    def name(eid: str | None, dims: int | None) -> str:
+        who = f"embedder {eid!r}" if eid else "an unnamed embedder"
+        return f"{who} ({dims} dimensions)" if dims is not None else who
+
+    fix = (
+        "open it with the embedder that wrote it, use another store (or table), or switch the "
+        "store to the new embedder with foundation_ai.vectors.reindex (docs/memory.md)"
+    )
+    if stored_dims is not None and given_dims is not None and stored_dims != given_dims:
+        raise DimensionMismatchError(
+            f"the vector store {where} was created for {name(stored_id, stored_dims)} but is opened "
+            f"for {name(given_id, given_dims)}: {fix}",
+            stored=stored_dims,
+            given=given_dims,
+        )
+    if stored_id and given_id and stored_id != given_id:
+        raise EmbedderMismatchError(
+            f"the vector store {where} was created for {name(stored_id, stored_dims)} but is opened "
+            f"for {name(given_id, given_dims)}: the same length, another model (their vectors "
+            f"cannot be compared): {fix}",
+            stored=stored_id,
+            given=given_id,
+            dimensions=stored_dims,
+            where=where,
+        )
 
 
 class VectorStoreError(FoundationAIError):
@@ -264,6 +344,8 @@ class InMemoryVectorStore:
     Args:
         metric: how to score (default cosine).
         dimensions: fixed vector length; taken from the first entry when ``None``.
+        embedder_id: the ``model_id`` of the embedder whose vectors it holds (or
+            :meth:`use_embedder` later); ``None``: not recorded.
 
     Raises:
         DimensionMismatchError: (from upsert/search) a vector of another length.
@@ -271,9 +353,12 @@ class InMemoryVectorStore:
             with ``Metric.Cosine``; an ``upsert`` that raises stores nothing.
     """
 
-    def __init__(self, metric: Metric = Metric.Cosine, dimensions: int | None = None) -> None:
+    def __init__(
+        self, metric: Metric = Metric.Cosine, dimensions: int | None = None, *, embedder_id: str | None = None
+    ) -> None:
         self.metric = metric
         self.dimensions = dimensions
+        self.embedder_id = embedder_id
         self._ids: list[str] = []
         self._pos: dict[str, int] = {}
         self._meta: list[VectorMetadata] = []
@@ -326,6 +411,27 @@ class InMemoryVectorStore:
             self._rows[where] = block  # a repeated id: the last one wins, as in order
             wide = block.astype(np.float64)
             self._norms[where] = np.sqrt(np.einsum("ij,ij->i", wide, wide))
+
+    def use_embedder(self, embedder_id: str, dimensions: int) -> None:
+        """Bind the store to an embedder: record its id and dimension when the store has none,
+        else check them (see :func:`check_identity`).
+
+        Raises:
+            DimensionMismatchError, EmbedderMismatchError: the store holds another embedder's
+                vectors (nothing is changed).
+        """
+        with self._lock:
+            check_identity("in memory", self.embedder_id, self.dimensions, embedder_id, dimensions)
+            self.embedder_id = embedder_id
+            self.dimensions = dimensions
+
+    def reindex(self, embedder_id: str, dimensions: int) -> None:
+        """Forget every entry and bind the store to another embedder (see
+        :func:`foundation_ai.vectors.reindex`, which also re-embeds the texts)."""
+        with self._lock:
+            self._ids, self._pos, self._meta = [], {}, []
+            self._rows = self._norms = None
+            self.embedder_id, self.dimensions = embedder_id, dimensions
 
     def get(self, id: str) -> VectorEntry | None:
         with self._lock:
@@ -408,3 +514,53 @@ class InMemoryVectorStore:
                     if len(out) == k:
                         break
             return out
+
+
+def reindex(
+    store: Any,
+    embedder: Any,
+    items: Iterable[tuple[str, str, VectorMetadata | None]],
+    *,
+    batch_size: int = 64,
+) -> int:
+    """Switch ``store`` to another embedder: every entry is deleted, the store records
+    ``embedder.model_id`` and ``embedder.dimensions`` (its own dimension, which may differ from the
+    old one) and ``items`` (``(id, text, metadata or None)``) are embedded with ``embedder`` in
+    batches of ``batch_size`` and upserted. This is the documented way to change a store's
+    embedder (``docs/memory.md``, "Vector stores"): opening a store with another embedder raises
+    :class:`DimensionMismatchError` or :class:`EmbedderMismatchError` instead. Returns how many
+    entries were written.
+
+    Args:
+        store: a store with ``reindex(embedder_id, dimensions)`` (all three stores here).
+        embedder: an ``Embedder`` (``model_id``, ``dimensions``, ``embed(texts)``).
+
+    Raises:
+        TypeError: ``store`` has no ``reindex``.
+        VectorStoreError: the database failed; InvalidVectorError: an embedding cannot be stored
+            (e.g. the empty text under ``Metric.Cosine``: leave empty texts out).
+    """
+    switch = getattr(store, "reindex", None)
+    if switch is None:
+        raise TypeError(f"{type(store).__name__} cannot be reindexed (it has no reindex method)")
+    switch(embedder.model_id, int(embedder.dimensions))
+    written = 0
+    batch: list[tuple[str, str, VectorMetadata | None]] = []
+
+    def put() -> int:
+        rows = embedder.embed([text for _, text, _ in batch])
+        store.upsert(
+            VectorEntry(i, [float(x) for x in row], meta or VectorMetadata())
+            for (i, _, meta), row in zip(batch, rows, strict=True)
+        )
+        n = len(batch)
+        batch.clear()
+        return n
+
+    for item in items:
+        batch.append(item)
+        if len(batch) >= batch_size:
+            written += put()
+    if batch:
+        written += put()
+    return written

@@ -6,7 +6,12 @@ Table ``<t>`` (default ``vectors``)::
     id text PRIMARY KEY, embedding vector(<dimensions>) NOT NULL,
     tags text[] NOT NULL, labels jsonb NOT NULL, extra jsonb NOT NULL
 
-with an HNSW index on ``embedding`` for the store's metric (``vector_cosine_ops``,
+and ``<t>_meta(key text PRIMARY KEY, value text)`` holding ``embedder`` (the ``model_id`` of the
+embedder whose vectors the table holds). Both the column's dimension and the embedder are checked
+when the store is opened, before anything is written
+(:class:`~foundation_ai.vectors.DimensionMismatchError`,
+:class:`~foundation_ai.vectors.EmbedderMismatchError`); :meth:`PgVectorStore.reindex` switches
+embedders. The table has an HNSW index on ``embedding`` for the store's metric (``vector_cosine_ops``,
 ``vector_l2_ops`` or ``vector_ip_ops``) and GIN indexes on ``tags`` and ``labels``. Scores:
 cosine similarity = 1 - ``<=>``; L2 distance = ``<->``; dot product = -(``<#>``), as the
 pgvector README defines the operators.
@@ -42,6 +47,7 @@ from ._store import (
     VectorEntry,
     VectorMatch,
     VectorMetadata,
+    check_identity,
     check_k,
     checked_rows,
     driver_errors,
@@ -104,10 +110,15 @@ class PgVectorStore:
         table: the table name (letters, digits, ``_``).
         index: ``"hnsw"`` (default) or ``None`` (exact search only).
         ef_search: HNSW search breadth (pgvector ``hnsw.ef_search``; recall rises with it).
+        embedder_id: the ``model_id`` of the embedder whose vectors the table holds: recorded
+            when the table has none, checked otherwise (or :meth:`use_embedder` later).
 
     Raises:
         ConfigurationError: psycopg missing, the server has no ``vector`` extension, or a bad
             table name.
+        DimensionMismatchError: the table exists with another dimension than ``dimensions``
+            (checked before any write).
+        EmbedderMismatchError: the table was written by another embedder than ``embedder_id``.
         VectorStoreError: the server cannot be reached, or (from any method) a statement failed.
         DimensionMismatchError: (from upsert/search) a vector of another length.
         InvalidVectorError: (from upsert/search) a NaN or infinite component, or a zero vector
@@ -123,6 +134,7 @@ class PgVectorStore:
         table: str = "vectors",
         index: str | None = "hnsw",
         ef_search: int = 100,
+        embedder_id: str | None = None,
     ) -> None:
         try:
             import psycopg
@@ -138,7 +150,9 @@ class PgVectorStore:
         self.metric = metric
         self.table = table
         self.ef_search = int(ef_search)
-        self._lock = threading.Lock()
+        self.index = index
+        self.embedder_id: str | None = None
+        self._lock = threading.RLock()
         self.where = _where(conninfo, table)
         if isinstance(conninfo, psycopg.Connection):
             self._conn = conninfo
@@ -150,14 +164,43 @@ class PgVectorStore:
             self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         except psycopg.Error as exc:
             raise ConfigurationError(f"the server has no pgvector extension: {exc}") from exc
-        with self._errors("create"):
-            self._setup(index)
+        try:
+            with self._errors("create"):
+                self._setup(index, embedder_id)
+                if embedder_id is not None:
+                    self._bind(embedder_id, self.dimensions, reindex=False)
+        except BaseException:
+            if not isinstance(conninfo, psycopg.Connection):
+                self._conn.close()
+            raise
 
     def _errors(self, action: str) -> contextlib.AbstractContextManager[None]:
         """psycopg errors as :class:`VectorStoreError` (``action``: what was being done)."""
         return driver_errors("psycopg", f"{action} the vector store ({self.where})", self.where)
 
-    def _setup(self, index: str | None) -> None:
+    def _column_dimensions(self) -> int | None:
+        """The dimension of an existing table's ``embedding`` column (``vector(256)``), or
+        ``None`` when the table does not exist yet."""
+        row = self._conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = to_regclass(%s) AND attname = 'embedding' AND NOT attisdropped",
+            (self.table,),
+        ).fetchone()
+        if row is None:
+            return None
+        m = re.search(r"\((\d+)\)", str(row[0]))
+        return int(m.group(1)) if m else None
+
+    def _setup(self, index: str | None, embedder_id: str | None) -> None:
+        t = self.table
+        self._conn.execute(f"CREATE TABLE IF NOT EXISTS {t}_meta (key text PRIMARY KEY, value text NOT NULL)")
+        meta = dict(self._conn.execute(f"SELECT key, value FROM {t}_meta").fetchall())
+        self.embedder_id = meta.get("embedder")
+        # before anything is created or written: the column's length against the one asked for
+        check_identity(self.where, self.embedder_id, self._column_dimensions(), embedder_id, self.dimensions)
+        self._create(index)
+
+    def _create(self, index: str | None) -> None:
         t, metric = self.table, self.metric
         self._conn.execute(
             f"CREATE TABLE IF NOT EXISTS {t} (id text PRIMARY KEY, embedding vector({self.dimensions}) NOT NULL, "
@@ -171,6 +214,45 @@ class PgVectorStore:
                 f"CREATE INDEX IF NOT EXISTS {t}_hnsw_{metric.value} ON {t} "
                 f"USING hnsw (embedding {_OPS[metric]})"
             )
+
+    def use_embedder(self, embedder_id: str, dimensions: int) -> None:
+        """Bind the table to an embedder before anything is written: record its id when the
+        table recorded none, else check it; the dimension must be the column's.
+
+        Raises:
+            DimensionMismatchError, EmbedderMismatchError: the table was created for another
+                embedder (nothing is changed).
+            VectorStoreError: a statement failed.
+        """
+        with self._lock, self._errors("open"):
+            self._bind(embedder_id, dimensions, reindex=False)
+
+    def reindex(self, embedder_id: str, dimensions: int) -> None:
+        """Drop every entry and make the table anew for another embedder (its own dimension),
+        in one transaction. :func:`foundation_ai.vectors.reindex` also re-embeds the texts.
+
+        Raises:
+            VectorStoreError: a statement failed (nothing was changed).
+        """
+        with self._lock, self._errors("reindex"):
+            self._bind(embedder_id, dimensions, reindex=True)
+
+    def _bind(self, embedder_id: str, dimensions: int, *, reindex: bool) -> None:
+        t = self.table
+        with self._lock:
+            if not reindex:
+                check_identity(self.where, self.embedder_id, self.dimensions, embedder_id, dimensions)
+            with self._conn.transaction():
+                if reindex:
+                    self._conn.execute(f"DROP TABLE IF EXISTS {t}")
+                    self.dimensions = int(dimensions)
+                    self._create(self.index)
+                self._conn.execute(
+                    f"INSERT INTO {t}_meta VALUES ('embedder', %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                    (embedder_id,),
+                )
+            self.embedder_id = embedder_id
 
     def upsert(self, entries: Iterable[VectorEntry]) -> None:
         """Insert entries, replacing those with the same id (one transaction; every vector is
@@ -263,9 +345,10 @@ class PgVectorStore:
         return [VectorMatch(i, _score(self.metric, None if d is None else float(d))) for i, d in rows]
 
     def drop(self) -> None:
-        """Drop the table and its indexes."""
+        """Drop the table, its indexes and its recorded embedder."""
         with self._lock, self._errors("drop"):
             self._conn.execute(f"DROP TABLE IF EXISTS {self.table}")
+            self._conn.execute(f"DROP TABLE IF EXISTS {self.table}_meta")
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

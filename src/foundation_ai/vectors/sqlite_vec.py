@@ -13,7 +13,10 @@ Schema (``<t>`` is the table prefix, default ``vectors``):
   distance metric, keyed by the same ``rowid``;
 - ``<t>_tags(tag, rowid)`` and ``<t>_labels(key, value, rowid)``: what filters read (each also
   indexed by ``rowid``, for deletes);
-- ``<t>_meta(key, value)``: ``dimensions`` and ``metric`` of the store.
+- ``<t>_meta(key, value)``: ``dimensions``, ``metric`` and ``embedder`` (the ``model_id`` of
+  the embedder whose vectors it holds) of the store, recorded at creation and checked at every
+  open (:class:`~foundation_ai.vectors.DimensionMismatchError`,
+  :class:`~foundation_ai.vectors.EmbedderMismatchError`; ``reindex`` switches embedders).
 
 A search without a filter is a ``vec0`` k-nearest-neighbour query (exact; sqlite-vec has no
 approximate index); with a filter it scores only the rows that pass it
@@ -28,6 +31,7 @@ database failures are :class:`~foundation_ai.vectors.VectorStoreError`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import threading
@@ -37,6 +41,7 @@ from typing import Any
 
 import msgspec
 
+from .._private import private_file
 from ..errors import ConfigurationError
 from ._store import (
     DimensionMismatchError,
@@ -46,6 +51,7 @@ from ._store import (
     VectorMatch,
     VectorMetadata,
     VectorStoreError,
+    check_identity,
     check_k,
     checked_rows,
     driver_errors,
@@ -53,6 +59,8 @@ from ._store import (
 )
 
 __all__ = ["SqliteVecStore", "default_vector_path"]
+
+log = logging.getLogger(__name__)
 
 _TABLE_OK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
 _SQL_METRIC = {Metric.Cosine: "cosine", Metric.L2: "l2"}
@@ -105,10 +113,15 @@ class SqliteVecStore:
             the first upserted entry.
         metric: ``Metric.Cosine`` (default) or ``Metric.L2``; an existing table keeps its own.
         table: the table prefix (letters, digits, ``_``), so several stores share one file.
+        embedder_id: the ``model_id`` of the embedder whose vectors the store holds: recorded
+            when the store has none, checked otherwise (or :meth:`use_embedder` later).
 
     Raises:
         ConfigurationError: apsw/sqlite-vec missing, ``Metric.Dot``, a bad table name, or an
-            existing table with another metric or dimension.
+            existing table with another metric.
+        DimensionMismatchError: an existing table of another dimension than ``dimensions``.
+        EmbedderMismatchError: an existing table written by another embedder than
+            ``embedder_id``.
         VectorStoreError: the file cannot be opened or is not a database (a directory, no
             permission), or (from any method) the database failed.
         DimensionMismatchError: (from upsert/search) a vector of another length.
@@ -123,6 +136,7 @@ class SqliteVecStore:
         dimensions: int | None = None,
         metric: Metric = Metric.Cosine,
         table: str = "vectors",
+        embedder_id: str | None = None,
     ) -> None:
         if metric not in _SQL_METRIC:
             raise ConfigurationError("sqlite-vec supports Metric.Cosine and Metric.L2, not Metric.Dot")
@@ -133,6 +147,7 @@ class SqliteVecStore:
         self.table = table
         self.metric = metric
         self.dimensions: int | None = None
+        self.embedder_id: str | None = None
         self._lock = threading.RLock()
         if self.path != ":memory:":
             if Path(p).is_dir():
@@ -142,7 +157,7 @@ class SqliteVecStore:
                     where=self.path,
                 )
             try:
-                Path(p).parent.mkdir(parents=True, exist_ok=True)
+                private_file(p)  # 0600 in a 0700 folder when made here (SQLite's -wal/-shm follow)
             except OSError as exc:
                 raise VectorStoreError(
                     f"cannot create the folder of the vector store {self.path!r}: {exc}", where=self.path
@@ -151,7 +166,9 @@ class SqliteVecStore:
             self._conn = _open(self.path)
         try:
             with self._errors("open"):
-                self._setup(dimensions, metric)
+                self._setup(dimensions, metric, embedder_id)
+                if embedder_id is not None:
+                    self._bind(embedder_id, dimensions, reindex=False)
         except BaseException:
             self._conn.close()
             raise
@@ -162,7 +179,7 @@ class SqliteVecStore:
             "apsw", f"{action} the vector store {self.path!r} (table {self.table!r})", self.path
         )
 
-    def _setup(self, dimensions: int | None, metric: Metric) -> None:
+    def _setup(self, dimensions: int | None, metric: Metric, embedder_id: str | None) -> None:
         t = self.table
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute(
@@ -183,16 +200,64 @@ class SqliteVecStore:
         if meta:
             stored_metric = Metric(meta["metric"])
             stored_dims = int(meta["dimensions"])
-            if dimensions is not None and dimensions != stored_dims:
-                raise ConfigurationError(
-                    f"table {t!r} holds {stored_dims}-dimension vectors, not {dimensions}"
-                )
+            self.embedder_id = meta.get("embedder")
+            check_identity(self._where(), self.embedder_id, stored_dims, embedder_id, dimensions)
             if metric is not stored_metric and metric is not Metric.Cosine:
                 raise ConfigurationError(f"table {t!r} uses {stored_metric.value}, not {metric.value}")
             self.metric = stored_metric
             self.dimensions = stored_dims
         elif dimensions is not None:
             self._create(dimensions)
+
+    def _where(self) -> str:
+        return f"{self.path!r} (table {self.table!r})"
+
+    def use_embedder(self, embedder_id: str, dimensions: int) -> None:
+        """Bind the store to an embedder before anything is written: record its id (and its
+        dimension, for a store that has none yet) when the store recorded none, else check both.
+
+        Raises:
+            DimensionMismatchError, EmbedderMismatchError: the store was created for another
+                embedder (nothing is changed).
+            VectorStoreError: the database failed.
+        """
+        with self._lock, self._errors("open"):
+            self._bind(embedder_id, dimensions, reindex=False)
+
+    def reindex(self, embedder_id: str, dimensions: int) -> None:
+        """Delete every entry and bind the store to another embedder (its own dimension), in one
+        transaction. :func:`foundation_ai.vectors.reindex` also re-embeds the texts.
+
+        Raises:
+            VectorStoreError: the database failed (nothing was changed).
+        """
+        with self._lock, self._errors("reindex"):
+            self._bind(embedder_id, dimensions, reindex=True)
+
+    def _bind(self, embedder_id: str, dimensions: int | None, *, reindex: bool) -> None:
+        t = self.table
+        with self._lock:
+            if not reindex:
+                check_identity(self._where(), self.embedder_id, self.dimensions, embedder_id, dimensions)
+            with self._conn:
+                if reindex:
+                    for part in ("items", "tags", "labels"):
+                        self._conn.execute(f"DELETE FROM {t}_{part}")
+                    self._conn.execute(f"DROP TABLE IF EXISTS {t}_vec")
+                    self._conn.execute(f"DELETE FROM {t}_meta WHERE key = 'dimensions'")
+                    self.dimensions = None
+                elif self.embedder_id is None and len(self):
+                    log.warning(
+                        "vector store %s: %d vectors written before embedders were recorded are "
+                        "taken as embedder %r's",
+                        self._where(),
+                        len(self),
+                        embedder_id,
+                    )
+                self._conn.execute(f"INSERT OR REPLACE INTO {t}_meta VALUES ('embedder', ?)", (embedder_id,))
+                if self.dimensions is None and dimensions is not None:
+                    self._create(dimensions)
+            self.embedder_id = embedder_id
 
     def _create(self, dimensions: int) -> None:
         t = self.table

@@ -26,9 +26,19 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from ...errors import FoundationAIError
-from ...types import Messages, SessionRecord, TextContent, UserMessage, from_json
+from ...types import (
+    AssistantMessage,
+    Messages,
+    SessionRecord,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    from_json,
+)
 from ...types._text import scrub_surrogates
-from ..errors import CorruptRecordError
+from ...types.serialization import MAX_NESTING, nesting_exceeds
+from ..errors import CorruptRecordError, StoreError
 
 __all__ = [
     "decode_records",
@@ -39,8 +49,11 @@ __all__ = [
     "alist_sessions",
     "aload",
     "asession_meta",
+    "check_loadable",
+    "encode_records",
     "conversation_of",
     "meta_delta",
+    "pair_results",
     "paused_gc",
     "public_base_url",
     "takes_header",
@@ -160,6 +173,49 @@ def title_of(records: Iterable[SessionRecord]) -> str | None:
                 if line:
                     return scrub_surrogates(line[:TITLE_CHARS])
     return None
+
+
+def encode_records(records: Sequence[SessionRecord], where: str) -> list[bytes]:
+    """The records' JSON bodies (``to_json``), for a store's ``append``, checked by
+    :func:`check_loadable`.
+
+    Raises:
+        StoreError: not retryable; a record nested too deeply to encode or to load again.
+    """
+    from ...types import to_json
+
+    try:
+        bodies = [to_json(r) for r in records]
+    except RecursionError:  # nested past the encoder's own depth (~1,000 levels)
+        raise StoreError(
+            f"a record of the batch nests arrays/objects deeper than {MAX_NESTING} levels: it could "
+            "not be loaded again, so nothing of the batch was written",
+            path=where,
+        ) from None
+    check_loadable(bodies, records, where)
+    return bodies
+
+
+def check_loadable(bodies: Sequence[bytes], records: Sequence[SessionRecord], where: str) -> None:
+    """Refuse a batch a store could write but never load again: a record whose JSON nests
+    arrays/objects deeper than the format's limit (``MAX_NESTING``, ``docs/json-format.md``,
+    "Limits"), which ``load`` would skip as undecodable. A store applies the same limit at
+    write as at load; nothing of the batch is written. (The turn loop never sends one: it
+    keeps too-deep tool arguments as text, ``agentic/turn/persist.py``.)
+
+    Raises:
+        StoreError: not retryable; the message names the record (its kind and id).
+    """
+    for body, rec in zip(bodies, records, strict=True):
+        if nesting_exceeds(body):
+            msg = getattr(rec, "message", None)
+            who = f"message {msg.id}" if msg is not None else f"record {getattr(rec, 'id', '?')}"
+            raise StoreError(
+                f"the {rec.__struct_config__.tag} record of {who} nests arrays/objects deeper than "
+                f"{MAX_NESTING} levels: it could not be loaded again, so nothing of the batch was "
+                "written",
+                path=where,
+            )
 
 
 def meta_delta(records: Sequence[SessionRecord]) -> tuple[int, str | None]:
@@ -316,7 +372,8 @@ async def asession_meta(store: SessionStore, session_id: str) -> SessionMeta | N
 def conversation_of(records: Iterable[SessionRecord]) -> list[Messages]:
     """The conversation the records describe, oldest first: every ``Conversation`` message,
     in order, except those a ``Retracted`` record names (a message id appears once; a later
-    record for the same id replaces the earlier one in place)."""
+    record for the same id replaces the earlier one in place), each tool result right after the
+    calls of its response (:func:`pair_results`)."""
     order: list[str] = []
     msgs: dict[str, Messages] = {}
     retracted: set[str] = set()
@@ -328,4 +385,54 @@ def conversation_of(records: Iterable[SessionRecord]) -> list[Messages]:
             msgs[m.id] = m
         elif isinstance(r, SessionRecord.Retracted):
             retracted.update(r.message_ids)
-    return [msgs[i] for i in order if i not in retracted]
+    return pair_results([msgs[i] for i in order if i not in retracted])
+
+
+_PLACEHOLDER = "interrupted: the process stopped"
+"""The ``error_detail`` of the result a resume gives a call whose run it did not see end."""
+
+
+def pair_results(conv: list[Messages]) -> list[Messages]:
+    """``conv`` with each tool result moved right after the calls of its response, whatever
+    was stored between them (another writer's messages, e.g. a second process's turn on the
+    same session before leases existed): the model is shown the real result next to its call,
+    never "not run" plus a stray result. A call with two results keeps the real one, not the
+    placeholder a resume stored for it (``error_detail`` "interrupted: the process stopped").
+    A result whose call is not in ``conv`` stays where it is. Returns ``conv`` itself when every
+    result is already in place (the usual case: one pass, no copy)."""
+    calls: set[str] = set()
+    block: set[str] = set()  # the calls of the response being answered
+    in_place = True
+    for m in conv:
+        if isinstance(m, AssistantMessage):
+            if isinstance(m.content, ToolCall):
+                calls.add(m.content.id)
+                block.add(m.content.id)
+        elif isinstance(m, ToolResultMessage):
+            if m.tool_call_id in calls and m.tool_call_id not in block:
+                in_place = False
+                break
+            block.discard(m.tool_call_id)
+        else:
+            block = set()
+    if in_place:
+        return conv
+    best: dict[str, ToolResultMessage] = {}
+    for m in conv:
+        if isinstance(m, ToolResultMessage) and m.tool_call_id in calls:
+            have = best.get(m.tool_call_id)
+            if have is None or (have.error_detail == _PLACEHOLDER and m.error_detail != _PLACEHOLDER):
+                best[m.tool_call_id] = m
+    out: list[Messages] = []
+    pending: list[str] = []  # call ids of the response being read
+    for k, m in enumerate(conv):
+        if isinstance(m, ToolResultMessage) and m.tool_call_id in calls:
+            continue  # placed after its response below
+        out.append(m)
+        if isinstance(m, AssistantMessage) and isinstance(m.content, ToolCall):
+            pending.append(m.content.id)
+        nxt = conv[k + 1] if k + 1 < len(conv) else None
+        if pending and not isinstance(nxt, AssistantMessage):  # the response ends here
+            out += [best[c] for c in pending if c in best]
+            pending = []
+    return out

@@ -45,10 +45,10 @@ import psycopg_pool
 from psycopg import conninfo
 from psycopg.types.json import Jsonb
 
-from ...types import SessionRecord, to_json
+from ...types import SessionRecord
 from ...types._text import scrub_surrogates
 from ..errors import SessionClosedError, StoreError
-from .base import SessionHeader, SessionMeta, decode_records, meta_delta, paused_gc
+from .base import SessionHeader, SessionMeta, decode_records, encode_records, meta_delta, paused_gc
 
 __all__ = ["PostgresSessionStore", "libpq_url", "redact_url"]
 
@@ -246,7 +246,7 @@ class PostgresSessionStore:
         if not keep and header is None:
             return
         kinds = [r.__struct_config__.tag for r in keep]
-        bodies = [to_json(r) for r in keep]
+        bodies = encode_records(keep, self.url)
         added, title = meta_delta(keep)
         self._check_open()
         params = {

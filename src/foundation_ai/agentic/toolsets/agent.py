@@ -18,9 +18,13 @@ Rules:
 
 - **Depth**: a child gets the ``agent`` tool too while its depth is below ``max_depth``
   (the parent is depth 0), so delegation is bounded.
-- **Usage and budget**: each child starts with the parent's *remaining* budget; when its turn
-  ends, its usage (tokens and cost) is recorded in the parent's ledger (one entry per child
-  turn), so the parent's totals, ``Summary`` and budget include it.
+- **Usage and budget**: a child's usage (tokens and cost) is recorded in its parent's ledger as
+  each of its generations ends (and so in every ancestor's), so the parent's totals, ``Summary``
+  and budget include it while the child runs. Every request of the tree is gated before it is
+  sent: a child's admission checks the parent's budget (its totals so far, every running child
+  included), and the parent's ``with_can_spend`` check (up the tree) is asked about the child's
+  request with the parent's ledger, so a child never spends past its parent's budget by more
+  than the one request under way.
 - **Records**: the child is its own session in the parent's store (``session_id`` in the
   result; :func:`child_sessions` lists the children a parent's records name).
 - **Steering and abort**: a steer or abort of the parent cancels a running ``run`` call, which
@@ -33,6 +37,8 @@ See ``docs/tools.md``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import dataclasses
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -44,14 +50,16 @@ from ...errors import ConfigurationError
 from ...ids import new_scru128
 from ...types import Messages, SessionRecord, TextContent, ToolResultMessage
 from ..errors import TurnFailedError
-from ..ledger import TokenBudget
+from ..ledger import TokenLedger
 from ..tools import MultiCommandTool, tool
+from ..turn.hooks import SpendRequest
 from .errors import ToolRefused
 
 if TYPE_CHECKING:
+    from ..builder import AgentSessionBuilder
     from ..session import AgentSession
 
-__all__ = ["SubAgent", "SubAgentRun", "SubAgents", "child_sessions"]
+__all__ = ["SubAgent", "SubAgentRun", "SubAgents", "TreeLedger", "child_sessions"]
 
 AGENT_TOOL = "agent"
 _WATCH_INTERVAL = 0.05
@@ -169,15 +177,6 @@ class SubAgents:
     def _child(self, parent: AgentSession, kind: SubAgent, depth: int) -> AgentSession:
         from ..session import AgentSession
 
-        b = parent.ledger.budget
-        budget = None
-        if b is not None:
-            budget = TokenBudget(
-                max_tokens=None if b.max_tokens is None else max(b.max_tokens - parent.ledger.tokens, 0.0),
-                max_cost_usd=None
-                if b.max_cost_usd is None
-                else max(b.max_cost_usd - parent.ledger.cost_usd, 0.0),
-            )
         builder = (
             AgentSession.builder(kind.model if kind.model is not None else parent.model)
             .with_store(parent.store)
@@ -186,23 +185,22 @@ class SubAgents:
         )
         if kind.system_prompt:
             builder = builder.with_system_prompt(kind.system_prompt)
-        if budget is not None:
-            builder = builder.with_token_budget(budget.max_tokens, max_cost_usd=budget.max_cost_usd)
+        builder = _traced_like(builder, parent)
         child_id = new_scru128()
         self._depth[child_id] = depth + 1
         builder = builder.with_tool_factory(self)
-        return builder.build(child_id)
+        child = builder.build(child_id)
+        child.ledger = TreeLedger(parent.ledger)
+        gate = _tree_gate(parent)
+        if gate is not None:
+            child.hooks = dataclasses.replace(child.hooks, can_spend=gate)
+        return child
 
     def _kind(self, name: str) -> SubAgent:
         kind = self.agents.get(name)
         if kind is None:
             raise ToolRefused(f"no sub-agent {name!r}; choose one of: {', '.join(self.agents)}")
         return kind
-
-    @staticmethod
-    def _roll_up(parent: AgentSession, turn: Any) -> None:
-        usage = turn.usage()
-        parent.ledger.record(usage)
 
     async def run(self, parent: AgentSession, depth: int, agent: str, task: str) -> str:
         """Run a child to its answer (see the module docstring); JSON text.
@@ -217,10 +215,8 @@ class SubAgents:
         except TurnFailedError as exc:  # the child's failure is reported below, with its usage
             turn = exc.turn
         except asyncio.CancelledError:
-            child.abort()
-            self._roll_up(parent, _Partial(child))
+            child.abort()  # its generations so far are in the parent's ledger already
             raise
-        self._roll_up(parent, turn)
         if not turn.ok:
             why = turn.error.message if turn.error is not None else turn.outcome.value
             raise ToolRefused(
@@ -250,7 +246,6 @@ class SubAgents:
                     run.turn = asyncio.run(child.arun_turn(Messages.user(task)))
                 except TurnFailedError as exc:
                     run.turn = exc.turn
-                self._roll_up(parent, run.turn)
             except BaseException as exc:
                 run.error = exc
             finally:
@@ -261,7 +256,10 @@ class SubAgents:
                 if run.stopped or parent.steering.aborted:
                     child.abort()
 
-        run.thread = threading.Thread(target=work, name=f"foundation-ai-subagent-{run.id}", daemon=True)
+        ctx = contextvars.copy_context()  # the child's spans stay in the caller's trace
+        run.thread = threading.Thread(
+            target=ctx.run, args=(work,), name=f"foundation-ai-subagent-{run.id}", daemon=True
+        )
         run.thread.start()
         threading.Thread(target=watch, name=f"foundation-ai-subagent-watch-{run.id}", daemon=True).start()
         return _json({"id": run.id, "agent": agent, "session_id": child.session_id})
@@ -303,14 +301,61 @@ class SubAgents:
         return _json(run.status())
 
 
-class _Partial:
-    """The usage of a child whose turn was cancelled (its ledger's turn totals)."""
+def _traced_like(builder: AgentSessionBuilder, parent: AgentSession) -> AgentSessionBuilder:
+    """``builder`` with the parent's tracing (the same ``Tracing`` hooks), so a child's
+    ``invoke_agent`` span is a child of the ``execute_tool`` span of the call that runs it
+    (docs/telemetry.md)."""
+    from ..turn.hooks import IN_PROCESS
 
-    def __init__(self, child: AgentSession) -> None:
-        self.child = child
+    steps = parent.hooks.steps
+    tracing: Any = getattr(steps, "tracing", None)  # TracingSteps' (agentic.plugins.TracingPlugin)
+    if tracing is None:
+        return builder
+    return builder.with_phase_hooks(tracing).with_step_runner(tracing.steps(IN_PROCESS))
 
-    def usage(self) -> Any:
-        return self.child.ledger.turn
+
+class TreeLedger(TokenLedger):
+    """A child session's ledger: its own totals, each generation also recorded in the parent's
+    ledger (and so up the tree) at once; its budget is the parent's, checked against the
+    parent's totals (:meth:`exhausted`).
+
+    Args:
+        parent: the parent session's ledger.
+    """
+
+    __slots__ = ("parent",)
+    _lock = threading.RLock()  # children in background threads record into one parent (nested: re-entered)
+
+    def __init__(self, parent: TokenLedger) -> None:
+        super().__init__(parent.budget)
+        self.parent = parent
+
+    def record(self, usage: Any) -> None:
+        """Add one generation's usage here and to the parent's ledger."""
+        super().record(usage)
+        with TreeLedger._lock:
+            self.parent.record(usage)
+
+    def exhausted(self) -> str | None:
+        """The parent's verdict (its totals hold every child's usage so far)."""
+        return self.parent.exhausted()
+
+
+def _tree_gate(parent: AgentSession) -> Any:
+    """A ``can_spend`` check for a child of ``parent``: the parent's own check (which, for a
+    child parent, asks its parent in turn), given the child's request (its ``session_id``) with
+    the parent's ledger; ``None`` when no session up the tree has one."""
+    check = parent.hooks.can_spend
+    if check is None:
+        return None
+
+    def gate(request: SpendRequest) -> Any:
+        # the child's request (its session id, model, turn) against the parent's ledger
+        return check(
+            SpendRequest(request.session_id, request.interaction, request.model, parent.ledger, request.state)
+        )
+
+    return gate
 
 
 def _json(value: dict[str, Any]) -> str:

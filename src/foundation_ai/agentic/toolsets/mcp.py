@@ -12,7 +12,16 @@ Each tool of the server becomes an ordinary tool: its ``inputSchema`` is the too
 calls are validated like any other before they are sent; the server's answer becomes the tool
 result (text parts joined; ``isError`` answers, a timeout, a protocol error and a server that
 crashed or closed the connection become error results). A server that stopped is started again
-(stdio) or reconnected (HTTP) on the next call. A stdio server that fails to start (exits, or
+(stdio) or reconnected (HTTP) on the next call. A streamable HTTP server that lost the session
+(HTTP 404 on the session id, e.g. after a restart on the same port: the MCP specification,
+https://modelcontextprotocol.io/specification/2025-06-18/basic/transports#session-management,
+says to start a new session) is initialized again once and the request retried once; a second
+loss is an error result naming the server. A paged tool list (``nextCursor``) is read to its
+end. An input schema is made self-contained (:func:`~foundation_ai.schema.refs.self_contained`):
+a ``$ref`` to another document is never fetched, and such a tool is refused, visibly
+(:attr:`MCPServerTools.refused`, a warning in the log). A message the SDK cannot parse fails
+the request at once (not at its timeout) with the server and the cause named; an answer larger
+than ``max_result_bytes`` is an error result. A stdio server that fails to start (exits, or
 never completes the handshake) is reported with the last lines it wrote to stderr. Names that providers would refuse are made safe
 (``[a-zA-Z0-9_-]``, at most 64 characters; an optional ``prefix`` keeps servers apart) and
 unique (:func:`tool_names`: ``get.item`` beside ``get_item`` is offered as ``get_item_2``); the
@@ -29,17 +38,20 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import os
 import re
+import sys
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TextIO
 
 from ...errors import ConfigurationError, FoundationAIError
+from ...schema.refs import self_contained
 from ...types import Args, Tool, ToolDefinition
 
-__all__ = ["MCPServerTools", "MCPTool", "MCPToolError", "tool_names"]
+__all__ = ["MCPServerTools", "MCPTool", "MCPToolError", "MCPToolRefused", "tool_names", "trace_meta"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +59,11 @@ DEFAULT_CALL_TIMEOUT = 60.0
 """Seconds an MCP tool call may take before it becomes an error result."""
 DEFAULT_CONNECT_TIMEOUT = 30.0
 """Seconds to start (or reach) a server and complete the MCP handshake."""
+DEFAULT_MAX_RESULT_BYTES = 8 * 1024 * 1024
+"""Bytes an MCP answer may have (8 MiB; its text once decoded, and the HTTP body on the
+streamable HTTP transport, cut as soon as it passes): a larger one is an error result."""
+MAX_TOOL_PAGES = 1000
+"""Pages of a paged ``tools/list`` read at most (a server whose cursors never end is an error)."""
 STDERR_TAIL_LINES = 8
 """Lines of a stdio server's stderr quoted when it fails to start (each cut to 300 characters)."""
 _STDERR_KEEP = 8192
@@ -67,6 +84,25 @@ class MCPToolError(FoundationAIError):
     def __init__(self, message: str, *, transient: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
+
+
+class MCPToolRefused(MCPToolError):
+    """A tool of an MCP server that is not offered to the model: its input schema refers to
+    another document (never fetched) or cannot be used.
+
+    Attributes:
+        server: the server's label.
+        tool: the tool's name on the server.
+    """
+
+    def __init__(self, server: str, tool: str, why: str) -> None:
+        super().__init__(f"the MCP server {server!r}: tool {tool!r} is refused: {why}")
+        self.server = server
+        self.tool = tool
+
+
+class _SessionGone(Exception):
+    """The server does not know our session any more (HTTP 404 on the session id)."""
 
 
 class _Background:
@@ -187,12 +223,29 @@ def tool_names(names: Sequence[str], prefix: str | None = None) -> list[str]:
     return out
 
 
+def trace_meta() -> dict[str, str] | None:
+    """The current OpenTelemetry trace context as W3C Trace Context fields (``traceparent``,
+    ``tracestate``) for a request's ``params._meta``, so spans the MCP server opens join the
+    caller's trace (OpenTelemetry semantic conventions for MCP: context propagation through
+    ``params._meta``, https://opentelemetry.io/docs/specs/semconv/gen-ai/mcp/); ``None`` when
+    OpenTelemetry is not in use in this process (never imported here) or no span is current."""
+    if sys.modules.get("opentelemetry.trace") is None:
+        return None
+    from opentelemetry import propagate
+
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier or None
+
+
 class MCPServerTools:
     """The tools of one MCP server. Build with :meth:`stdio` or :meth:`http`.
 
     Attributes:
         name: a label for the server (``category`` of its tools is ``"mcp:<name>"``).
         starts: how many times a connection was opened (restarts = ``starts - 1``).
+        refused: the tools not offered (external ``$ref``, unusable schema), by remote name.
+        max_result_bytes: the largest answer accepted (bytes).
     """
 
     def __init__(
@@ -209,8 +262,15 @@ class MCPServerTools:
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         errlog: TextIO | None = None,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> None:
         _require_mcp()
+        if not isinstance(max_result_bytes, int) or max_result_bytes < 1:
+            raise ConfigurationError(f"max_result_bytes must be a positive integer, got {max_result_bytes!r}")
+        self.max_result_bytes = max_result_bytes
+        self.refused: dict[str, MCPToolRefused] = {}
+        """The server's tools not offered, by their name on the server (see :class:`MCPToolRefused`)."""
+        self._fault: asyncio.Future[BaseException] | None = None
         self.transport = transport
         self.command = list(command)
         self.env = env
@@ -243,6 +303,7 @@ class MCPServerTools:
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         errlog: TextIO | None = None,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> MCPServerTools:
         """A server started as a subprocess, speaking MCP over its stdin/stdout.
 
@@ -259,6 +320,7 @@ class MCPServerTools:
             errlog: a file (with a ``fileno``) where the server's stderr goes; by default it is
                 read into memory (the last 8 KiB are kept) and its last lines are quoted when the
                 server fails to start.
+            max_result_bytes: the largest answer accepted, in bytes (default 8 MiB).
 
         Raises:
             ConfigurationError: an empty command, or the ``mcp`` package is not installed
@@ -278,6 +340,7 @@ class MCPServerTools:
             call_timeout=call_timeout,
             connect_timeout=connect_timeout,
             errlog=errlog,
+            max_result_bytes=max_result_bytes,
         )
 
     @classmethod
@@ -290,9 +353,11 @@ class MCPServerTools:
         prefix: str | None = None,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> MCPServerTools:
         """A server reached over MCP's streamable HTTP transport at ``url`` (e.g.
-        ``http://127.0.0.1:8000/mcp``); ``headers`` are sent with every request.
+        ``http://127.0.0.1:8000/mcp``); ``headers`` are sent with every request; an HTTP body
+        past ``max_result_bytes`` is cut as it arrives.
 
         Raises:
             ConfigurationError: the ``mcp`` package is not installed
@@ -306,6 +371,7 @@ class MCPServerTools:
             prefix=prefix,
             call_timeout=call_timeout,
             connect_timeout=connect_timeout,
+            max_result_bytes=max_result_bytes,
         )
 
     def __repr__(self) -> str:
@@ -317,6 +383,17 @@ class MCPServerTools:
     async def _run(self, ready: asyncio.Future[Any], tail: _StderrTail | None) -> None:
         stop = self._stop
         assert stop is not None
+        fault: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+        self._fault = fault
+
+        async def on_message(message: Any) -> None:
+            """The SDK's ``message_handler``: a transport exception (a message it could not
+            parse) fails the connection at once instead of leaving the request to time out."""
+            if isinstance(message, Exception) and not fault.done():
+                fault.set_result(message)
+                if not ready.done():
+                    ready.set_exception(self._garbled(message))
+
         try:
             import mcp
 
@@ -338,17 +415,22 @@ class MCPServerTools:
 
                     client = None
                     if self.headers:
-                        import httpx2
+                        from mcp.shared._httpx_utils import create_mcp_http_client
 
-                        client = httpx2.AsyncClient(headers=self.headers)
+                        client = create_mcp_http_client(headers=self.headers)
                         await stack.enter_async_context(client)
                     read, write = await stack.enter_async_context(
-                        streamable_http_client(self.url or "", http_client=client)
+                        streamable_http_client(
+                            self.url or "", http_client=client, max_sse_event_size=self.max_result_bytes
+                        )
                     )
-                session = await stack.enter_async_context(mcp.ClientSession(read, write))
+                session = await stack.enter_async_context(
+                    mcp.ClientSession(read, write, message_handler=on_message)
+                )
                 await session.initialize()
                 self._session = session
-                ready.set_result(session)
+                if not ready.done():
+                    ready.set_result(session)
                 await stop.wait()
         except BaseException as exc:
             if not ready.done():
@@ -359,6 +441,12 @@ class MCPServerTools:
             self._session = None
             if tail is not None:  # the server is gone: its stderr ends when it has exited
                 tail.close_writer()
+
+    def _garbled(self, exc: BaseException) -> MCPToolError:
+        return MCPToolError(
+            f"the MCP server {self.name!r} sent a message that is not valid JSON-RPC ({_describe(exc)[:300]}); "
+            "the connection was closed (it is opened again on the next call)"
+        )
 
     async def _ensure(self) -> Any:
         if self._connecting is None:
@@ -383,6 +471,7 @@ class MCPServerTools:
                 )
                 raise MCPToolError(message, transient=True) from None
             except MCPToolError:
+                await self._disconnect()
                 raise
             except Exception as exc:
                 await self._disconnect()
@@ -410,60 +499,121 @@ class MCPServerTools:
             with contextlib.suppress(BaseException):
                 await task
 
-    async def _list(self) -> list[Any]:
-        session = await self._ensure()
-        tools: list[Any] = []
-        cursor = None
-        while True:
-            page = await session.list_tools(cursor=cursor) if cursor else await session.list_tools()
-            tools += page.tools
-            cursor = getattr(page, "next_cursor", None)
-            if not cursor:
-                return tools
+    async def _request(self, what: str, send: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
+        """``send(session)`` on a live connection: a lost session (:class:`_SessionGone`) is
+        initialized again and the request sent once more; a second loss is an error naming the
+        server.
 
-    async def _call(self, remote: str, arguments: dict[str, Any]) -> Any:
+        Raises:
+            MCPToolError: see :meth:`_once`.
+        """
+        try:
+            return await self._once(what, send)
+        except _SessionGone as first:
+            log.info("MCP server %s lost the session (%s): initializing a new one", self.name, first)
+            await self._disconnect()
+        try:
+            return await self._once(what, send)
+        except _SessionGone as again:
+            await self._disconnect()
+            raise MCPToolError(
+                f"the MCP server {self.name!r} lost the session again after a new one was initialized ({again});"
+                f" {what} was not run",
+                transient=True,
+            ) from None
+
+    async def _once(self, what: str, send: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
         from mcp.shared.exceptions import MCPError
 
         session = await self._ensure()
-        task = self._task
-        assert task is not None
-        call = asyncio.ensure_future(
-            session.call_tool(remote, arguments, read_timeout_seconds=self.call_timeout)
-        )
+        task, fault = self._task, self._fault
+        assert task is not None and fault is not None
+        call = asyncio.ensure_future(send(session))  # a task: it runs in a copy of this context
         try:
-            done, _ = await asyncio.wait({call, task}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({call, task, fault}, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
             call.cancel()
             raise
         if call not in done:
             call.cancel()
             await self._disconnect()
+            if fault.done():
+                raise self._garbled(fault.result())
             raise MCPToolError(
-                f"the MCP server {self.name!r} stopped during the call; it will be restarted on the next call",
+                f"the MCP server {self.name!r} stopped during {what}; it will be restarted on the next call",
                 transient=True,
             )
         try:
             return call.result()
         except MCPError as exc:
-            code = getattr(getattr(exc, "error", None), "code", None)
-            if code == _CONNECTION_CLOSED or "connection closed" in str(exc).lower():
-                await self._disconnect()
-                raise MCPToolError(
-                    f"the MCP server {self.name!r} closed the connection ({exc}); it will be restarted on the next call",
-                    transient=True,
-                ) from None
-            timed_out = code == _REQUEST_TIMEOUT or "timed out" in str(exc).lower()
-            if timed_out:
-                raise MCPToolError(
-                    f"the MCP call timed out after {self.call_timeout:g} s ({exc})", transient=True
-                ) from None
-            raise MCPToolError(f"the MCP server {self.name!r} refused the call: {exc}") from None
+            raise await self._mapped(exc, what) from None
+        except MCPToolError:
+            raise
         except Exception as exc:
             await self._disconnect()
             raise MCPToolError(
                 f"the MCP server {self.name!r} failed ({_describe(exc)}); it will be restarted on the next call",
                 transient=True,
             ) from None
+
+    async def _mapped(self, exc: BaseException, what: str) -> BaseException:
+        """The error an ``MCPError`` of ``what`` becomes (a lost session: :class:`_SessionGone`)."""
+        code = getattr(getattr(exc, "error", None), "code", None)
+        if code is None:
+            code = getattr(exc, "code", None)
+        text = str(exc)
+        lower = text.lower()
+        if code == _INVALID_REQUEST and "session" in lower:
+            return _SessionGone(text)
+        if _TOO_LARGE in lower:  # the SDK's SSE reader stopped at max_sse_event_size
+            await self._disconnect()
+            return MCPToolError(
+                f"the MCP server {self.name!r} answered more than max_result_bytes ({self.max_result_bytes:,} bytes);"
+                f" the answer was dropped ({text[:200]})"
+            )
+        if code == _CONNECTION_CLOSED or "connection closed" in lower:
+            await self._disconnect()
+            return MCPToolError(
+                f"the MCP server {self.name!r} closed the connection ({exc}); it will be restarted on the next call",
+                transient=True,
+            )
+        if code == _REQUEST_TIMEOUT or "timed out" in lower:
+            return MCPToolError(
+                f"the MCP call timed out after {self.call_timeout:g} s ({exc})", transient=True
+            )
+        if code == _PARSE_ERROR:
+            await self._disconnect()
+            return MCPToolError(
+                f"the MCP server {self.name!r} sent an answer that cannot be parsed: {text[:300]}"
+            )
+        return MCPToolError(f"the MCP server {self.name!r} refused {what}: {exc}")
+
+    async def _list(self) -> list[Any]:
+        from mcp.types import PaginatedRequestParams
+
+        tools: list[Any] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_TOOL_PAGES):
+            params = None if cursor is None else PaginatedRequestParams(cursor=cursor)
+            page = await self._request("the tool list", functools.partial(_list_page, params=params))
+            tools += page.tools
+            cursor = page.next_cursor or None
+            if cursor is None:
+                return tools
+            if cursor in seen:
+                raise MCPToolError(f"the MCP server {self.name!r} sent the tool-list cursor {cursor!r} twice")
+            seen.add(cursor)
+        raise MCPToolError(f"the MCP server {self.name!r} listed tools over more than {MAX_TOOL_PAGES} pages")
+
+    async def _call(self, remote: str, arguments: dict[str, Any]) -> Any:
+        meta = trace_meta()  # the tool span's context, for a server that joins the trace
+        extra: dict[str, Any] = {"meta": meta} if meta else {}
+
+        def send(session: Any) -> Coroutine[Any, Any, Any]:
+            return session.call_tool(remote, arguments, read_timeout_seconds=self.call_timeout, **extra)  # type: ignore[no-any-return]
+
+        return await self._request(f"the call of {remote!r}", send)
 
     # -- public API ------------------------------------------------------------------------------
 
@@ -473,26 +623,26 @@ class MCPServerTools:
         return self._bg.submit(coro).result(timeout)
 
     async def alist_tools(self) -> list[MCPTool]:
-        """The server's tools as agent tools (connects, or starts the server, when needed).
+        """The server's tools as agent tools (connects, or starts the server, when needed); a
+        tool whose input schema refers to another document or cannot be used is left out and
+        recorded in :attr:`refused` (a warning is logged).
 
         Raises:
             MCPToolError: the server could not be started or reached.
         """
         raw = await asyncio.wrap_future(self._bg.submit(self._list()))
         out: list[MCPTool] = []
+        self.refused = {}
         for t, name in zip(raw, tool_names([t.name for t in raw], self.prefix), strict=True):
             if name != _joined(t.name, self.prefix):
                 log.info("MCP server %s: tool %r is offered as %r", self.name, t.name, name)
-            schema = dict(t.input_schema or {"type": "object"})
-            try:
+            try:  # self-contained first: a remote $ref is refused here, never fetched
+                schema = self_contained(dict(t.input_schema or {"type": "object"}), where="inputSchema")
                 args = Args.from_value(schema)
             except ConfigurationError as exc:
-                log.warning(
-                    "MCP server %s: tool %r has an unusable input schema (%s); skipped",
-                    self.name,
-                    t.name,
-                    exc,
-                )
+                refusal = MCPToolRefused(self.name, t.name, str(exc))
+                self.refused[t.name] = refusal
+                log.warning("%s; the tool is not offered", refusal)
                 continue
             definition = ToolDefinition(
                 name=name, description=t.description or "", arguments=args, category=f"mcp:{self.name}"
@@ -532,6 +682,18 @@ _CONNECTION_CLOSED = -32000
 """``mcp_types.CONNECTION_CLOSED``."""
 _REQUEST_TIMEOUT = -32001
 """``mcp_types.REQUEST_TIMEOUT``."""
+_INVALID_REQUEST = -32600
+"""``mcp_types.INVALID_REQUEST``: with "Session terminated" / "Session not found", a lost session."""
+_PARSE_ERROR = -32700
+"""``mcp_types.PARSE_ERROR``: the SDK could not parse the server's answer."""
+_TOO_LARGE = "byte limit"
+"""In the SDK's error for an SSE event past ``max_sse_event_size`` (httpx2: "Server-sent event
+exceeded the N byte limit.")."""
+
+
+def _list_page(session: Any, *, params: Any) -> Coroutine[Any, Any, Any]:
+    """One ``tools/list`` request (``params``: the page's cursor, or ``None``)."""
+    return session.list_tools(params=params)  # type: ignore[no-any-return]
 
 
 def _describe(exc: BaseException) -> str:
@@ -569,10 +731,18 @@ class MCPTool:
         """Call the tool on its server; the text of the answer.
 
         Raises:
-            MCPToolError: an ``isError`` answer (its text), or see :meth:`MCPServerTools.acall`.
+            MCPToolError: an ``isError`` answer (its text), an answer over ``max_result_bytes``,
+                or see :meth:`MCPServerTools.acall`.
         """
         result = await self.source.acall(self.remote_name, arguments)
         text = _result_text(result)
+        size = len(text.encode("utf-8", "replace"))
+        cap = self.source.max_result_bytes
+        if size > cap:
+            raise MCPToolError(
+                f"the MCP tool {self.remote_name!r} of {self.source.name!r} answered {size:,} bytes, "
+                f"more than max_result_bytes ({cap:,}); the answer was dropped"
+            )
         if getattr(result, "is_error", False):
             raise MCPToolError(text or f"the MCP tool {self.remote_name!r} failed")
         return text

@@ -75,6 +75,8 @@ def call_key(call: ToolCall) -> str:
         args = msgspec.json.encode(call.arguments, order="sorted").decode()
     except (TypeError, msgspec.EncodeError):
         args = repr(call.arguments)
+    except RecursionError:  # nested past the encoder's depth: the registry refuses such a call anyway
+        args = "<arguments nested too deeply to encode>"
     return f"{call.name}\x00{args if call.arguments is not None else call.raw_arguments}"
 
 

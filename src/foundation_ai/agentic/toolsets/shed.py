@@ -20,6 +20,15 @@ call ``shed`` first; an unknown name returns an error result listing the closest
 (``difflib``). A joined name such as ``memory_add`` runs the ``add`` command of the
 multi-command tool ``memory`` when that command exists.
 
+Declared-tool cap: providers refuse requests declaring too many functions (OpenAI Chat
+Completions and Responses: at most 128 tools, https://platform.openai.com/docs/api-reference/chat/create
+``tools``; :data:`DECLARED_TOOL_LIMITS`). A session's registry declares at most
+``max_declared`` tools (``shed`` and pinned tools included; default: the smallest limit of the
+session's models, none when no limit is documented). Past the cap, ``on_cap="lru"`` (the
+default) deactivates the least recently used active tools (activated or called longest ago);
+``on_cap="refuse"`` activates what fits and answers the rest as refused. A call to a tool
+deactivated that way gets the "call ``shed`` first" result, saying why.
+
 Activation is persisted with the session: it is recorded by the ``shed`` results themselves
 (tool results in the session's records), and :meth:`ShedRegistry.restore` (called by
 ``AgentSessionBuilder.resume``) activates again every tool a stored ``shed`` result returned.
@@ -51,13 +60,32 @@ from ..tools import AgentTool, ToolRegistry, as_agent_tool, error_result
 if TYPE_CHECKING:
     from ..session import AgentSession
 
-__all__ = ["SHED_NAME", "ShedHit", "ShedRegistry", "ToolShed"]
+__all__ = ["DECLARED_TOOL_LIMITS", "SHED_NAME", "ShedHit", "ShedRegistry", "ToolShed", "declared_tool_limit"]
 
 SHED_NAME = "shed"
 """The reserved name of the discovery meta-tool."""
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 50
+
+DECLARED_TOOL_LIMITS: dict[str, int] = {"openai": 128, "openai_responses": 128}
+"""The documented maximum of function tools one request may declare, by provider
+(``ModelDescriptor.provider``): OpenAI Chat Completions and Responses, 128
+(https://platform.openai.com/docs/api-reference/chat/create, ``tools``: "A max of 128 functions
+are supported"; https://platform.openai.com/docs/api-reference/responses/create). Anthropic's
+Messages API and llama.cpp document no count limit (only the context window bounds them)."""
+
+
+def declared_tool_limit(models: Iterable[Any]) -> int | None:
+    """The smallest :data:`DECLARED_TOOL_LIMITS` entry of ``models`` (their
+    ``descriptor.provider``), or ``None`` when none documents a limit."""
+    limits = [
+        DECLARED_TOOL_LIMITS[p]
+        for m in models
+        if (p := getattr(getattr(m, "descriptor", None), "provider", None)) in DECLARED_TOOL_LIMITS
+    ]
+    return min(limits) if limits else None
+
 
 _SHED_DESCRIPTION = (
     "Find tools for a task and make them available. Describe what you need to do; the best "
@@ -166,12 +194,33 @@ class ToolShed:
         embedder: anything with ``embed(texts) -> matrix`` (rows are vectors), e.g.
             ``foundation_ai.memory.default_embedder()``; ``None``: keyword ranking only.
         min_similarity: cosine similarity a semantic hit needs (``-1``..``1``).
+        max_declared: the most tools a request declares (``shed`` and pinned ones included);
+            ``None``: :func:`declared_tool_limit` of the session's models.
+        on_cap: ``"lru"`` (deactivate the least recently used) or ``"refuse"`` (module docstring).
+
+    Raises:
+        ConfigurationError: ``max_declared`` below 2 or ``on_cap`` not ``"lru"``/``"refuse"``.
 
     One shed may serve several sessions: each session gets its own :class:`ShedRegistry` (its
     own active set) from :meth:`registry`.
     """
 
-    def __init__(self, *, embedder: Any = None, min_similarity: float = 0.4) -> None:
+    def __init__(
+        self,
+        *,
+        embedder: Any = None,
+        min_similarity: float = 0.4,
+        max_declared: int | None = None,
+        on_cap: str = "lru",
+    ) -> None:
+        if max_declared is not None and (not isinstance(max_declared, int) or max_declared < 2):
+            raise ConfigurationError(
+                f"max_declared must be an integer >= 2 (shed and one tool), got {max_declared!r}"
+            )
+        if on_cap not in ("lru", "refuse"):
+            raise ConfigurationError(f"on_cap must be 'lru' or 'refuse', got {on_cap!r}")
+        self.max_declared = max_declared
+        self.on_cap = on_cap
         self._tools: list[Any] = []
         self._factories: list[Factory] = []
         self._active: list[str] = []
@@ -283,7 +332,9 @@ class ShedRegistry(ToolRegistry):
     ) -> None:
         super().__init__((), default_timeout=default_timeout)
         self.shed = shed
-        self._active: dict[str, None] = {}
+        self._active: dict[str, None] = {}  # in order of last use (activation or call)
+        self._shed_out: dict[str, None] = {}  # deactivated to stay within the cap
+        self.max_declared: int | None = shed.max_declared
         self.pinned: list[str] = []
         self._index: tuple[list[str], Any] | None = None
         self._words: dict[str, tuple[ShedHit, frozenset[str], frozenset[str], frozenset[str]]] = {}
@@ -337,6 +388,8 @@ class ShedRegistry(ToolRegistry):
             ConfigurationError: a factory's tool clashes with a registered name, or an initially
                 active name is registered nowhere.
         """
+        if self.max_declared is None:
+            self.max_declared = declared_tool_limit(getattr(session, "models", ()))
         for make in self.shed._factories:
             for t in make(session):
                 self.add(t)
@@ -344,27 +397,54 @@ class ShedRegistry(ToolRegistry):
 
     # -- activation ------------------------------------------------------------------------------
 
+    def room(self) -> int | None:
+        """How many tools may be active at once under the cap (``None``: no cap)."""
+        if self.max_declared is None:
+            return None
+        return max(self.max_declared - len(self.pinned) - 1, 0)
+
     def activate(self, *names: str) -> list[str]:
-        """Activate registered tools by function name; returns the names newly activated.
+        """Activate registered tools by function name (an active one counts as used now);
+        returns the names newly activated. Under the cap (class docstring), ``on_cap="lru"``
+        deactivates the least recently used; ``"refuse"`` leaves out the names that do not
+        fit (see :meth:`refused_by_cap`).
 
         Raises:
             ConfigurationError: a name is not registered.
         """
         new = []
+        room = self.room()
         for n in names:
             if n not in self._tools:
                 raise ConfigurationError(f"no registered tool {n!r} to activate")
-            if n not in self._active and n not in self.pinned:
-                self._active[n] = None
-                new.append(n)
+            if n in self.pinned:
+                continue
+            if n in self._active:
+                self._active[n] = self._active.pop(n)  # used now
+                continue
+            if room is not None and len(self._active) >= room:
+                if self.shed.on_cap == "refuse" or room == 0:
+                    continue
+                oldest = next(iter(self._active))
+                del self._active[oldest]
+                self._shed_out[oldest] = None
+            self._active[n] = None
+            self._shed_out.pop(n, None)
+            new.append(n)
         if new:
             self._decls = None
         return new
+
+    def touch(self, name: str) -> None:
+        """Count an active tool as used now (the LRU order of the cap)."""
+        if name in self._active:
+            self._active[name] = self._active.pop(name)
 
     def deactivate(self, *names: str) -> None:
         """Make tools inactive again (they stay registered)."""
         for n in names:
             self._active.pop(n, None)
+            self._shed_out.pop(n, None)
         self._decls = None
 
     def active(self) -> list[str]:
@@ -381,10 +461,11 @@ class ShedRegistry(ToolRegistry):
                 if not isinstance(content, TextContent):
                     continue
                 try:
-                    hits = msgspec.json.decode(content.content, type=list[ShedHit])
-                except msgspec.DecodeError:
+                    hits = msgspec.json.decode(content.content, type=list[ShedHit] | _Capped)
+                except (msgspec.DecodeError, msgspec.ValidationError):
                     continue
-                names += [h.name for h in hits if h.name in self._tools]
+                found = hits.activated if isinstance(hits, _Capped) else hits
+                names += [h.name for h in found if h.name in self._tools]
         return self.activate(*names)
 
     # -- the registry interface ------------------------------------------------------------------
@@ -426,11 +507,17 @@ class ShedRegistry(ToolRegistry):
                 return error_result(call, self._unknown_text(call.name))
             target = joined
         if target.name not in self._active and target.name not in self.pinned:
+            why = (
+                f" (it was deactivated to stay within the limit of {self.max_declared} declared tools)"
+                if target.name in self._shed_out
+                else ""
+            )
             return error_result(
                 call,
-                f"the tool {call.name!r} exists but is not active: call {SHED_NAME} first (for example "
+                f"the tool {call.name!r} exists but is not active{why}: call {SHED_NAME} first (for example "
                 f"{SHED_NAME}(description={call.name!r})) to activate it, then call it again",
             )
+        self.touch(target.name)
         return super().prepare(target)
 
     def _joined(self, call: ToolCall) -> ToolCall | None:
@@ -536,4 +623,21 @@ class _ShedTool:
                 f"in other words, or call {SHED_NAME} with an empty description to list every tool"
             )
         self.registry.activate(*(h.name for h in hits))
+        active = set(self.registry.active())
+        left = [h for h in hits if h.name not in active]
+        if left:  # on_cap="refuse": what did not fit is said, not silently dropped
+            kept = [h for h in hits if h.name in active]
+            reason = (
+                f"{len(left)} tool(s) were not activated: at most {self.registry.max_declared} tools may be "
+                "declared at once and the active ones are in use; call fewer tools or ask for fewer hits"
+            )
+            return msgspec.json.encode(_Capped(kept, [h.name for h in left], reason)).decode()
         return msgspec.json.encode(hits).decode()
+
+
+class _Capped(msgspec.Struct, frozen=True):
+    """A ``shed`` result when the cap refused some hits (``on_cap="refuse"``)."""
+
+    activated: list[ShedHit]
+    refused: list[str]
+    reason: str

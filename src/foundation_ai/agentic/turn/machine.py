@@ -9,6 +9,7 @@ from typing import Any
 from ...errors import FoundationAIError
 from ...types import AgentProgress, Stream
 from ..errors import StoreError
+from ..stores.lease import take_turn_lease
 from .assemble import assemble_context, assemble_plain
 from .begin import open_turn, persist_prompt
 from .decide import decide
@@ -56,6 +57,7 @@ async def run_turn(
     if on_exit is not None and not on_exit(True):
         await _wait_to_enter(on_exit)
     try:
+        await take_turn_lease(host)  # SessionBusyError: a turn runs on the session elsewhere
         watch = host.hooks.phases
         open_, prompt, drain, admit_, assemble, generate_, decide_, tools, follow, finish_ = (
             _PLAIN if watch is None else _watched(watch)
@@ -181,6 +183,7 @@ async def run_quiet(host: TurnHost, state: TurnState) -> None:
     if not host._enter(True):
         await _wait_to_enter(host._enter)
     try:
+        await take_turn_lease(host)  # SessionBusyError: a turn runs on the session elsewhere
         cancelled = False
         steering = host.steering
         nonblocking = getattr(host.store, "nonblocking", False)  # written on the loop, no await

@@ -21,11 +21,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from ...types import Messages, SessionRecord
+import msgspec
+
+from ...types import Messages, SessionRecord, ToolCall
 from ..errors import StoreError
 from ..stores import aappend
 from ..stores.base import takes_header
+from ..tools import MAX_ARGUMENT_NESTING, nested_deeper_than
 from .host import TurnHost
 from .state import TurnState, fail
 
@@ -36,6 +40,7 @@ __all__ = [
     "persist",
     "persist_records",
     "persist_summary",
+    "storable",
     "store_failed",
     "write_now",
 ]
@@ -70,9 +75,60 @@ def _not_stored(replay: Replay, msgs: Sequence[Messages]) -> list[Messages]:
 _CONVERSATION = SessionRecord.Conversation
 
 
+def storable(m: Messages) -> Messages:
+    """``m`` as it can be stored and loaded again: a tool call whose arguments nest deeper than
+    :data:`~foundation_ai.agentic.tools.MAX_ARGUMENT_NESTING` (the loop refuses to run it) keeps
+    them as JSON text in ``raw_arguments`` (``arguments=None``), so its record stays within the
+    JSON format's nesting limit (``docs/json-format.md``, "Limits") and loads beside the error
+    result of the call. Any other message is returned as is."""
+    c = getattr(m, "content", None)
+    if (
+        type(c) is not ToolCall
+        or c.arguments is None
+        or not nested_deeper_than(c.arguments, MAX_ARGUMENT_NESTING)
+    ):
+        return m
+    text = _json_text(c.arguments)
+    return msgspec.structs.replace(m, content=msgspec.structs.replace(c, arguments=None, raw_arguments=text))
+
+
+def _json_text(value: Any) -> str:
+    """``value`` (decoded JSON: dicts, lists, scalars) as compact JSON text, built with an
+    explicit stack: arguments nested ~1,000 levels deep are past any recursive encoder's limit
+    (msgspec's and the standard library's raise ``RecursionError`` there). Scalars and keys are
+    encoded by msgspec."""
+    enc = msgspec.json.encode
+    out: list[bytes] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is bytes:  # a piece of punctuation queued below
+            out.append(item)
+        elif isinstance(item, dict):
+            out.append(b"{")
+            parts: list[Any] = []
+            for i, (k, v) in enumerate(item.items()):
+                parts += [b"," if i else b"", enc(str(k)) + b":", v]
+            stack += [b"}", *reversed(parts)]
+        elif isinstance(item, list | tuple):
+            out.append(b"[")
+            parts = []
+            for i, v in enumerate(item):
+                parts += [b"," if i else b"", v]
+            stack += [b"]", *reversed(parts)]
+        else:
+            out.append(enc(item))
+    return b"".join(out).decode()
+
+
 def persist(host: TurnHost, state: TurnState, msgs: Sequence[Messages]) -> None:
     """Append ``msgs`` to the conversation and to ``state.records`` (as ``Conversation``), and
-    queue them for the store (written by the driver's next :func:`flush`)."""
+    queue them for the store (written by the driver's next :func:`flush`); each message as
+    :func:`storable` makes it."""
+    for m in msgs:
+        if type(getattr(m, "content", None)) is ToolCall and storable(m) is not m:
+            msgs = [storable(x) for x in msgs]
+            break
     if len(msgs) == 1:  # the usual case: one message
         recs = [_CONVERSATION(message=msgs[0])]
     elif not msgs:
