@@ -36,7 +36,10 @@ def _quit(child: pexpect.spawn) -> None:
 
 def _tool_results(server: FixtureServer) -> list[str]:
     return [
-        m["content"] for r in server.requests for m in (r.json() or {}).get("messages", []) if m["role"] == "tool"
+        m["content"]
+        for r in server.requests
+        for m in (r.json() or {}).get("messages", [])
+        if m["role"] == "tool"
     ]
 
 
@@ -44,7 +47,9 @@ def test_a_denial_with_a_reason_sends_the_reason_to_the_model(tmp_path: Path) ->
     work = tmp_path / "work"
     work.mkdir()
     with FixtureServer() as server:
-        server.queue(tool_call_stream("run_command", {"command": "touch made.txt"}), text_stream("understood"))
+        server.queue(
+            tool_call_stream("run_command", {"command": "touch made.txt"}), text_stream("understood")
+        )
         child = _spawn(tmp_path, server, work)
         child.expect_exact(PROMPT)
         child.sendline("make a file")
