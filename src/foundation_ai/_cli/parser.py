@@ -40,8 +40,8 @@ EPILOG = """examples:
   foundation-ai show ID                                print a stored session's transcript
   foundation-ai models                                 the models you can use, with prices
   foundation-ai keys set openai                        store an API key (asked without echo)
-  foundation-ai aliases set mini openai:gpt-4o-mini    then: foundation-ai -m mini "Hi"
-  foundation-ai templates set fr "Answer in French."   then: foundation-ai -t fr "Hi"
+  foundation-ai aliases set mini openai:gpt-4o-mini    -m mini now means -m openai:gpt-4o-mini
+  foundation-ai templates set fr "Answer in French."   -t fr now uses it as the system prompt
   foundation-ai sessions -q invoice                    sessions whose prompts or answers say it
   foundation-ai run -m openai:gpt-4o-mini "Hi"         needs OPENAI_API_KEY (or keys set openai)
   foundation-ai run -m anthropic:claude-sonnet-4-5 "Hi"  needs ANTHROPIC_API_KEY
