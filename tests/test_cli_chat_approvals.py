@@ -119,3 +119,23 @@ def test_history_shows_a_steer_as_the_users_words(tmp_path: Path) -> None:
     assert "agent> " not in history
     last = server.requests[-1].json()["messages"]
     assert {"role": "user", "content": "stop and say OK"} in last  # sent as the user's words
+
+
+def test_text_typed_during_a_turn_is_not_echoed_into_the_streamed_answer(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    with FixtureServer() as server:
+        server.queue(_slow_story(60, 0.05), text_stream("follow-up answer"))
+        child = _spawn(tmp_path, server, work)
+        child.expect_exact(PROMPT)
+        child.sendline("tell a story")
+        child.expect_exact("Once")
+        child.sendline("hello there")
+        child.expect_exact("queued as a follow-up: hello there")
+        streamed = child.before  # the answer streamed while the line was typed
+        child.expect_exact("follow-up answer")
+        child.expect_exact(PROMPT)
+        child.sendline("echo is back")  # between turns the terminal echoes again
+        child.expect_exact("echo is back")
+        _quit(child)
+    assert "hello there" not in streamed, streamed

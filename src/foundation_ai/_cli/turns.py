@@ -241,6 +241,9 @@ class TurnRunner:
             self.questions.owner_active = True
         read_stdin = self.on_line is not None and is_terminal(self.stdin)
         started = False
+        echo = _Echo(self.stdin) if read_stdin else None
+        if echo is not None:  # typed text is not echoed into the streamed answer; the chat
+            echo.off()  # shows a line once it is complete (`→ queued ...`, `→ steering ...`)
         try:
             while not done.is_set():
                 try:
@@ -254,7 +257,13 @@ class TurnRunner:
                             q.answer = False
                             q.done.set()
                         else:
-                            self._ask(q)
+                            if echo is not None:
+                                echo.on()  # the answer to a question is seen as it is typed
+                            try:
+                                self._ask(q)
+                            finally:
+                                if echo is not None:
+                                    echo.off()
                         continue
                     if read_stdin and self._readable(0.05):
                         line = self._read_line()
@@ -265,9 +274,43 @@ class TurnRunner:
                 except KeyboardInterrupt:
                     self._interrupt()
         finally:
+            if echo is not None:
+                echo.on()
             if self.questions is not None:
                 self.questions.owner_active = False
                 self.questions.cancel_all()
+
+
+class _Echo:
+    """The terminal's ECHO flag (termios, POSIX): off while a turn streams, restored after;
+    line editing (ICANON) is kept, so a line is still read whole."""
+
+    def __init__(self, stream: TextIO) -> None:
+        try:
+            import termios
+
+            self.fd: int | None = stream.fileno()
+            self.saved = termios.tcgetattr(self.fd)
+        except (ImportError, OSError, ValueError):
+            self.fd = None
+
+    def _set(self, echo: bool) -> None:
+        if self.fd is None:
+            return
+        import termios
+
+        attrs = list(self.saved)
+        attrs[3] = attrs[3] | termios.ECHO if echo else attrs[3] & ~termios.ECHO
+        try:
+            termios.tcsetattr(self.fd, termios.TCSANOW, attrs)
+        except OSError:
+            self.fd = None
+
+    def on(self) -> None:
+        self._set(True)
+
+    def off(self) -> None:
+        self._set(False)
 
 
 def is_terminal(stream: TextIO) -> bool:
