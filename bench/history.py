@@ -10,7 +10,7 @@ clock, client side; each turn adds its prompt and answer to the history, as in a
 
 The floor, measured interleaved in the same run (backend after backend, repetition after
 repetition): copying the same request bytes and sending them with a plain
-``httpx.AsyncClient`` to the same server path, reading the streamed answer. Printed beside it
+``httpx2.AsyncClient`` to the same server path, reading the streamed answer. Printed beside it
 for information: encoding the same body from its dict (``msgspec.json.encode``) and sending it.
 
 Goal (issue "Performance at scale", goal 1): at 40,000 messages the time per turn is at most
@@ -271,7 +271,7 @@ Row = tuple[list[float], list[float], list[float], int]
 async def run(
     sizes: list[int], reps: int, base_url: str, backends: list[str], cache: bool
 ) -> dict[tuple[str, int], Row]:
-    import httpx
+    import httpx2
     import msgspec
 
     from foundation_ai import AgentSession
@@ -282,7 +282,7 @@ async def run(
         """Add two integers."""
         return a + b
 
-    raw = httpx.AsyncClient(timeout=60)
+    raw = httpx2.AsyncClient(timeout=60)
     results: dict[tuple[str, int], Row] = {}
     for n in sizes:
         past = history(n)

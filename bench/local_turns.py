@@ -6,7 +6,8 @@ to the history, so turn n+1's prompt extends turn n's and llama.cpp can reuse it
 Time to first token (TTFT) = from the call to the first text item, milliseconds, wall clock.
 
 The peer, interleaved turn by turn in the same process: raw llama-cpp-python on its own
-``llama_cpp.Llama`` over the same GGUF file (same ``n_ctx``), ``create_chat_completion(
+``llama_cpp.Llama`` over the same GGUF file (same ``n_ctx``; built by ``bench/local.py``'s
+``raw_llama``, llama.cpp's AMX buffer types off on CPUs that advertise AMX), ``create_chat_completion(
 stream=True)`` with the same messages and answers (llama-cpp-python renders the GGUF's chat
 template itself and keeps its own prompt cache).
 
@@ -81,20 +82,14 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=20)
     ap.add_argument("--max-tokens", type=int, default=64)
     args = ap.parse_args()
-    import llama_cpp
+    from local import raw_llama  # bench/local.py: the same peer, AMX buffer types off where advertised
 
     model = default_model()
-    raw = llama_cpp.Llama(
-        model_path=model.llama.model_path,
-        n_ctx=int(model.llama.n_ctx()),
-        n_threads=model.llama.n_threads,
-        verbose=False,
-    )
+    raw = raw_llama(str(model.engine.path), model.engine.n_ctx, 2)
     params = ModelParams(max_tokens=args.max_tokens, temperature=0.0)
     # warm up both (first evaluation costs more), then start from an empty cache
     ours_turn(model, [Messages.user("Warm up.")], params)
     raw_turn(raw, [{"role": "user", "content": "Warm up."}], args.max_tokens)
-    model.llama.reset()
     raw.reset()
     history: list[Any] = []
     raw_messages: list[dict[str, str]] = []
@@ -109,12 +104,8 @@ def main() -> None:
         tokens = model.prompt_tokens(ModelInteraction(messages=list(history)))
         if previous and tokens[: len(previous)] != previous:
             prefix_ok = False
-        cached = [int(t) for t in model.llama._input_ids]
-        reused = next(
-            (i for i, (a, b) in enumerate(zip(cached, tokens, strict=False)) if a != b),
-            min(len(cached), len(tokens)),
-        )
         ttft, text = ours_turn(model, history, params)
+        reused = model.engine.last_cached_tokens  # prompt tokens llama.cpp took from its cache
         history.append(AssistantMessage(model="smollm2", content=TextContent(text)))
         previous = tokens
         raw_messages.append({"role": "user", "content": question})

@@ -138,7 +138,7 @@ def serve_main(args: argparse.Namespace) -> None:
     from foundation_ai.serve import Agent, Limits, ServeConfig, create_app
 
     # the backend's own shared pool (what `serve` uses for a model string): shards of 10
-    # connections; one user httpx.AsyncClient with unlimited connections would pay httpcore's
+    # connections; one user httpx2.AsyncClient with unlimited connections would pay httpcore's
     # scan over all its pooled connections on every request and release
     model = openai_chat("fake", base_url=args.model_url, api_key="unused", max_retries=0, timeout=300)
     data = Path(args.data_dir)

@@ -65,7 +65,7 @@ def main() -> None:
     ap.add_argument("--idle", type=int, default=8, help="Limits.idle_sessions_per_key of the server")
     args = ap.parse_args()
 
-    import httpx
+    import httpx2
 
     with tempfile.TemporaryDirectory() as data:
         ctx = multiprocessing.get_context("spawn")
@@ -79,7 +79,7 @@ def main() -> None:
         failures = 0
         started = time.monotonic()
         print(f"load average at start: {os.getloadavg()}")
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as c:
+        with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as c:
             for i in range(1, args.requests + 1):
                 r = c.post("/v1/chat/completions", json=body)
                 failures += r.status_code != 200

@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
+import httpx2
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -69,7 +69,7 @@ def one_turn(url: str, prompt: str) -> tuple[float, float]:
     body = {"model": "bench", "stream": True, "messages": [{"role": "user", "content": prompt}]}
     t0 = time.perf_counter()
     first = 0.0
-    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=120) as r:
+    with httpx2.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=120) as r:
         assert r.status_code == 200, r.read()
         for line in r.iter_lines():
             if not first and '"content":"' in line and '"content":""' not in line:

@@ -2,7 +2,7 @@
 
 The stream (seed 2024): 1,500 text deltas, two parallel tool calls in 250 argument fragments
 each (interleaved), a finish chunk, a usage chunk (``choices: []``) and ``[DONE]``: 2,002
-events. Every contender reads the same bytes from the same ``httpx.MockTransport`` (no socket)
+events. Every contender reads the same bytes from the same ``httpx2.MockTransport`` (no socket)
 and ends with the assembled answer (text + two complete tool calls + usage):
 
 - foundation_ai: ``openai_chat(...).agenerate`` (async) and ``.generate`` (sync, native client);
@@ -10,7 +10,7 @@ and ends with the assembled answer (text + two complete tool calls + usage):
   hand (the reference for the ratio), and the SDK's own ``chat.completions.stream(...)`` helper
   + ``get_final_completion()``;
 - pydantic-ai: ``OpenAIChatModel.request_stream`` drained, then ``response.get()``;
-- the floor: ``httpx_sse.aconnect_sse`` + ``json.loads`` per event (no assembly).
+- the floor: ``httpx2.EventSource`` + ``json.loads`` per event (no assembly).
 
 Prints the best-of-``--repeat`` microseconds per event and the ratios to the floor and to the
 openai SDK. Goal (issue 3): foundation_ai within 1.5x of the floor, at least 8x faster than the
@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 
 BASE = "http://bench.invalid/v1"  # never contacted: every client uses the MockTransport
 MODEL = "gpt-4o-mini"
@@ -113,9 +113,9 @@ def make_stream(seed: int = 2024) -> tuple[bytes, int, dict[str, Any]]:
     return body, len(events), {"text": "".join(text), "args": args, "usage": usage}
 
 
-def transport(body: bytes) -> httpx.MockTransport:
+def transport(body: bytes) -> httpx2.MockTransport:
     headers = {"content-type": "text/event-stream"}
-    return httpx.MockTransport(lambda request: httpx.Response(200, content=body, headers=headers))
+    return httpx2.MockTransport(lambda request: httpx2.Response(200, content=body, headers=headers))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def foundation_ai_async(body: bytes, expected: dict[str, Any]) -> Runner:
     from foundation_ai.backends import openai_chat
     from foundation_ai.types import Messages, ModelInteraction
 
-    model = openai_chat(MODEL, api_key="sk-bench", http_client=httpx.AsyncClient(transport=transport(body)))
+    model = openai_chat(MODEL, api_key="sk-bench", http_client=httpx2.AsyncClient(transport=transport(body)))
     inter = ModelInteraction(messages=[Messages.user("go")])
 
     async def run() -> Any:
@@ -143,7 +143,7 @@ def foundation_ai_sync(body: bytes, expected: dict[str, Any]) -> Runner:
     from foundation_ai.backends import openai_chat
     from foundation_ai.types import Messages, ModelInteraction
 
-    model = openai_chat(MODEL, api_key="sk-bench", http_client=httpx.Client(transport=transport(body)))
+    model = openai_chat(MODEL, api_key="sk-bench", http_client=httpx2.Client(transport=transport(body)))
     inter = ModelInteraction(messages=[Messages.user("go")])
 
     async def run() -> Any:
@@ -164,7 +164,7 @@ def openai_sdk(body: bytes, expected: dict[str, Any]) -> Runner:
     from openai import AsyncOpenAI
 
     client = AsyncOpenAI(
-        api_key="sk-bench", base_url=BASE, http_client=httpx.AsyncClient(transport=transport(body))
+        api_key="sk-bench", base_url=BASE, http_client=httpx2.AsyncClient(transport=transport(body))
     )
 
     async def run() -> Any:
@@ -187,7 +187,7 @@ def openai_sdk_raw(body: bytes, expected: dict[str, Any]) -> Runner:
     from openai import AsyncOpenAI
 
     client = AsyncOpenAI(
-        api_key="sk-bench", base_url=BASE, http_client=httpx.AsyncClient(transport=transport(body))
+        api_key="sk-bench", base_url=BASE, http_client=httpx2.AsyncClient(transport=transport(body))
     )
 
     async def run() -> Any:
@@ -227,7 +227,7 @@ def pydantic_ai(body: bytes, expected: dict[str, Any]) -> Runner:
     from pydantic_ai.providers.openai import OpenAIProvider
 
     client = AsyncOpenAI(
-        api_key="sk-bench", base_url=BASE, http_client=httpx.AsyncClient(transport=transport(body))
+        api_key="sk-bench", base_url=BASE, http_client=httpx2.AsyncClient(transport=transport(body))
     )
     model = OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client))
     messages: list[Any] = [ModelRequest(parts=[UserPromptPart("go")])]
@@ -247,14 +247,12 @@ def pydantic_ai(body: bytes, expected: dict[str, Any]) -> Runner:
 
 
 def floor(body: bytes, expected: dict[str, Any]) -> Runner:
-    from httpx_sse import aconnect_sse
-
-    client = httpx.AsyncClient(transport=transport(body))
+    client = httpx2.AsyncClient(transport=transport(body))
 
     async def run() -> Any:
         n = 0
-        async with aconnect_sse(client, "POST", BASE + "/chat/completions", json={"model": MODEL}) as es:
-            async for sse in es.aiter_sse():
+        async with client.stream("POST", BASE + "/chat/completions", json={"model": MODEL}) as resp:
+            async for sse in httpx2.EventSource(resp):
                 if sse.data != "[DONE]":
                     json.loads(sse.data)
                 n += 1
@@ -275,7 +273,7 @@ async def best_of(run: Runner, repeat: int) -> float:
 
 
 CONTENDERS: list[tuple[str, Callable[[bytes, dict[str, Any]], Runner]]] = [
-    ("floor (httpx-sse + json.loads)", floor),
+    ("floor (httpx2 SSE + json.loads)", floor),
     ("foundation_ai async", foundation_ai_async),
     ("foundation_ai sync", foundation_ai_sync),
     ("openai SDK", openai_sdk_raw),
@@ -296,7 +294,7 @@ async def main_async(repeat: int) -> None:
             continue
         secs = await best_of(run, repeat)
         results[name] = secs * 1e6 / n
-    fl = results.get("floor (httpx-sse + json.loads)")
+    fl = results.get("floor (httpx2 SSE + json.loads)")
     sdk = results.get("openai SDK")
     print(f"{'contender':<32}{'us/event':>10}{'x floor':>9}{'SDK / x':>9}")
     for name, us in results.items():
@@ -314,7 +312,7 @@ async def main_async(repeat: int) -> None:
 # ============================================================================================
 # ANTHROPIC HALF: helper 3b adds bench/stream_anthropic.py with ``main(repeat: int) -> None``
 # (same shape: seeded Anthropic Messages stream, foundation_ai vs the anthropic SDK vs the
-# floor, over httpx.MockTransport). It is picked up here when present.
+# floor, over httpx2.MockTransport). It is picked up here when present.
 
 
 def anthropic_half(repeat: int) -> None:

@@ -3,14 +3,14 @@
 The stream (seed 2024): ``message_start`` (usage with cache fields), a ``ping``, one text block
 of 1,500 ``text_delta`` events, two ``tool_use`` blocks of 250 ``input_json_delta`` fragments
 each, ``message_delta`` (stop reason, final usage), ``message_stop``: 2,010 events. Every
-contender reads the same bytes from the same ``httpx.MockTransport`` (no socket) and ends with
+contender reads the same bytes from the same ``httpx2.MockTransport`` (no socket) and ends with
 the assembled answer (text + two complete tool calls + usage):
 
 - foundation_ai: ``anthropic(...).agenerate`` (async) and ``.generate`` (sync, native client);
 - anthropic SDK: ``AsyncAnthropic.messages.create(stream=True)`` typed events assembled by hand
   (the reference for the ratio), and the SDK's ``messages.stream(...)`` helper +
   ``get_final_message()``;
-- the floor: ``httpx_sse.aconnect_sse`` + ``json.loads`` per event (no assembly).
+- the floor: ``httpx2.EventSource`` + ``json.loads`` per event (no assembly).
 
 Prints the best-of-``--repeat`` microseconds per event and the ratios to the floor and to the
 SDK. Run: ``.venv/bin/python bench/stream_anthropic.py [--repeat 20]`` (also run at the end of
@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import httpx
+import httpx2
 
 BASE = "http://bench.invalid"  # never contacted: every client uses the MockTransport
 MODEL = "claude-opus-4-5"
@@ -139,25 +139,15 @@ def make_stream(seed: int = 2024) -> tuple[bytes, int, dict[str, Any]]:
     return body, len(events), {"text": "".join(text), "args": args, "usage": usage}
 
 
-def transport(body: bytes) -> httpx.MockTransport:
+def transport(body: bytes) -> httpx2.MockTransport:
     headers = {"content-type": "text/event-stream"}
-    return httpx.MockTransport(lambda request: httpx.Response(200, content=body, headers=headers))
+    return httpx2.MockTransport(lambda request: httpx2.Response(200, content=body, headers=headers))
 
 
 def sdk_http_client(body: bytes) -> Any:
-    """An async client for the anthropic SDK over the same mock transport. Recent SDK releases
-    are built on ``httpx2`` (and reject an ``httpx`` client); older ones on ``httpx``."""
-    import sys
-
-    import anthropic  # noqa: F401  (imports the HTTP package the SDK is built on)
-
-    if "httpx2" not in sys.modules:
-        return httpx.AsyncClient(transport=transport(body))
-    import httpx2  # type: ignore[import-not-found]
-
-    headers = {"content-type": "text/event-stream"}
-    mock = httpx2.MockTransport(lambda request: httpx2.Response(200, content=body, headers=headers))
-    return httpx2.AsyncClient(transport=mock)
+    """An async client for the anthropic SDK over the same mock transport (the SDK, like
+    foundation_ai, is built on ``httpx2``)."""
+    return httpx2.AsyncClient(transport=transport(body))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,7 +165,9 @@ def foundation_ai_async(body: bytes, expected: dict[str, Any]) -> Runner:
     from foundation_ai.backends import anthropic
     from foundation_ai.types import Messages, ModelInteraction
 
-    model = anthropic(MODEL, api_key="sk-ant-bench", http_client=httpx.AsyncClient(transport=transport(body)))
+    model = anthropic(
+        MODEL, api_key="sk-ant-bench", http_client=httpx2.AsyncClient(transport=transport(body))
+    )
     inter = ModelInteraction(messages=[Messages.user("go")])
 
     async def run() -> Any:
@@ -190,7 +182,7 @@ def foundation_ai_sync(body: bytes, expected: dict[str, Any]) -> Runner:
     from foundation_ai.backends import anthropic
     from foundation_ai.types import Messages, ModelInteraction
 
-    model = anthropic(MODEL, api_key="sk-ant-bench", http_client=httpx.Client(transport=transport(body)))
+    model = anthropic(MODEL, api_key="sk-ant-bench", http_client=httpx2.Client(transport=transport(body)))
     inter = ModelInteraction(messages=[Messages.user("go")])
 
     async def run() -> Any:
@@ -252,14 +244,12 @@ def anthropic_sdk_helper(body: bytes, expected: dict[str, Any]) -> Runner:
 
 
 def floor(body: bytes, expected: dict[str, Any]) -> Runner:
-    from httpx_sse import aconnect_sse
-
-    client = httpx.AsyncClient(transport=transport(body))
+    client = httpx2.AsyncClient(transport=transport(body))
 
     async def run() -> Any:
         n = 0
-        async with aconnect_sse(client, "POST", BASE + "/v1/messages", json={"model": MODEL}) as es:
-            async for sse in es.aiter_sse():
+        async with client.stream("POST", BASE + "/v1/messages", json={"model": MODEL}) as resp:
+            async for sse in httpx2.EventSource(resp):
                 json.loads(sse.data)
                 n += 1
         return n
@@ -279,7 +269,7 @@ async def best_of(run: Runner, repeat: int) -> float:
 
 
 CONTENDERS: list[tuple[str, Callable[[bytes, dict[str, Any]], Runner]]] = [
-    ("floor (httpx-sse + json.loads)", floor),
+    ("floor (httpx2 SSE + json.loads)", floor),
     ("foundation_ai async", foundation_ai_async),
     ("foundation_ai sync", foundation_ai_sync),
     ("anthropic SDK", anthropic_sdk_raw),
@@ -301,7 +291,7 @@ async def main_async(repeat: int) -> dict[str, float]:
             print(f"{name:<32}{'not installed: ' + str(exc.name):>30}")
             continue
         results[name] = await best_of(run, repeat) * 1e6 / n
-    fl = results.get("floor (httpx-sse + json.loads)")
+    fl = results.get("floor (httpx2 SSE + json.loads)")
     sdk = results.get("anthropic SDK")
     print(f"{'contender':<32}{'us/event':>10}{'x floor':>9}{'SDK / x':>9}")
     for name, us in results.items():

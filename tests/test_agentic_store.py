@@ -18,6 +18,7 @@ from foundation_ai import AgentSession
 from foundation_ai.agentic import (
     InMemorySessionStore,
     ScriptedModel,
+    SessionNotFoundError,
     SessionStore,
     SqliteSessionStore,
     TurnOutcome,
@@ -98,18 +99,37 @@ def test_sqlite_wal_one_transaction_per_batch_and_reopen(tmp_path: Path) -> None
 
 
 def test_default_store_is_sqlite_in_user_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SqliteSessionStore()`` (the command line's store) is a file in the user data dir."""
     monkeypatch.delenv("FOUNDATION_AI_HOME", raising=False)  # the suite's override (tests/conftest.py)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     p = default_store_path()
     assert str(p).startswith(str(tmp_path)) and p.name == "sessions.sqlite3"
-    agent = AgentSession.builder(ScriptedModel([say("ok")])).build()
+    agent = AgentSession.builder(ScriptedModel([say("ok")])).with_store(SqliteSessionStore()).build()
     assert isinstance(agent.store, SqliteSessionStore) and agent.store.path == str(p)
     agent.run_turn("hi")
     assert p.exists()
     assert [type(r).__name__ for r in SqliteSessionStore(p).load(agent.session_id)][
         -1
     ] == "SessionRecord.Summary"
+
+
+def test_a_library_session_without_a_store_keeps_its_history_in_memory_and_writes_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FOUNDATION_AI_HOME", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    model = ScriptedModel([say("Hello Ada."), say("Ada.")])
+    agent = AgentSession.builder(model).build()
+    assert isinstance(agent.store, InMemorySessionStore)
+    agent.run_turn("My name is Ada.")
+    agent.run_turn("What is my name?")
+    sent = [m.text() for m in model.interactions[1].messages]
+    assert sent[:2] == ["My name is Ada.", "Hello Ada."]  # the history went with the second request
+    assert not default_store_path().exists() and list(tmp_path.rglob("*.sqlite3")) == []
+    with pytest.raises(SessionNotFoundError, match="no store was given"):
+        AgentSession.builder(model).resume(agent.session_id)
 
 
 @pytest.mark.parametrize("kind", [0, 1])

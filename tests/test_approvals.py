@@ -279,3 +279,18 @@ def test_a_call_that_would_not_run_is_never_asked_about(tmp_path: Path) -> None:
     assert turn.ok and turn.awaiting == []
     result = turn.tool_results()[0]
     assert result.error_detail is not None and "invalid arguments" in result.error_detail
+
+
+def test_ask_raises_a_typed_error_carrying_the_pending_calls_instead_of_an_empty_answer() -> None:
+    from foundation_ai.agentic import ApprovalRequiredError
+
+    model = ScriptedModel([call("wipe", {"path": "a"}, id="w1"), say("wiped a")])
+    agent = _session(model, mark_requires_approval(_wipe()))
+    with pytest.raises(ApprovalRequiredError) as info:
+        agent.ask("wipe a")
+    assert [c.id for c in info.value.calls] == ["w1"] and "wipe (w1)" in str(info.value)
+    assert info.value.turn.outcome is TurnOutcome.AwaitingApproval
+    assert isinstance(info.value, ApprovalPendingError)  # the family the session's other refusals use
+    assert RAN == [], "nothing ran before the decision"
+    turn = agent.approve("w1")
+    assert turn is not None and turn.text() == "wiped a" and RAN == ["wipe(a)"]

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from foundation_ai.backends import anthropic, assemble
@@ -166,13 +166,13 @@ def test_missing_key_for_anthropic_host_raises(monkeypatch: pytest.MonkeyPatch) 
 
 def test_user_http_client_is_used() -> None:
     body = (FIX / "text.sse").read_bytes()
-    seen: list[httpx.Request] = []
+    seen: list[httpx2.Request] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: httpx2.Request) -> httpx2.Response:
         seen.append(request)
-        return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+        return httpx2.Response(200, content=body, headers={"content-type": "text/event-stream"})
 
-    client = httpx.Client(transport=httpx.MockTransport(handler))
+    client = httpx2.Client(transport=httpx2.MockTransport(handler))
     out = anthropic("claude-sonnet-4-5", api_key=KEY, http_client=client).generate(ask())
     assert out[-1].text() == "Hello there!"
     assert str(seen[0].url) == "https://api.anthropic.com/v1/messages"

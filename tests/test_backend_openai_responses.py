@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
+import httpx2
 import msgspec
 import pytest
 
@@ -155,12 +155,12 @@ def test_key_from_env_and_missing_key(fresh: FixtureServer, monkeypatch: pytest.
 def test_user_async_http_client_is_used() -> None:
     body = (FIX / "text.sse").read_bytes()
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: httpx2.Request) -> httpx2.Response:
         assert str(request.url) == "https://api.openai.com/v1/responses"
-        return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+        return httpx2.Response(200, content=body, headers={"content-type": "text/event-stream"})
 
     async def go() -> list[Any]:
-        client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+        client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
         m = openai_responses("gpt-4.1", api_key=KEY, http_client=client)
         return await m.agenerate(ask())
 

@@ -36,7 +36,7 @@ def test_the_json_format_example_runs_as_pasted(tmp_path: Path) -> None:
 
 
 def test_the_memory_example_runs_as_pasted(tmp_path: Path) -> None:
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("wordllama") is None:
+    if importlib.util.find_spec("xllamacpp") is None or importlib.util.find_spec("wordllama") is None:
         pytest.skip("the example runs the bundled model with the memory engines")
     code = first_python_block("memory.md")
     assert 'builder("local")' in code

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("pgserver")
 pytest.importorskip("dbos")
-httpx = pytest.importorskip("httpx")
+httpx2 = pytest.importorskip("httpx2")
 
 from foundation_ai.durable import DurableClient, DurableConfig  # noqa: E402
 
@@ -48,9 +48,9 @@ def _wait(cond, what: str, timeout: float = 60) -> None:  # type: ignore[no-unty
 def test_a_served_run_that_lost_its_turn_publishes_and_stores_nothing_more(cluster: Cluster) -> None:
     key = cluster.alice  # type: ignore[attr-defined]
     a = cluster.urls[0]
-    sid = httpx.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(key)).json()["id"]
+    sid = httpx2.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(key)).json()["id"]
     task = "task: taken over"
-    r = httpx.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key))
+    r = httpx2.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key))
     assert r.status_code == 202, r.text
     pid_file = (cluster.gates / gate_name(task)).with_suffix(".pid")
     _wait(pid_file.exists, "the tool never started")
@@ -67,7 +67,7 @@ def test_a_served_run_that_lost_its_turn_publishes_and_stores_nothing_more(clust
     assert "failed" not in kinds, events
     assert events[-2][0] == "done" and events[-2][1]["summary"]["outcome"] == "completed", events
     assert kinds.count("done") == 1 and kinds.count("tool_result") == 1, kinds
-    rec = httpx.get(f"{a}/v1/sessions/{sid}", headers=_h(key)).json()["records"]
+    rec = httpx2.get(f"{a}/v1/sessions/{sid}", headers=_h(key)).json()["records"]
     results = [
         x for x in rec if x.get("type") == "conversation" and x["message"].get("type") == "tool_result"
     ]

@@ -152,7 +152,7 @@ def test_openai_embedder_reports_http_errors_as_embedding_errors(
 
 
 def test_llama_cpp_embedder_in_process_on_the_bundled_model() -> None:
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("xllamacpp")
     e = LlamaCppEmbedder(None, n_ctx=256)
     assert isinstance(e, Embedder)
     assert e.dimensions == 576

@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, ClassVar
 
-import httpx
+import httpx2
 import pytest
 
 from foundation_ai import AgentSession, Messages
@@ -166,9 +166,9 @@ def test_key_resolution_and_redaction(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_retry_delay_rules() -> None:
     o = HttpOptions(api_key=None, base_url="http://127.0.0.1:1", retry_base_delay=1.0, max_retry_delay=5.0)
-    assert retry_delay(0, httpx.Headers({"retry-after": "3"}), o) == 3.0
-    assert retry_delay(0, httpx.Headers({"retry-after": "300"}), o) == 5.0
-    assert retry_delay(0, httpx.Headers({"retry-after-ms": "250"}), o) == 0.25
+    assert retry_delay(0, httpx2.Headers({"retry-after": "3"}), o) == 3.0
+    assert retry_delay(0, httpx2.Headers({"retry-after": "300"}), o) == 5.0
+    assert retry_delay(0, httpx2.Headers({"retry-after-ms": "250"}), o) == 0.25
     assert 0.75 <= retry_delay(0, None, o) <= 1.25
     assert 1.5 <= retry_delay(1, None, o) <= 2.5
     assert retry_delay(9, None, o) == 5.0
@@ -225,16 +225,16 @@ def _assistant(m: object) -> AssistantMessage:
     return m
 
 
-def _echo_401(calls: list[httpx.Request]) -> httpx.MockTransport:
+def _echo_401(calls: list[httpx2.Request]) -> httpx2.MockTransport:
     """A transport that records each request and answers 401 with the request's headers in the
     message (a server echoing a credential back)."""
 
-    def handler(req: httpx.Request) -> httpx.Response:
+    def handler(req: httpx2.Request) -> httpx2.Response:
         calls.append(req)
         echo = "; ".join(f"{k}={v}" for k, v in req.headers.items())
-        return httpx.Response(401, json={"error": {"message": f"from-mock {echo}", "type": "auth"}})
+        return httpx2.Response(401, json={"error": {"message": f"from-mock {echo}", "type": "auth"}})
 
-    return httpx.MockTransport(handler)
+    return httpx2.MockTransport(handler)
 
 
 @pytest.mark.parametrize("streaming", [True, False])
@@ -246,9 +246,9 @@ async def test_single_http_client_serves_both_paths(
 ) -> None:
     """Defect 1: a caller's client is never bypassed. base_url is 127.0.0.1:1, so a connection of
     our own would fail with "connection failed"; the mock's answer proves its client was used."""
-    calls: list[httpx.Request] = []
-    sync_c = httpx.Client(transport=_echo_401(calls))
-    async_c = httpx.AsyncClient(transport=_echo_401(calls))
+    calls: list[httpx2.Request] = []
+    sync_c = httpx2.Client(transport=_echo_401(calls))
+    async_c = httpx2.AsyncClient(transport=_echo_401(calls))
     client: object = {"Client": sync_c, "AsyncClient": async_c, "both": (sync_c, async_c)}[kind]
     m = _BACKENDS[backend](api_key=KEY, http_client=client, streaming=streaming, max_retries=0)
     inter = ModelInteraction(messages=[Messages.user("hi")])
@@ -266,12 +266,12 @@ async def test_single_http_client_serves_both_paths(
 
 @pytest.mark.parametrize("kind", ["Client", "AsyncClient"])
 def test_agent_session_uses_the_only_client(kind: str) -> None:
-    """Defect 1 as the tester met it: AgentSession (async path) with only an httpx.Client."""
-    calls: list[httpx.Request] = []
-    client: httpx.Client | httpx.AsyncClient = (
-        httpx.Client(transport=_echo_401(calls))
+    """Defect 1 as the tester met it: AgentSession (async path) with only an httpx2.Client."""
+    calls: list[httpx2.Request] = []
+    client: httpx2.Client | httpx2.AsyncClient = (
+        httpx2.Client(transport=_echo_401(calls))
         if kind == "Client"
-        else httpx.AsyncClient(transport=_echo_401(calls))
+        else httpx2.AsyncClient(transport=_echo_401(calls))
     )
     m = anthropic("claude-x", api_key=KEY, http_client=client, base_url="http://127.0.0.1:1", max_retries=0)
     with pytest.raises(TurnFailedError) as caught:  # run_turn raises on a failed turn
@@ -284,9 +284,9 @@ def test_agent_session_uses_the_only_client(kind: str) -> None:
 async def test_sync_client_from_async_closes_stream_early() -> None:
     """Breaking out of the async iteration over a sync-only client closes the sync stream."""
     body = b'data: {"a":1}\n\ndata: {"a":2}\n\ndata: [DONE]\n\n'
-    client = httpx.Client(
-        transport=httpx.MockTransport(
-            lambda r: httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+    client = httpx2.Client(
+        transport=httpx2.MockTransport(
+            lambda r: httpx2.Response(200, content=body, headers={"content-type": "text/event-stream"})
         )
     )
     o = HttpOptions(api_key=None, base_url="http://127.0.0.1:1", sync_client=client)
@@ -304,14 +304,14 @@ _BAD_WAITS = ["NaN", "nan", "inf", "-inf", "Infinity", "-5", "1e400", "garbage",
 def test_retry_delay_invalid_header_falls_back(header: str, value: str) -> None:
     """Defect 2: NaN / inf / negative / garbage waits fall back to the normal backoff."""
     o = HttpOptions(api_key=None, base_url="http://127.0.0.1:1", retry_base_delay=1.0, max_retry_delay=5.0)
-    d = retry_delay(0, httpx.Headers({header: value}), o)
+    d = retry_delay(0, httpx2.Headers({header: value}), o)
     assert math.isfinite(d) and 0.75 <= d <= 1.25
 
 
 @pytest.mark.parametrize("header,value", [("retry-after", "1e300"), ("retry-after-ms", "99999999999999")])
 def test_retry_delay_huge_header_is_capped(header: str, value: str) -> None:
     o = HttpOptions(api_key=None, base_url="http://127.0.0.1:1", max_retry_delay=5.0)
-    assert retry_delay(0, httpx.Headers({header: value}), o) == 5.0
+    assert retry_delay(0, httpx2.Headers({header: value}), o) == 5.0
 
 
 def test_retry_delay_bad_options_stay_finite() -> None:
@@ -328,17 +328,17 @@ def test_retry_delay_bad_options_stay_finite() -> None:
 @pytest.mark.parametrize("backend", sorted(_BACKENDS))
 async def test_nan_retry_after_does_not_crash(backend: str, header: str, value: str) -> None:
     """Defect 2 end to end: a 503 with a NaN wait is retried (backoff), then the 401 is reported."""
-    calls: list[httpx.Request] = []
+    calls: list[httpx2.Request] = []
 
-    def handler(req: httpx.Request) -> httpx.Response:
+    def handler(req: httpx2.Request) -> httpx2.Response:
         calls.append(req)
         if len(calls) % 2 == 1:  # each generate: first a 503, then the 401
-            return httpx.Response(503, headers={header: value}, json={"error": {"message": "busy"}})
-        return httpx.Response(401, json={"error": {"message": "second answer"}})
+            return httpx2.Response(503, headers={header: value}, json={"error": {"message": "busy"}})
+        return httpx2.Response(401, json={"error": {"message": "second answer"}})
 
     for client in (
-        httpx.Client(transport=httpx.MockTransport(handler)),
-        httpx.AsyncClient(transport=httpx.MockTransport(handler)),
+        httpx2.Client(transport=httpx2.MockTransport(handler)),
+        httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
     ):
         calls.clear()
         m = _BACKENDS[backend](api_key=KEY, http_client=client, max_retries=1, retry_base_delay=0.001)
@@ -376,11 +376,11 @@ def test_options_secrets_and_repr() -> None:
 def test_echoed_custom_header_secret_is_masked(backend: str, kind: str) -> None:
     """Defect 3: a server echoing every request header (Azure ``api-key``, a token header, the
     Basic auth httpx derives from ``user:password@`` in the base URL) leaks none of them."""
-    calls: list[httpx.Request] = []
-    client: httpx.Client | httpx.AsyncClient = (
-        httpx.Client(transport=_echo_401(calls))
+    calls: list[httpx2.Request] = []
+    client: httpx2.Client | httpx2.AsyncClient = (
+        httpx2.Client(transport=_echo_401(calls))
         if kind == "Client"
-        else httpx.AsyncClient(transport=_echo_401(calls))
+        else httpx2.AsyncClient(transport=_echo_401(calls))
     )
     base = {"openai_chat": "/v1", "anthropic": "", "openai_responses": "/v1"}[backend]
     factories: dict[str, Callable[..., Any]] = {
@@ -422,7 +422,7 @@ def test_openai_chat_max_retry_delay() -> None:
     """Defect 4: openai_chat takes ``max_retry_delay`` like the other HTTP backends."""
     m = openai_chat("m", base_url="http://127.0.0.1:1/v1", max_retry_delay=0.5)
     assert m.options.max_retry_delay == 0.5
-    assert retry_delay(0, httpx.Headers({"retry-after": "30"}), m.options) == 0.5
+    assert retry_delay(0, httpx2.Headers({"retry-after": "30"}), m.options) == 0.5
 
 
 # --------------------------------------------------------------------------------------------
@@ -501,7 +501,7 @@ _PARTIAL = {
 }
 
 
-class _DropAfter(httpx.SyncByteStream, httpx.AsyncByteStream):
+class _DropAfter(httpx2.SyncByteStream, httpx2.AsyncByteStream):
     """Sends ``chunks`` then fails like a peer closing the connection."""
 
     def __init__(self, chunks: list[bytes]) -> None:
@@ -509,12 +509,12 @@ class _DropAfter(httpx.SyncByteStream, httpx.AsyncByteStream):
 
     def __iter__(self) -> Iterator[bytes]:
         yield from self.chunks
-        raise httpx.ReadError("peer closed connection")
+        raise httpx2.ReadError("peer closed connection")
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for c in self.chunks:
             yield c
-        raise httpx.ReadError("peer closed connection")
+        raise httpx2.ReadError("peer closed connection")
 
 
 @pytest.mark.parametrize("path", ["sync", "async"])
@@ -526,14 +526,14 @@ async def test_dropped_stream_keeps_partial_then_error_last(backend: str, path: 
     the in-progress placeholder stop reason: the agent loop treats any ``StopReason.Error``
     message as the failure itself, so relabelling the partial would drop its text."""
 
-    def handler(req: httpx.Request) -> httpx.Response:
-        return httpx.Response(
+    def handler(req: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
             200, headers={"content-type": "text/event-stream"}, stream=_DropAfter(_PARTIAL[backend])
         )
 
-    transport = httpx.MockTransport(handler)
-    client: httpx.Client | httpx.AsyncClient = (
-        httpx.Client(transport=transport) if path == "sync" else httpx.AsyncClient(transport=transport)
+    transport = httpx2.MockTransport(handler)
+    client: httpx2.Client | httpx2.AsyncClient = (
+        httpx2.Client(transport=transport) if path == "sync" else httpx2.AsyncClient(transport=transport)
     )
     m = _BACKENDS[backend](api_key=KEY, http_client=client, max_retries=0)
     inter = ModelInteraction(messages=[Messages.user("hi")])
@@ -579,7 +579,7 @@ class _KeepAliveHandler(http.server.BaseHTTPRequestHandler):
 
 
 def test_async_client_from_sync_calls_against_keep_alive_server() -> None:
-    """Defect 1 follow-up: a real ``httpx.AsyncClient`` (only) driven by repeated sync calls, each
+    """Defect 1 follow-up: a real ``httpx2.AsyncClient`` (only) driven by repeated sync calls, each
     on a fresh private loop, against a keep-alive server: no pooled connection is left bound to a
     closed loop ("Event loop is closed" on the next call)."""
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _KeepAliveHandler)
@@ -587,7 +587,7 @@ def test_async_client_from_sync_calls_against_keep_alive_server() -> None:
     _KeepAliveHandler.seen.clear()
     try:
         url = f"http://127.0.0.1:{srv.server_address[1]}/v1/x"
-        o = HttpOptions(api_key=None, base_url=url, async_client=httpx.AsyncClient(), max_retries=0)
+        o = HttpOptions(api_key=None, base_url=url, async_client=httpx2.AsyncClient(), max_retries=0)
         for _ in range(3):
             assert [(e.event, e.data) for e in stream_events(o, url, {"x": 1}, {})] == [
                 ("json", '{"ok": true}')
@@ -599,7 +599,7 @@ def test_async_client_from_sync_calls_against_keep_alive_server() -> None:
         srv.server_close()
 
 
-class _BlockingStream(httpx.SyncByteStream):
+class _BlockingStream(httpx2.SyncByteStream):
     """One SSE event, then a read that blocks until ``release`` is set; records ``close``."""
 
     def __init__(self) -> None:
@@ -619,9 +619,9 @@ async def test_cancel_async_over_sync_client_does_not_wait_for_blocked_read() ->
     """Cancelling the async iteration over a sync-only client while its read is blocked returns
     without waiting for that read; the stream is closed once the read ends."""
     body = _BlockingStream()
-    client = httpx.Client(
-        transport=httpx.MockTransport(
-            lambda r: httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=body)
+    client = httpx2.Client(
+        transport=httpx2.MockTransport(
+            lambda r: httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=body)
         )
     )
     o = HttpOptions(api_key=None, base_url="http://127.0.0.1:1", sync_client=client, max_retries=0)

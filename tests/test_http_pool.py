@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from foundation_ai.backends._gate import SlotGate
@@ -239,7 +239,7 @@ async def test_aclose_closes_the_kept_alive_connections_and_the_backend_stays_us
 
 async def test_a_user_client_keeps_its_own_limits_and_is_not_closed() -> None:
     async with Server(hold_until=4) as srv:
-        client = httpx.AsyncClient()
+        client = httpx2.AsyncClient()
         opts = HttpOptions(api_key=None, base_url=srv.url, async_client=client, max_connections=1)
         got = await asyncio.gather(*(_events(opts, srv.url) for _ in range(4)))
         await opts.aclose()

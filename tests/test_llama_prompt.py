@@ -199,22 +199,26 @@ def test_ensure_single_bos_rules() -> None:
 
 @pytest.fixture(scope="module")
 def vocab() -> Iterator[Any]:
-    llama_cpp = pytest.importorskip("llama_cpp")
-    from foundation_ai.backends._llama_source import bundled_model_path
+    pytest.importorskip("xllamacpp")
+    from foundation_ai.backends._llamacpp import llamacpp
 
-    llama = llama_cpp.Llama(str(bundled_model_path()), vocab_only=True, verbose=False)
-    yield llama
-    llama.close()
+    model = llamacpp(None, n_ctx=256)
+    yield model
+    model.close()
+
+
+def _bos(vocab: Any) -> int:
+    (bos,) = vocab.engine.tokenize(vocab.engine.bos_text)
+    return int(bos)
 
 
 def _tokens(vocab: Any, text: str) -> list[int]:
-    bos = vocab.token_bos()
-    return ensure_single_bos(vocab.tokenize(text.encode(), add_bos=False, special=True), bos, True)
+    return ensure_single_bos(vocab.engine.tokenize(text), _bos(vocab), True)
 
 
 def test_exactly_one_bos_when_the_template_writes_it(vocab: Any) -> None:
-    bos = vocab.token_bos()
-    bos_text = vocab.detokenize([bos], special=True).decode()
+    bos = _bos(vocab)
+    bos_text = vocab.engine.bos_text
     inter = ModelInteraction(system_prompt="s", messages=[Messages.user("hi")])
     for template in (
         "{{ bos_token }}" + CHATML_TEMPLATE,
@@ -226,7 +230,7 @@ def test_exactly_one_bos_when_the_template_writes_it(vocab: Any) -> None:
 
 
 def test_bundled_template_renders_with_the_gguf_metadata(vocab: Any) -> None:
-    template = vocab.metadata["tokenizer.chat_template"]
+    template = vocab.engine.props["chat_template"]
     assert not supports_native_tools(template)  # SmolLM2 uses the text protocol
     text = render_prompt(ModelInteraction(messages=[Messages.user("hi")]), template)
     assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")

@@ -21,7 +21,7 @@ from foundation_ai.types import (
     ToolResultMessage,
 )
 
-pytest.importorskip("llama_cpp")
+pytest.importorskip("xllamacpp")
 
 from foundation_ai.backends import default_model
 

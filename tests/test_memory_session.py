@@ -298,7 +298,7 @@ def test_the_same_conversation_runs_on_the_bundled_model_without_error() -> None
     with tiny triggers so that observation and reflection passes run within a few turns (kept
     short for CI: 3 turns). Answer quality and memory quality are not asserted; every turn must
     complete and every request must fit the window."""
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("xllamacpp")
     from foundation_ai.backends._llamacpp import llamacpp
     from foundation_ai.types import ModelParams
 

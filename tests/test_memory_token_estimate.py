@@ -68,11 +68,11 @@ DENSE = {
 
 @pytest.fixture(scope="module")
 def smollm2() -> Callable[[str], int]:
-    llama_cpp = pytest.importorskip("llama_cpp")
-    from foundation_ai.backends._llama_source import bundled_model_path
+    pytest.importorskip("xllamacpp")
+    from foundation_ai.backends._llamacpp import llamacpp
 
-    llama = llama_cpp.Llama(str(bundled_model_path()), vocab_only=True, verbose=False)
-    return lambda text: len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+    model = llamacpp(None, n_ctx=256)
+    return model.count_tokens
 
 
 @pytest.mark.parametrize("kind", sorted(DENSE))

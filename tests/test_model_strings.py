@@ -272,7 +272,7 @@ def test_recommended_sampling_from_gguf_metadata_wins_over_the_table() -> None:
 
 
 def test_bundled_model_answers_with_its_recommended_temperature() -> None:
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("xllamacpp")
     from foundation_ai import model
     from foundation_ai.types import ModelParams
 

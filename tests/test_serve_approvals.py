@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from foundation_ai.agentic import ScriptedModel, call, say
@@ -41,16 +41,16 @@ def gated_agent(name: str = "bot") -> Agent:
 
 
 @pytest.fixture
-def gated(tmp_path: Path) -> Iterator[tuple[httpx.Client, dict[str, str]]]:
+def gated(tmp_path: Path) -> Iterator[tuple[httpx2.Client, dict[str, str]]]:
     """A server with :func:`gated_agent`, a client of it and one key's headers."""
     with (
         serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
+        httpx2.Client(base_url=srv.url, timeout=30) as c,
     ):
         yield c, {"Authorization": f"Bearer {keys.create()[1]}"}
 
 
-def events(c: httpx.Client, sid: str, h: dict[str, str], start: int = 0) -> list[tuple[str, Any]]:
+def events(c: httpx2.Client, sid: str, h: dict[str, str], start: int = 0) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     with c.stream("GET", f"/v1/sessions/{sid}/events?from={start}", headers=h) as r:
         assert r.status_code == 200
@@ -63,14 +63,14 @@ def events(c: httpx.Client, sid: str, h: dict[str, str], start: int = 0) -> list
     return out
 
 
-def paused_session(c: httpx.Client, h: dict[str, str], prompt: str = "please add") -> tuple[str, list[Any]]:
+def paused_session(c: httpx2.Client, h: dict[str, str], prompt: str = "please add") -> tuple[str, list[Any]]:
     sid = c.post("/v1/sessions", headers=h, json={"model": "bot"}).json()["id"]
     assert c.post(f"/v1/sessions/{sid}/turns", headers=h, json={"input": prompt}).status_code == 202
     return sid, events(c, sid, h)
 
 
 def test_a_call_needing_approval_pauses_the_turn_and_approving_continues_it(
-    gated: tuple[httpx.Client, dict[str, str]],
+    gated: tuple[httpx2.Client, dict[str, str]],
 ) -> None:
     c, h = gated
     runs = len(TOOL_RUNS)
@@ -128,7 +128,7 @@ def test_a_call_needing_approval_pauses_the_turn_and_approving_continues_it(
 
 
 def test_deny_sends_the_reason_to_the_model_as_the_tool_result(
-    gated: tuple[httpx.Client, dict[str, str]],
+    gated: tuple[httpx2.Client, dict[str, str]],
 ) -> None:
     c, h = gated
     runs = len(TOOL_RUNS)
@@ -152,7 +152,7 @@ def test_deny_sends_the_reason_to_the_model_as_the_tool_result(
 
 
 def test_the_turn_continues_only_once_every_pending_call_is_decided(
-    gated: tuple[httpx.Client, dict[str, str]],
+    gated: tuple[httpx2.Client, dict[str, str]],
 ) -> None:
     c, h = gated
     sid, evs = paused_session(c, h, "add twice")
@@ -173,13 +173,13 @@ def test_the_turn_continues_only_once_every_pending_call_is_decided(
 def test_a_continued_turn_can_pause_again_and_a_waiting_stream_follows_both_pauses(tmp_path: Path) -> None:
     with (
         serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
+        httpx2.Client(base_url=srv.url, timeout=30) as c,
     ):
         h = {"Authorization": f"Bearer {keys.create()[1]}"}
         decisions: list[Any] = []
 
         def approve(sid: str, calls: list[Any]) -> None:
-            with httpx.Client(base_url=srv.url, timeout=30) as other:
+            with httpx2.Client(base_url=srv.url, timeout=30) as other:
                 url = f"/v1/sessions/{sid}/approvals/{calls[0]['id']}"
                 decisions.append(other.post(url, headers=h, json={"decision": "approve"}).json())
 
@@ -200,7 +200,7 @@ def test_a_continued_turn_can_pause_again_and_a_waiting_stream_follows_both_paus
 def test_another_key_can_neither_see_nor_decide_the_pending_calls(tmp_path: Path) -> None:
     with (
         serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
+        httpx2.Client(base_url=srv.url, timeout=30) as c,
     ):
         h = {"Authorization": f"Bearer {keys.create('a')[1]}"}
         other = {"Authorization": f"Bearer {keys.create('b')[1]}"}
@@ -226,7 +226,7 @@ def test_another_key_can_neither_see_nor_decide_the_pending_calls(tmp_path: Path
         ]
 
 
-def test_a_bad_decision_is_a_400_and_decides_nothing(gated: tuple[httpx.Client, dict[str, str]]) -> None:
+def test_a_bad_decision_is_a_400_and_decides_nothing(gated: tuple[httpx2.Client, dict[str, str]]) -> None:
     c, h = gated
     sid, evs = paused_session(c, h)
     call_id = evs[-2][1]["calls"][0]["id"]
@@ -249,7 +249,7 @@ def test_a_bad_decision_is_a_400_and_decides_nothing(gated: tuple[httpx.Client, 
 
 
 def _chat_stream(
-    c: httpx.Client, h: dict[str, str], approve: Any, prompt: str = "please add"
+    c: httpx2.Client, h: dict[str, str], approve: Any, prompt: str = "please add"
 ) -> tuple[str, list[dict[str, Any]], str]:
     content, extra, sid = "", [], ""
     body = {"model": "bot", "stream": True, "messages": [{"role": "user", "content": prompt}]}
@@ -273,7 +273,7 @@ def _chat_stream(
 def test_a_waiting_chat_completions_stream_goes_on_after_the_approval(tmp_path: Path) -> None:
     with (
         serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
+        httpx2.Client(base_url=srv.url, timeout=30) as c,
     ):
         h = {"Authorization": f"Bearer {keys.create()[1]}"}
         decided: list[Any] = []
@@ -281,7 +281,7 @@ def test_a_waiting_chat_completions_stream_goes_on_after_the_approval(tmp_path: 
         def approve(sid: str, calls: list[Any]) -> None:
             # another client (the operator) approves while the stream waits
             def go() -> None:
-                with httpx.Client(base_url=srv.url, timeout=30) as other:
+                with httpx2.Client(base_url=srv.url, timeout=30) as other:
                     url = f"/v1/sessions/{sid}/approvals/{calls[0]['id']}"
                     decided.append(other.post(url, headers=h, json={"decision": "approve"}).json())
 
@@ -298,7 +298,7 @@ def test_a_waiting_chat_completions_stream_goes_on_after_the_approval(tmp_path: 
 
 
 def test_a_chat_request_without_stream_returns_at_the_pause(
-    gated: tuple[httpx.Client, dict[str, str]],
+    gated: tuple[httpx2.Client, dict[str, str]],
 ) -> None:
     c, h = gated
     body = {"model": "bot", "messages": [{"role": "user", "content": "please add"}]}
@@ -315,7 +315,7 @@ def test_a_chat_request_without_stream_returns_at_the_pause(
 
 
 def test_a_responses_request_without_stream_returns_incomplete_at_the_pause(
-    gated: tuple[httpx.Client, dict[str, str]],
+    gated: tuple[httpx2.Client, dict[str, str]],
 ) -> None:
     c, h = gated
     r = c.post("/v1/responses", headers=h, json={"model": "bot", "input": "please add"})
@@ -329,7 +329,7 @@ def test_a_responses_request_without_stream_returns_incomplete_at_the_pause(
 def test_a_waiting_responses_stream_goes_on_after_the_denial(tmp_path: Path) -> None:
     with (
         serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
+        httpx2.Client(base_url=srv.url, timeout=30) as c,
     ):
         h = {"Authorization": f"Bearer {keys.create()[1]}"}
         seen: list[str] = []
@@ -349,7 +349,7 @@ def test_a_waiting_responses_stream_goes_on_after_the_denial(tmp_path: Path) -> 
                 if ev["type"] == "response.output_text.delta":
                     text += ev["delta"]
                 elif ev["type"] == "foundation_ai.awaiting_approval":
-                    with httpx.Client(base_url=srv.url, timeout=30) as other:
+                    with httpx2.Client(base_url=srv.url, timeout=30) as other:
                         url = f"/v1/sessions/{sid}/approvals/{ev['calls'][0]['id']}"
                         other.post(url, headers=h, json={"decision": "deny", "reason": "not now"})
                 elif ev["type"] == "response.completed":
@@ -362,14 +362,14 @@ def test_a_waiting_responses_stream_goes_on_after_the_denial(tmp_path: Path) -> 
 
 def test_a_pause_survives_a_server_restart(tmp_path: Path) -> None:
     agents = [gated_agent()]
-    with serving(tmp_path, agents=agents) as (srv, keys), httpx.Client(base_url=srv.url, timeout=30) as c:
+    with serving(tmp_path, agents=agents) as (srv, keys), httpx2.Client(base_url=srv.url, timeout=30) as c:
         key = keys.create()[1]
         h = {"Authorization": f"Bearer {key}"}
         sid, evs = paused_session(c, h)
         call_id = evs[-2][1]["calls"][0]["id"]
     with (
         serving(tmp_path, agents=[gated_agent()]) as (srv, _),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
+        httpx2.Client(base_url=srv.url, timeout=30) as c,
     ):
         assert c.get("/v1/sessions", headers=h).json()["data"][0]["awaiting_approval"] is True
         assert [x["id"] for x in c.get(f"/v1/sessions/{sid}/approvals", headers=h).json()["data"]] == [
@@ -402,7 +402,7 @@ def _shell_agent(tmp_path: Path, rule: str) -> Agent:
 def test_the_shell_tool_set_of_an_agents_file_waits_for_approval_by_default(tmp_path: Path) -> None:
     agent = _shell_agent(tmp_path, "")
     marker = tmp_path / "work" / "marker.txt"
-    with serving(tmp_path, agents=[agent]) as (srv, keys), httpx.Client(base_url=srv.url, timeout=30) as c:
+    with serving(tmp_path, agents=[agent]) as (srv, keys), httpx2.Client(base_url=srv.url, timeout=30) as c:
         h = {"Authorization": f"Bearer {keys.create()[1]}"}
         sid, evs = paused_session(c, h, "tidy up")
         asked = evs[-2][1]
@@ -418,7 +418,7 @@ def test_the_shell_tool_set_of_an_agents_file_waits_for_approval_by_default(tmp_
 
 def test_requires_approval_false_lets_every_tool_run_unasked(tmp_path: Path) -> None:
     agent = _shell_agent(tmp_path, "requires_approval = false\n")
-    with serving(tmp_path, agents=[agent]) as (srv, keys), httpx.Client(base_url=srv.url, timeout=30) as c:
+    with serving(tmp_path, agents=[agent]) as (srv, keys), httpx2.Client(base_url=srv.url, timeout=30) as c:
         h = {"Authorization": f"Bearer {keys.create()[1]}"}
         _, evs = paused_session(c, h, "tidy up")
         assert "awaiting_approval" not in [k for k, _ in evs]
@@ -471,7 +471,7 @@ def test_stopping_the_server_ends_a_stream_waiting_for_approval(tmp_path: Path) 
     def client() -> None:
         body = {"model": "bot", "stream": True, "messages": [{"role": "user", "content": "please add"}]}
         with (
-            httpx.Client(base_url=srv.url, timeout=60) as c,
+            httpx2.Client(base_url=srv.url, timeout=60) as c,
             c.stream("POST", "/v1/chat/completions", headers=h, json=body) as r,
         ):
             for line in r.iter_lines():
@@ -521,7 +521,7 @@ def test_an_index_file_from_before_approvals_gains_the_waiting_column(tmp_path: 
 
 
 def test_abort_ends_a_turn_waiting_for_approval_without_running_a_tool_or_the_model(
-    gated: tuple[httpx.Client, dict[str, str]],
+    gated: tuple[httpx2.Client, dict[str, str]],
 ) -> None:
     c, h = gated
     runs = len(TOOL_RUNS)
@@ -552,14 +552,14 @@ def test_abort_ends_a_turn_waiting_for_approval_without_running_a_tool_or_the_mo
 def test_abort_ends_a_pause_left_by_a_previous_server(tmp_path: Path) -> None:
     with (
         serving(tmp_path, agents=[gated_agent()]) as (srv, keys),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
+        httpx2.Client(base_url=srv.url, timeout=30) as c,
     ):
         h = {"Authorization": f"Bearer {keys.create()[1]}"}
         sid, evs = paused_session(c, h)
         call_id = evs[-2][1]["calls"][0]["id"]
     with (
         serving(tmp_path, agents=[gated_agent()]) as (srv, _),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
+        httpx2.Client(base_url=srv.url, timeout=30) as c,
     ):
         assert c.post(f"/v1/sessions/{sid}/abort", headers=h).json() == {
             "session_id": sid,

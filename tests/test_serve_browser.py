@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from tests._serve_helpers import TOOL_RUNS, serving
@@ -173,7 +173,7 @@ def test_a_page_on_another_origin_cannot_run_a_turn_or_read_sessions_in_chromium
         # a JSON POST needs a CORS preflight, which gets no CORS answer: the browser blocks it
         assert got["cors_json"] == "blocked" and got["read_sessions"] == "blocked"
         assert len(TOOL_RUNS) == runs_before  # the tool never ran
-        with httpx.Client(base_url=srv.url) as c:
+        with httpx2.Client(base_url=srv.url) as c:
             assert c.get("/v1/sessions").json()["data"] == []  # nothing was created
 
 
@@ -190,7 +190,7 @@ def test_an_origin_given_with_allow_origin_gets_cors_and_runs_a_turn_in_chromium
         assert status == "200" and "The sum is 42." in json.loads(text)["choices"][0]["message"]["content"]
         assert got["read_sessions"].startswith("200 ")
         # a text/plain body is still not JSON to the server, whoever sends it
-        with httpx.Client(base_url=srv.url) as c:
+        with httpx2.Client(base_url=srv.url) as c:
             r = c.post(
                 "/v1/chat/completions",
                 content=json.dumps(TURN),
@@ -244,7 +244,7 @@ def test_forged_host_headers_are_answered_421_on_a_real_socket(tmp_path: Path) -
 def test_allowed_hosts_are_configurable_and_keys_mode_answers_any_host_by_default(tmp_path: Path) -> None:
     with (
         serving(tmp_path / "a", no_auth=True, allowed_hosts=["chat.example", ".corp.test"]) as (srv, _),
-        httpx.Client(base_url=srv.url) as c,
+        httpx2.Client(base_url=srv.url) as c,
     ):
         for host, status in (
             ("chat.example", 200),
@@ -256,13 +256,13 @@ def test_allowed_hosts_are_configurable_and_keys_mode_answers_any_host_by_defaul
             assert c.get("/v1/sessions", headers={"Host": host}).status_code == status, host
     with serving(tmp_path / "b") as (srv, keys):
         h = {"Authorization": f"Bearer {keys.create('x')[1]}", "Host": "anything.example"}
-        with httpx.Client(base_url=srv.url) as c:
+        with httpx2.Client(base_url=srv.url) as c:
             assert c.get("/v1/sessions", headers=h).status_code == 200
 
 
 def test_json_endpoints_refuse_other_content_types_with_415(tmp_path: Path) -> None:
     body = json.dumps(TURN).encode()
-    with serving(tmp_path, no_auth=True) as (srv, _), httpx.Client(base_url=srv.url) as c:
+    with serving(tmp_path, no_auth=True) as (srv, _), httpx2.Client(base_url=srv.url) as c:
         for path in ("/v1/chat/completions", "/v1/responses", "/v1/sessions"):
             for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data", None):
                 headers = {"Content-Type": ctype} if ctype else {}
@@ -282,7 +282,7 @@ def test_json_endpoints_refuse_other_content_types_with_415(tmp_path: Path) -> N
 def test_state_changing_requests_need_the_servers_own_or_an_allowed_origin(tmp_path: Path) -> None:
     with (
         serving(tmp_path, no_auth=True, allow_origins=["https://app.example"]) as (srv, _),
-        httpx.Client(base_url=srv.url) as c,
+        httpx2.Client(base_url=srv.url) as c,
     ):
         for origin, status in (
             ("http://evil.example", 403),
@@ -305,7 +305,7 @@ def test_state_changing_requests_need_the_servers_own_or_an_allowed_origin(tmp_p
 def test_cors_headers_are_sent_only_to_configured_origins(tmp_path: Path) -> None:
     with (
         serving(tmp_path, no_auth=True, allow_origins=["https://app.example"]) as (srv, _),
-        httpx.Client(base_url=srv.url) as c,
+        httpx2.Client(base_url=srv.url) as c,
     ):
         pre = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
         good = c.options("/v1/chat/completions", headers={"Origin": "https://app.example", **pre})

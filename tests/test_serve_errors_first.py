@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import openai
 import pytest
 
@@ -37,7 +37,7 @@ def test_a_chat_stream_over_the_window_gets_the_non_streamed_http_error_and_the_
 ) -> None:
     with serving(tmp_path, no_auth=True, agents=[_llama_agent(llama_server)]) as (srv, _):
         body = {"model": "bot", "messages": [{"role": "user", "content": HUGE}]}
-        with httpx.Client(base_url=srv.url, timeout=120) as c:
+        with httpx2.Client(base_url=srv.url, timeout=120) as c:
             plain = c.post("/v1/chat/completions", json=body)
             streamed = c.post("/v1/chat/completions", json=body | {"stream": True})
         assert plain.status_code == streamed.status_code == 400
@@ -54,7 +54,7 @@ def test_a_responses_stream_over_the_window_gets_the_non_streamed_http_error_and
     tmp_path: Path, llama_server: LlamaServerHandle
 ) -> None:
     with serving(tmp_path, no_auth=True, agents=[_llama_agent(llama_server)]) as (srv, _):
-        with httpx.Client(base_url=srv.url, timeout=120) as c:
+        with httpx2.Client(base_url=srv.url, timeout=120) as c:
             plain = c.post("/v1/responses", json={"model": "bot", "input": HUGE})
             streamed = c.post("/v1/responses", json={"model": "bot", "input": HUGE, "stream": True})
         assert plain.status_code == streamed.status_code == 400
@@ -106,7 +106,7 @@ def test_store_false_keeps_nothing_and_its_id_cannot_be_continued(tmp_path: Path
     agent = Agent("bot", model=ScriptedModel([_recall] * 20, chunk_mode="delta"))
     with serving(tmp_path, no_auth=True, agents=[agent]) as (srv, _):
         sdk = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0)
-        with httpx.Client(base_url=srv.url) as c:
+        with httpx2.Client(base_url=srv.url) as c:
             r = c.post("/v1/responses", json={"model": "bot", "input": "alpha", "store": False})
             assert r.status_code == 200 and r.json()["store"] is False
             assert "x-session-id" not in r.headers
@@ -169,7 +169,7 @@ def test_a_provider_key_echoed_by_the_model_is_masked_in_everything_served_and_s
     agent = Agent("bot", model=ScriptedModel([_leaky] * 50, chunk_mode="delta"), tools=[read_env])
     with serving(tmp_path, no_auth=True, agents=[agent], secrets=[SECRET, PHRASE]) as (srv, _):
         served: list[str] = []
-        with httpx.Client(base_url=srv.url) as c:
+        with httpx2.Client(base_url=srv.url) as c:
             msgs = [{"role": "user", "content": "hi"}]
             plain = c.post("/v1/chat/completions", json={"model": "bot", "messages": msgs})
             served.append(plain.text)

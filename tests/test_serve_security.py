@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import openai
 import pytest
 
@@ -25,7 +25,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 JSON = {"Content-Type": "application/json"}
 
 
-def _wait_running(c: httpx.Client, sid: str, headers: dict[str, str]) -> None:
+def _wait_running(c: httpx2.Client, sid: str, headers: dict[str, str]) -> None:
     for _ in range(200):
         if c.get(f"/v1/sessions/{sid}", headers=headers).json().get("running"):
             return
@@ -33,7 +33,7 @@ def _wait_running(c: httpx.Client, sid: str, headers: dict[str, str]) -> None:
     pytest.fail("the turn never started")
 
 
-def _error(r: httpx.Response, status: int) -> dict[str, Any]:
+def _error(r: httpx2.Response, status: int) -> dict[str, Any]:
     assert r.status_code == status, r.text
     body = r.json()
     assert set(body["error"]) == {"message", "type", "param", "code"}
@@ -76,7 +76,7 @@ def test_requests_without_a_valid_key_are_refused_on_every_api_route(two_keys: A
         ("POST", "/v1/sessions/x/steer"),
         ("POST", "/v1/sessions/x/abort"),
     ]
-    with httpx.Client(base_url=srv.url) as c:
+    with httpx2.Client(base_url=srv.url) as c:
         for method, path in routes:
             for headers in ({}, {"Authorization": "Bearer fai-wrong"}, {"Authorization": "Basic abc"}):
                 err = _error(c.request(method, path, headers=headers, json={}), 401)
@@ -87,7 +87,7 @@ def test_requests_without_a_valid_key_are_refused_on_every_api_route(two_keys: A
 
 def test_a_key_never_sees_or_touches_another_keys_session(two_keys: Any) -> None:
     srv, alice, bob = two_keys
-    with httpx.Client(base_url=srv.url, timeout=30) as c:
+    with httpx2.Client(base_url=srv.url, timeout=30) as c:
         r = c.post(
             "/v1/chat/completions",
             headers=alice,
@@ -136,7 +136,7 @@ def test_a_key_never_sees_or_touches_another_keys_session(two_keys: Any) -> None
 
 def test_request_limits_give_clear_json_errors(tmp_path: Path) -> None:
     limits = Limits(max_body_bytes=2_000, max_messages=3, max_turns_per_key=1)
-    with serving(tmp_path, limits=limits) as (srv, keys), httpx.Client(base_url=srv.url, timeout=30) as c:
+    with serving(tmp_path, limits=limits) as (srv, keys), httpx2.Client(base_url=srv.url, timeout=30) as c:
         h = {"Authorization": f"Bearer {keys.create()[1]}"}
         big = {"model": "bot", "messages": [{"role": "user", "content": "x" * 5_000}]}
         assert _error(c.post("/v1/chat/completions", headers=h, json=big), 413)["code"] == "body_too_large"
@@ -197,7 +197,7 @@ def test_internal_errors_and_unknown_routes_are_json_without_details(tmp_path: P
     broken = Agent("broken", model="nosuchprovider:model-x")
     with (
         serving(tmp_path, agents=[scripted_agent(), broken]) as (srv, keys),
-        httpx.Client(base_url=srv.url) as c,
+        httpx2.Client(base_url=srv.url) as c,
     ):
         h = {"Authorization": f"Bearer {keys.create()[1]}"}
         r = c.post(
@@ -213,7 +213,7 @@ def test_internal_errors_and_unknown_routes_are_json_without_details(tmp_path: P
 
 def test_no_cors_headers_are_sent_to_other_origins(two_keys: Any) -> None:
     srv, alice, _ = two_keys
-    with httpx.Client(base_url=srv.url) as c:
+    with httpx2.Client(base_url=srv.url) as c:
         origin = {"Origin": "https://evil.example"}
         pre = c.options("/v1/chat/completions", headers={**origin, "Access-Control-Request-Method": "POST"})
         got = c.get("/v1/models", headers={**alice, **origin})
@@ -279,9 +279,9 @@ def test_cli_creates_a_key_and_serves_with_it(tmp_path: Path) -> None:
         line = proc.stdout.readline()
         assert line.startswith("serving helper on http://127.0.0.1:"), line
         url = line.split(" on ")[1].split(" ")[0]
-        ok = httpx.get(url + "/v1/models", headers={"Authorization": f"Bearer {key}"})
+        ok = httpx2.get(url + "/v1/models", headers={"Authorization": f"Bearer {key}"})
         assert [m["id"] for m in ok.json()["data"]] == ["helper"]
-        assert httpx.get(url + "/v1/models").status_code == 401
+        assert httpx2.get(url + "/v1/models").status_code == 401
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
@@ -368,7 +368,7 @@ def test_deeply_nested_json_is_a_400_not_a_500(tmp_path: Path, capfd: pytest.Cap
             ],
         }
     ).encode()
-    with serving(tmp_path, no_auth=True) as (srv, _keys), httpx.Client(base_url=srv.url, timeout=30) as c:
+    with serving(tmp_path, no_auth=True) as (srv, _keys), httpx2.Client(base_url=srv.url, timeout=30) as c:
         for path in ("/v1/chat/completions", "/v1/responses", "/v1/sessions/s1/approvals/c1"):
             assert _error(c.post(path, content=deep, headers=JSON), 400)["code"] == "invalid_json", path
         r = c.post("/v1/chat/completions", content=deep_args, headers=JSON)
@@ -384,11 +384,11 @@ def test_an_ipv6_loopback_server_gives_a_valid_url(tmp_path: Path) -> None:
     app = create_app(ServeConfig(agents=config_agents, no_auth=True, data_dir=tmp_path / "data"))
     with ServerThread(app, host="::1") as srv:
         assert srv.url.startswith("http://[::1]:")
-        assert httpx.get(srv.url + "/v1/models", timeout=30).status_code == 200
+        assert httpx2.get(srv.url + "/v1/models", timeout=30).status_code == 200
 
 
 def test_events_from_must_be_an_event_index(tmp_path: Path) -> None:
-    with serving(tmp_path, no_auth=True) as (srv, _keys), httpx.Client(base_url=srv.url, timeout=30) as c:
+    with serving(tmp_path, no_auth=True) as (srv, _keys), httpx2.Client(base_url=srv.url, timeout=30) as c:
         sid = c.post("/v1/sessions", json={"model": "bot"}).json()["id"]
         assert c.post(f"/v1/sessions/{sid}/turns", json={"input": "hi"}).status_code == 202
         for bad in ("abc", "-1", "5.5", "1e3", "\u0663"):

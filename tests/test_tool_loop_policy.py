@@ -57,10 +57,10 @@ def test_backoff_is_exponential_and_capped() -> None:
 
 
 def test_transient_errors_are_timeouts_and_network_errors() -> None:
-    import httpx
+    import httpx2
 
     assert is_transient(TimeoutError()) and is_transient(ConnectionResetError())
-    assert is_transient(httpx.ConnectError("refused")) and is_transient(httpx.ReadTimeout("slow"))
+    assert is_transient(httpx2.ConnectError("refused")) and is_transient(httpx2.ReadTimeout("slow"))
     assert is_transient(MCPToolError("server stopped", transient=True))
     assert not is_transient(ValueError("bad")) and not is_transient(MCPToolError("isError answer"))
 

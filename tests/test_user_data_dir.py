@@ -13,7 +13,7 @@ from pathlib import Path
 import platformdirs
 
 from foundation_ai import AgentSession
-from foundation_ai.agentic import ScriptedModel, say
+from foundation_ai.agentic import ScriptedModel, SqliteSessionStore, say
 from foundation_ai.agentic.stores import HOME_ENV, default_store_path
 
 from . import conftest
@@ -40,7 +40,7 @@ def test_platform_directories_point_into_the_suite_home() -> None:
 
 
 def test_a_session_with_the_default_store_writes_into_the_suite_home() -> None:
-    agent = AgentSession.builder(ScriptedModel([say("ok")])).build()
+    agent = AgentSession.builder(ScriptedModel([say("ok")])).with_store(SqliteSessionStore()).build()
     assert agent.run_turn("hi").text() == "ok"
     agent.close()
     assert default_store_path().exists()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import FoundationAIError
 from .types import (
     Args,
+    ImageContent,
     MessageRole,
     Messages,
     ModelId,
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
+Image = ImageContent
+"""``ImageContent`` under a short name for prompts: ``agent.ask(["What is this?",
+Image.from_path("cat.png")])`` sends the text and the image in one user turn."""
+
 _LAZY = {
     "AgentSession": "foundation_ai.agentic",
     "tool": "foundation_ai.agentic",
@@ -51,6 +56,7 @@ __all__ = [
     "AgentSession",
     "Args",
     "FoundationAIError",
+    "Image",
     "MessageRole",
     "Messages",
     "ModelId",

@@ -6,6 +6,9 @@ CLI's ``--model``:
 - ``"local"`` (also ``""``, ``"default"``, ``"smollm2"``): the bundled SmolLM2-135M-Instruct,
   in-process via llama.cpp; no key, no network (needs the ``local`` extra).
 - ``"gguf:PATH"``: any local GGUF file, in-process.
+- ``"hf:PATH_OR_NAME"``: a Hugging Face ``transformers`` model (a local directory of
+  ``config.json``, ``*.safetensors`` and tokenizer files, or a hub name), in-process on torch
+  (needs the ``transformers`` extra; options ``device``, ``dtype``, ``threads``).
 - ``"openai:NAME"``: OpenAI Chat Completions, or any OpenAI-compatible server with ``base_url``.
 - ``"responses:NAME"``: the OpenAI Responses API.
 - ``"anthropic:NAME"``: the Anthropic Messages API.
@@ -61,7 +64,7 @@ class ModelSpec:
     """A parsed model string.
 
     Attributes:
-        kind: ``"local"`` (bundled model), ``"gguf"``, ``"openai"``, ``"responses"`` or
+        kind: ``"local"`` (bundled model), ``"gguf"``, ``"hf"``, ``"openai"``, ``"responses"`` or
             ``"anthropic"``.
         name: the model name sent to the provider, or the GGUF path; ``""`` for the bundled one.
         base_url: the explicit base URL, for the HTTP kinds (``None``: the environment's
@@ -130,17 +133,17 @@ def parse_model_string(spec: str | None, base_url: str | None = None, *, flag: s
     prefix = prefix.lower()
     if not sep:
         raise ConfigurationError(
-            f"unknown model {text!r}: use PROVIDER:NAME (openai:, responses:, anthropic:, gguf:) or 'local'"
+            f"unknown model {text!r}: use PROVIDER:NAME (openai:, responses:, anthropic:, gguf:, hf:) or 'local'"
         )
     if not name:
         raise ConfigurationError(f"model {text!r} has no name after {prefix + ':'!r}")
-    if prefix == "gguf":
+    if prefix in ("gguf", "hf"):
         if base_url:
-            raise ConfigurationError(f"{flag} needs an HTTP model, not gguf:")
-        return ModelSpec("gguf", name)
+            raise ConfigurationError(f"{flag} needs an HTTP model, not {prefix}:")
+        return ModelSpec(prefix, name)
     if prefix not in PROVIDERS:
         raise ConfigurationError(
-            f"unknown model provider {prefix!r}: use openai:, responses:, anthropic:, gguf: or 'local'"
+            f"unknown model provider {prefix!r}: use openai:, responses:, anthropic:, gguf:, hf: or 'local'"
         )
     return ModelSpec(prefix, name, check_base_url(base_url, flag=flag) if base_url else None)
 
@@ -163,11 +166,18 @@ def load_model_spec(
 
     Raises:
         ConfigurationError: no key for the provider's own host; a key given for a local model;
-            the ``local`` extra not installed; a GGUF file that does not exist.
+            the ``local`` extra not installed; a GGUF file that does not exist; for ``hf:``, the
+            ``transformers`` extra not installed or a model that does not load.
     """
     from . import backends
 
     env = os.environ if env is None else env
+    if spec.kind == "hf":
+        if api_key:
+            raise ConfigurationError(f"{key_flag} is for HTTP models; {spec.label} runs in-process")
+        factory = importlib.import_module("foundation_ai.backends._transformers").transformers_model
+        _check_options(factory, options, spec)
+        return factory(spec.name, **options)
     if spec.kind in ("local", "gguf"):
         if api_key:
             raise ConfigurationError(f"{key_flag} is for HTTP models; {spec.label} runs in-process")

@@ -85,6 +85,17 @@ def _handler(command: str) -> Callable[[argparse.Namespace], int]:
     return handler
 
 
+def _log_http() -> None:
+    """``-v``: the backends' request log (logger ``foundation_ai.http``) on stderr."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
+    log = logging.getLogger("foundation_ai.http")
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (see the module docstring). A first argument that
     is not a command runs it as a prompt (``foundation-ai "Hi"``)."""
@@ -100,6 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if getattr(args, "verbose", 0):
+        _log_http()
     from ._cli.prompt_input import tolerant_stdio
 
     tolerant_stdio()  # typed or piped bytes that are not valid text become U+FFFD, never a crash

@@ -231,6 +231,18 @@ def _add_agent_options(p: argparse.ArgumentParser) -> None:
     )
     _add_store_option(p)
     _add_config_option(p)
+    _add_verbose_option(p, argparse.SUPPRESS)
+
+
+def _add_verbose_option(p: argparse.ArgumentParser, default: object) -> None:
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=default,
+        help="show each HTTP request sent to a model (URL, headers, body; secrets masked) and the"
+        " answer's status and time, on stderr (logger foundation_ai.http)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -246,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    _add_verbose_option(parser, 0)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     chat = sub.add_parser(
@@ -357,6 +370,10 @@ def with_default_command(argv: Sequence[str]) -> list[str]:
     ``--version``): ``foundation-ai "Hi"`` and ``foundation-ai -m openai:x "Hi"`` run a turn.
     An empty ``argv`` stays empty (the help is printed)."""
     args = list(argv)
-    if not args or args[0] in COMMANDS or args[0] in ("-h", "--help", "--version"):
+    lead = 0  # -v before the command or prompt stays in front: `foundation-ai -v "Hi"`
+    while lead < len(args) and args[lead] in ("-v", "-vv", "--verbose"):
+        lead += 1
+    rest = args[lead:]
+    if not rest or rest[0] in COMMANDS or rest[0] in ("-h", "--help", "--version"):
         return args
-    return ["run", *args]
+    return [*args[:lead], "run", *rest]

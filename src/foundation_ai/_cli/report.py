@@ -29,7 +29,7 @@ def usage_line(summary: Any, choice: ModelChoice, model: Any = None) -> str:
     in-process models, ``n/a`` when nothing was charged and ``model``'s descriptor knows no price
     (e.g. an unknown model behind ``--base-url``)."""
     u = summary.usage
-    if choice.kind in ("local", "gguf"):
+    if choice.kind in ("local", "gguf", "hf"):
         return format_usage(u.input, u.output, None, u.cache_read, u.cache_write, local=True)
     descriptor = getattr(model, "descriptor", None)
     unpriced = descriptor is not None and getattr(descriptor, "input_price", None) is None

@@ -95,6 +95,8 @@ def _row(spec: str, source: str) -> ModelRow:
         return _bundled()
     if choice.kind == "gguf":
         return ModelRow(spec, "llama.cpp in-process", None, 0.0, 0.0, source)
+    if choice.kind == "hf":
+        return ModelRow(spec, "transformers in-process", None, 0.0, 0.0, source)
     provider = "anthropic" if choice.kind == "anthropic" else "openai"
     info = _lookup(provider, choice.name)
     inp, out = _prices(info) if info is not None else (None, None)

@@ -17,6 +17,7 @@ from ..types import ToolArgs
 from .answer import Answer
 from .builder import AgentSessionBuilder
 from .errors import (
+    ApprovalRequiredError,
     CorruptRecordError,
     SessionClosedError,
     SessionExistsError,
@@ -46,6 +47,7 @@ __all__ = [
     "SessionClosedError",
     "SessionExistsError",
     "SessionNotFoundError",
+    "ApprovalRequiredError",
     "SessionHeader",
     "SessionMeta",
     "SessionStore",

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 _SETTLE_SECONDS = 5.0
 """How long a blocking call waits, once done, for clean-up tasks it left on the private loop
 (async generators a backend left open closing in a worker thread, e.g. with a sync-only
-``httpx.Client``); the rest is cancelled when the session or the interpreter closes the loop."""
+``httpx2.Client``); the rest is cancelled when the session or the interpreter closes the loop."""
 
 
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:

@@ -11,7 +11,8 @@ from ..types import (
     StopReason,
     UsageReport,
 )
-from .errors import TurnFailedError
+from .errors import ApprovalRequiredError, TurnFailedError
+from .events import TurnOutcome
 from .turn_result import Turn
 
 __all__ = ["Answer"]
@@ -67,9 +68,12 @@ def _answer(turn: Turn, output_type: Any) -> Any:
     output type, else an :class:`Answer`.
 
     Raises:
+        ApprovalRequiredError: the turn paused for approval (``error.calls`` are waiting).
         TurnFailedError: ``kind`` ``"length"``: the answer was cut at ``max_tokens`` before any
             text (a reasoning model can spend them all on reasoning): never an empty answer.
     """
+    if turn.outcome is TurnOutcome.AwaitingApproval:
+        raise ApprovalRequiredError(turn, turn.awaiting)
     if turn.output_spec is None and not turn.text() and _cut_at_max_tokens(turn):
         raise TurnFailedError(
             turn,

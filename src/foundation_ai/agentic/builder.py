@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from ..errors import (
     ConfigurationError,
@@ -17,15 +17,17 @@ from ..ids import new_scru128
 from ..types import (
     ModelId,
     ModelParams,
+    ParamFields,
     SessionRecord,
 )
+from ..types.interaction import with_fields
 from . import plugins
 from .context import dangling_calls, interrupted_results
 from .errors import SessionExistsError, SessionNotFoundError
 from .ledger import TokenBudget
 from .output import OutputSpec, output_spec
 from .session import _NO_HOOKS, AgentSession
-from .stores import SessionHeader, SessionMeta, SessionStore, SqliteSessionStore, conversation_of
+from .stores import InMemorySessionStore, SessionHeader, SessionMeta, SessionStore, conversation_of
 from .tools import ToolRegistry, as_agent_tool
 from .turn import (
     ChainedPhaseHooks,
@@ -205,9 +207,21 @@ class AgentSessionBuilder:
                 self._catalog.append(t)
         return self
 
-    def with_params(self, params: ModelParams) -> AgentSessionBuilder:
-        """Sampling parameters for every generation."""
-        self._params = params
+    def with_params(
+        self, params: ModelParams | None = None, **fields: Unpack[ParamFields]
+    ) -> AgentSessionBuilder:
+        """Sampling parameters for every generation: a ``ModelParams``, or its fields as keywords
+        (``.with_params(temperature=0.2, max_tokens=500)``, over what was set before), or both.
+
+        HTTP backends send only the fields that were set, so a provider's or server's own
+        defaults apply to the rest (docs/models.md, "Parameters"); ``ModelParams()`` still reports
+        the seed's defaults (``max_tokens`` 2048, ``temperature`` 0.7, ``top_p`` 0.9).
+
+        Raises:
+            TypeError: an unknown field name.
+        """
+        base = params if params is not None else self._params
+        self._params = with_fields(ModelParams() if base is None else base, fields) if fields else base
         return self
 
     def with_max_iterations(self, inner: int = 25, outer: int = 10) -> AgentSessionBuilder:
@@ -233,7 +247,10 @@ class AgentSessionBuilder:
         return self
 
     def with_store(self, store: SessionStore) -> AgentSessionBuilder:
-        """Where records are persisted (default: ``SqliteSessionStore()`` in the user data dir)."""
+        """Where records are persisted. Default: none, the history is kept in memory with the
+        session (an ``InMemorySessionStore``) and :meth:`resume` needs a store; give
+        ``SqliteSessionStore()`` (a file in the user data dir, what the command line uses), a
+        path of your own, or ``PostgresSessionStore`` to keep sessions across processes."""
         self._store = store
         return self
 
@@ -392,7 +409,9 @@ class AgentSessionBuilder:
             StoreError: the store could not be read.
             ToolChoiceError: the tool choice is unknown or names a tool that is not registered.
         """
-        store = self._store if self._store is not None else SqliteSessionStore()
+        # no store given: the history lives in memory, with the session (as in pydantic-ai and
+        # the official SDKs); the CLI, serve and workers pass their SQLite or Postgres store
+        store = self._store if self._store is not None else InMemorySessionStore()
         if session_id is not None and _stored(store, session_id):
             raise SessionExistsError(session_id)
         return self._make(store, session_id or new_scru128(), self._model, self._system, self._tools)
@@ -481,7 +500,13 @@ class AgentSessionBuilder:
                 cannot be loaded here).
             StoreError: the store could not be read or written.
         """
-        store = self._store if self._store is not None else SqliteSessionStore()
+        if self._store is None:
+            raise SessionNotFoundError(
+                session_id,
+                hint="no store was given (with_store): sessions built without one keep their history"
+                " in memory only; build and resume with the same store, e.g. SqliteSessionStore(path)",
+            )
+        store = self._store
         records = store.load(session_id)
         if not records:
             session_id = _unique_prefix(store, session_id)

@@ -10,6 +10,7 @@ from ..errors import FoundationAIError
 
 __all__ = [
     "ApprovalPendingError",
+    "ApprovalRequiredError",
     "CorruptRecordError",
     "OutputValidationError",
     "RefusalError",
@@ -29,6 +30,28 @@ class ApprovalPendingError(FoundationAIError):
     """The session's last turn paused for approval: ``approve``/``deny`` its pending tool calls
     (``AgentSession.pending_approvals()``) before starting another turn; or an ``approve``/``deny``
     named no pending call."""
+
+
+class ApprovalRequiredError(ApprovalPendingError):
+    """``ask()`` ended in a pause for approval (a tool that needs it was called): there is no
+    answer yet, so ``ask`` raises this instead of returning an empty one (docs/tools.md,
+    "Approvals"). Decide with ``agent.approve(call.id)`` / ``agent.deny(call.id)``: once every
+    call is decided the turn continues and its ``Turn`` is returned. ``run_turn`` does not
+    raise: it returns the paused turn (outcome ``AwaitingApproval``).
+
+    Attributes:
+        calls: the tool calls waiting for a decision (``ToolCall``, in call order).
+        turn: the paused ``Turn``.
+    """
+
+    def __init__(self, turn: Any, calls: Sequence[Any]) -> None:
+        self.turn = turn
+        self.calls = tuple(calls)
+        names = ", ".join(f"{c.name} ({c.id})" for c in self.calls) or "none"
+        super().__init__(
+            f"the turn paused for approval of {len(self.calls)} tool call(s): {names};"
+            " approve() or deny() them to continue (run_turn returns the paused turn instead)"
+        )
 
 
 class CorruptRecordError(FoundationAIError):
@@ -90,7 +113,7 @@ class SessionNotFoundError(FoundationAIError):
         candidates: the matching ids when the prefix was ambiguous, else empty.
     """
 
-    def __init__(self, session_id: str, candidates: list[str] | None = None) -> None:
+    def __init__(self, session_id: str, candidates: list[str] | None = None, *, hint: str = "") -> None:
         self.session_id = session_id
         self.candidates = list(candidates or [])
         if self.candidates:
@@ -98,7 +121,7 @@ class SessionNotFoundError(FoundationAIError):
             message = f"session prefix {session_id!r} is ambiguous ({shown}); give more characters"
         else:
             message = f"no stored session {session_id!r}"
-        super().__init__(message)
+        super().__init__(f"{message}: {hint}" if hint else message)
 
 
 _HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")

@@ -36,19 +36,22 @@ import threading
 import weakref
 from collections.abc import Sequence
 from types import CoroutineType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from ..errors import (
     FoundationAIError,
 )
 from ..types import (
     AgentProgress,
+    ImageContent,
     Messages,
     ModelParams,
+    ParamFields,
     SessionRecord,
     Stream,
     ToolCall,
 )
+from ..types.interaction import with_fields
 from ._interrupt import run_interruptible
 from .answer import Answer, _answer
 from .context import window
@@ -332,11 +335,12 @@ class AgentSession:
 
     def _start(
         self,
-        prompt: str | Messages | Sequence[str | Messages],
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         tool_choice: Any,
         emit: bool,
         output_type: Any = None,
         output_retries: int | None = None,
+        params: ParamFields | None = None,
     ) -> tuple[Any, TurnState]:
         # one text prompt (the usual case): a tuple, which the cycle collector stops tracking
         prompts = (checked_message(prompt),) if type(prompt) is str else _prompt_messages(prompt)
@@ -357,6 +361,8 @@ class AgentSession:
         )
         if output_type is not None or self.output_spec is not None:
             state.output_spec = self._spec(output_type, output_retries)
+        if params:
+            state.params = with_fields(ModelParams() if self.params is None else self.params, params)
         if quiet:
             agen: Any = run_quiet(self, state)  # a coroutine: no items
         else:
@@ -376,11 +382,12 @@ class AgentSession:
 
     def run_turn_stream(
         self,
-        prompt: str | Messages | Sequence[str | Messages],
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
         output_retries: int | None = None,
+        **params: Unpack[ParamFields],
     ) -> TurnStream:
         """Start a turn and stream it (``for`` or ``async for``; ``.events()`` for TurnEvents).
 
@@ -390,6 +397,10 @@ class AgentSession:
         Strings work too: ``"auto"``, ``"none"``, ``"required"`` or a registered tool's name.
         ``output_type`` / ``output_retries``: see :meth:`AgentSessionBuilder.with_output_type`
         (this turn only; ``str`` asks for plain text). The stream's ``turn.output`` holds the value.
+        ``**params``: model parameters for this turn's generations only (``temperature=0``,
+        ``max_tokens=200``, ... : the :class:`~foundation_ai.types.ParamFields`), over the
+        session's (``AgentSessionBuilder.with_params``); like those, sent to an HTTP provider
+        only because they were set (docs/models.md, "Parameters").
 
         A streamed turn reports failures as values and never raises them: ``events()`` ends
         with ``TurnEvent.Failed`` (a refusal ends with ``Done`` whose outcome is ``Refused``).
@@ -397,12 +408,13 @@ class AgentSession:
         Raises:
             ToolChoiceError: an unknown tool choice or tool name (at once).
             ConfigurationError: an ``output_type`` strict mode cannot express (at once).
-            TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them (at once).
+            TypeError: ``prompt`` is not a ``str``, a ``Messages`` or a list of them, or an
+                unknown parameter name (at once).
             EmptyPromptError: (a ``ValueError``) an empty prompt (at once).
             SessionClosedError: the session was closed (at once).
             FoundationAIError: a turn is already running (when iteration starts).
         """
-        agen, state = self._start(prompt, tool_choice, True, output_type, output_retries)
+        agen, state = self._start(prompt, tool_choice, True, output_type, output_retries, params)
 
         def finish() -> Turn:
             return Turn(state, self.ledger.turn_usage())
@@ -411,24 +423,26 @@ class AgentSession:
 
     def arun_turn_stream(
         self,
-        prompt: str | Messages | Sequence[str | Messages],
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
         output_retries: int | None = None,
+        **params: Unpack[ParamFields],
     ) -> TurnStream:
         """The same as :meth:`run_turn_stream` (the stream supports ``async for``)."""
         return self.run_turn_stream(
-            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries, **params
         )
 
     async def arun_turn(
         self,
-        prompt: str | Messages | Sequence[str | Messages],
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
         output_retries: int | None = None,
+        **params: Unpack[ParamFields],
     ) -> Turn:
         """Run a turn to its end; see :class:`Turn` (``turn.output`` is the answer, typed when
         ``output_type`` is given: see :meth:`AgentSessionBuilder.with_output_type`). Returns
@@ -447,7 +461,7 @@ class AgentSession:
             SessionClosedError: the session was closed.
             FoundationAIError: a turn is already running.
         """
-        agen, state = self._start(prompt, tool_choice, False, output_type, output_retries)
+        agen, state = self._start(prompt, tool_choice, False, output_type, output_retries, params)
         if type(agen) is CoroutineType:
             await agen
         else:
@@ -463,47 +477,55 @@ class AgentSession:
 
     def run_turn(
         self,
-        prompt: str | Messages | Sequence[str | Messages],
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
         output_retries: int | None = None,
+        **params: Unpack[ParamFields],
     ) -> Turn:
         """Blocking :meth:`arun_turn` (raises :class:`~foundation_ai.errors.TurnFailedError` the
         same way)."""
         return self._run_sync(  # type: ignore[no-any-return]
             lambda: self.arun_turn(
-                prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+                prompt,
+                tool_choice=tool_choice,
+                output_type=output_type,
+                output_retries=output_retries,
+                **params,
             )
         )
 
     @overload
     async def aask(
         self,
-        prompt: str | Messages,
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: type[T],
         output_retries: int | None = None,
+        **params: Unpack[ParamFields],
     ) -> T: ...
 
     @overload
     async def aask(
         self,
-        prompt: str | Messages,
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
         output_retries: int | None = None,
+        **params: Unpack[ParamFields],
     ) -> Any: ...
 
     async def aask(
         self,
-        prompt: str | Messages,
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
         output_retries: int | None = None,
+        **params: Unpack[ParamFields],
     ) -> Any:
         """Run a turn and return its answer: an instance of ``output_type`` (this call's, else
         the session's; see :meth:`AgentSessionBuilder.with_output_type`); the answer's text as
@@ -516,9 +538,12 @@ class AgentSession:
                 any text: ``kind`` ``"length"``; a cut answer with text is returned, see
                 :attr:`Answer.truncated`). ``OutputValidationError`` (no valid
                 output) and ``RefusalError`` (the model refused) are ``TurnFailedError``s.
+            ApprovalRequiredError: the turn paused for approval of a tool call (``error.calls``;
+                decide with :meth:`approve`/:meth:`deny`). :meth:`arun_turn` returns the paused
+                turn instead (outcome ``AwaitingApproval``).
         """
         turn = await self.arun_turn(
-            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries, **params
         )
         turn.raise_for_outcome()  # a refusal: RefusalError, never an empty answer
         return _answer(turn, output_type)
@@ -526,35 +551,38 @@ class AgentSession:
     @overload
     def ask(
         self,
-        prompt: str | Messages,
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: type[T],
         output_retries: int | None = None,
+        **params: Unpack[ParamFields],
     ) -> T: ...
 
     @overload
     def ask(
         self,
-        prompt: str | Messages,
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
         output_retries: int | None = None,
+        **params: Unpack[ParamFields],
     ) -> Any: ...
 
     def ask(
         self,
-        prompt: str | Messages,
+        prompt: str | Messages | Sequence[str | Messages | ImageContent],
         *,
         tool_choice: Any = None,
         output_type: Any = None,
         output_retries: int | None = None,
+        **params: Unpack[ParamFields],
     ) -> Any:
         """Blocking :meth:`aask` (``agent.ask("...", output_type=Invoice)`` returns an
         ``Invoice``; raises :class:`~foundation_ai.errors.TurnFailedError` the same way)."""
         turn = self.run_turn(
-            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries
+            prompt, tool_choice=tool_choice, output_type=output_type, output_retries=output_retries, **params
         )
         turn.raise_for_outcome()  # a refusal: RefusalError, never an empty answer
         return _answer(turn, output_type)

@@ -23,7 +23,7 @@ import threading
 from typing import Any
 
 from ..errors import EmptyPromptError
-from ..types import Messages, TextContent, UserMessage
+from ..types import ImageContent, MessageRole, Messages, TextContent, UserMessage
 from .tools import calling_tool_loop
 
 __all__ = ["STEER_MARKER", "Steering", "checked_message"]
@@ -45,6 +45,8 @@ def checked_message(message: object, *, what: str = "prompt", agent: bool = Fals
         if not message.strip():
             raise EmptyPromptError(f"the {what} is empty")
         return Messages.agent(message) if agent else Messages.user(message)
+    if isinstance(message, ImageContent):  # an image in a prompt: a user message holding it
+        return UserMessage(role=MessageRole.Agent if agent else MessageRole.User, content=message)
     if isinstance(message, Messages):
         content = getattr(message, "content", None)
         if isinstance(content, TextContent):

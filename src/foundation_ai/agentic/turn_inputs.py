@@ -11,6 +11,7 @@ from ..errors import (
     EmptyPromptError,
 )
 from ..types import (
+    ImageContent,
     Messages,
 )
 from ..types.choices import tool_choice_of
@@ -23,14 +24,14 @@ if TYPE_CHECKING:
 
 def _prompt_messages(prompt: object) -> list[Messages]:
     """The prompt of a turn as messages: a ``str``, a ``Messages`` or a non-empty list/tuple of
-    them.
+    them, where an ``ImageContent`` (``Image.from_path(...)``) is a user message holding it.
 
     Raises:
         TypeError: anything else (e.g. ``5``, ``None``, ``b"..."``), checked before the turn
             starts so nothing unloadable is ever persisted.
         EmptyPromptError: (a ``ValueError``) an empty text, or an empty list.
     """
-    if type(prompt) is str or isinstance(prompt, str | Messages):
+    if type(prompt) is str or isinstance(prompt, str | Messages | ImageContent):
         return [checked_message(prompt)]
     if isinstance(prompt, Sequence) and not isinstance(prompt, bytes | bytearray):
         if not prompt:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
+import httpx2
 import msgspec
 
 from ..errors import ProviderError
@@ -282,7 +282,7 @@ def anthropic(
     timeout: float = 600.0,
     max_retries: int = 2,
     headers: Mapping[str, str] | None = None,
-    http_client: httpx.AsyncClient | httpx.Client | tuple[Any, ...] | None = None,
+    http_client: httpx2.AsyncClient | httpx2.Client | tuple[Any, ...] | None = None,
     context_window: int | None = None,
     max_output_tokens: int | None = None,
     anthropic_version: str = ANTHROPIC_VERSION,
@@ -308,10 +308,10 @@ def anthropic(
         headers: extra headers on every request (e.g. ``anthropic-beta``); values of
             credential-like headers (``*key*``, ``*token*``, ``*secret*``, ``Authorization``)
             are masked in reprs and error texts.
-        http_client: an ``httpx.Client``, ``httpx.AsyncClient`` or a tuple of both, used as given
+        http_client: an ``httpx2.Client``, ``httpx2.AsyncClient`` or a tuple of both, used as given
             (proxies, test transports) and never closed by the backend. A single client serves
-            both paths: with only an ``httpx.Client``, ``astream``/``agenerate`` run its blocking
-            calls in worker threads; with only an ``httpx.AsyncClient``, ``stream``/``generate``
+            both paths: with only an ``httpx2.Client``, ``astream``/``agenerate`` run its blocking
+            calls in worker threads; with only an ``httpx2.AsyncClient``, ``stream``/``generate``
             drive it on a private event loop in a worker thread (pass a tuple of both for native
             I/O on each path). Without one the backend owns its clients.
         context_window: tokens the model accepts, when known (for ``is_context_overflow``).

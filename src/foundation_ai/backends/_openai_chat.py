@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import httpx
+import httpx2
 import msgspec
 
 from ..types import (
@@ -63,7 +63,7 @@ def openai_chat(
     timeout: float = 600.0,
     max_retries: int = 2,
     headers: Mapping[str, str] | None = None,
-    http_client: httpx.Client | httpx.AsyncClient | tuple[Any, ...] | None = None,
+    http_client: httpx2.Client | httpx2.AsyncClient | tuple[Any, ...] | None = None,
     context_window: int | None = None,
     max_output_tokens: int | None = None,
     extra_body: Mapping[str, Any] | None = None,
@@ -87,10 +87,10 @@ def openai_chat(
             errors before output (``Retry-After`` honoured).
         headers: extra headers on every request (e.g. OpenRouter's ``HTTP-Referer``, Azure's
             ``api-key``); values of credential-like headers are masked in reprs and errors.
-        http_client: an ``httpx.Client``, ``httpx.AsyncClient`` or a tuple of both, used as given
+        http_client: an ``httpx2.Client``, ``httpx2.AsyncClient`` or a tuple of both, used as given
             (proxies, test transports) and never closed here. A single client serves both
-            paths: with only an ``httpx.Client``, ``astream``/``agenerate`` run its blocking
-            calls in worker threads; with only an ``httpx.AsyncClient``, ``stream``/``generate``
+            paths: with only an ``httpx2.Client``, ``astream``/``agenerate`` run its blocking
+            calls in worker threads; with only an ``httpx2.AsyncClient``, ``stream``/``generate``
             drive it on a private event loop in a worker thread (pass a tuple of both for native
             I/O on each path). Without one the backend owns its clients.
         context_window / max_output_tokens: tokens, for the descriptor.
@@ -174,7 +174,7 @@ def _endpoint(base_url: str) -> str:
 class OpenAIChatModel(HttpBackend):
     """The Chat Completions backend (see the module docstring). Build with :func:`openai_chat`.
 
-    ``stream`` (sync, native ``httpx.Client``) and ``astream`` (native ``httpx.AsyncClient``)
+    ``stream`` (sync, native ``httpx2.Client``) and ``astream`` (native ``httpx2.AsyncClient``)
     share one parser; ``generate`` is :func:`~foundation_ai.backends.base.assemble` of
     ``stream``. ``repr`` never shows the key.
     """
@@ -258,7 +258,7 @@ class OpenAIChatModel(HttpBackend):
         self, interaction: ModelInteraction, params: ModelParams | None = None
     ) -> Iterator[ModelStream]:
         """Stream the answer (see ``base.py`` for the item order) through the sync HTTP path
-        (a user's ``httpx.AsyncClient`` alone is driven from a worker thread, see ``_http``)."""
+        (a user's ``httpx2.AsyncClient`` alone is driven from a worker thread, see ``_http``)."""
         body = self._body(interaction, params)
         p = self._parser(interaction)
         yield Stream.Init()
@@ -278,7 +278,7 @@ class OpenAIChatModel(HttpBackend):
     async def astream(
         self, interaction: ModelInteraction, params: ModelParams | None = None
     ) -> AsyncIterator[ModelStream]:
-        """Stream the answer through the async HTTP path (a user's ``httpx.Client`` alone runs
+        """Stream the answer through the async HTTP path (a user's ``httpx2.Client`` alone runs
         in worker threads, see ``_http``); closing the iterator cancels."""
         body = self._body(interaction, params)
         p = self._parser(interaction)

@@ -46,7 +46,7 @@ from ..types import (
     ToolResultMessage,
     UserMessage,
 )
-from ..types.interaction import CacheRetention
+from ..types.interaction import CacheRetention, is_set
 from ._responses_request import is_reasoning_model
 from ._sanitize import OPENAI_CHAT, sanitize_history
 
@@ -326,7 +326,8 @@ def build_request(
     With ``emulate_forced_tools`` and a forcing ``tool_choice``, the call is requested through
     ``response_format`` instead of ``tools`` (see ``openai_chat(forced_tool_mode=...)``).
 
-    ``ModelParams`` mapping: ``max_tokens`` (``max_completion_tokens`` on OpenAI's host),
+    ``ModelParams`` mapping, of the fields the caller set (:func:`~foundation_ai.types.is_set`;
+    docs/models.md, "Parameters"): ``max_tokens`` (``max_completion_tokens`` on OpenAI's host),
     ``temperature``, ``top_p`` (both left out when a reasoning effort is set, and for OpenAI
     reasoning models ``o1*``, ``o3*``, ``o4*``, ``gpt-5*``, ``codex*``, which reject them:
     https://platform.openai.com/docs/guides/reasoning), ``seed``,
@@ -372,13 +373,16 @@ def build_request(
 
 def _add_params(body: dict[str, Any], params: ModelParams, model: str, official: bool) -> None:
     """The ``ModelParams`` fields of a request body (the mapping of :func:`build_request`)."""
-    body["max_completion_tokens" if official else "max_tokens"] = params.max_tokens
+    if is_set(params, "max_tokens"):  # only what the caller set: the server's defaults apply
+        body["max_completion_tokens" if official else "max_tokens"] = params.max_tokens
     effort = params.thinking_level
     if effort is not None and effort is not ThinkingLevel.Off:
         body["reasoning_effort"] = effort.value
     elif not is_reasoning_model(model):  # o1/o3/o4/gpt-5/codex answer 400 to either
-        body["temperature"] = params.temperature
-        body["top_p"] = params.top_p
+        if is_set(params, "temperature"):
+            body["temperature"] = params.temperature
+        if is_set(params, "top_p"):
+            body["top_p"] = params.top_p
     if params.seed is not None:
         body["seed"] = params.seed
     if params.stop_tokens:

@@ -56,6 +56,7 @@ from ..types import (
     ToolResultMessage,
     UserMessage,
 )
+from ..types.interaction import is_set
 from ._anthropic_request import role_text
 from ._sanitize import OPENAI_RESPONSES, sanitize_history
 
@@ -381,7 +382,8 @@ def build_request(
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/responses``.
 
-    ``ModelParams`` mapping: ``max_tokens`` -> ``max_output_tokens``; ``temperature`` and
+    ``ModelParams`` mapping, of the fields the caller set (:func:`~foundation_ai.types.is_set`):
+    ``max_tokens`` -> ``max_output_tokens``; ``temperature`` and
     ``top_p`` (not for reasoning models, see :func:`is_reasoning_model`, nor when a
     ``thinking_level`` is set); ``thinking_level`` -> ``reasoning: {effort, summary: "auto"}``
     (``Off`` sends nothing); ``output_format`` -> ``text.format`` (``json_object`` /
@@ -407,10 +409,13 @@ def build_request(
     else:
         items, has_reasoning = mapped
     body["input"] = items
-    body["max_output_tokens"] = params.max_tokens
+    if is_set(params, "max_tokens"):  # only what the caller set: the server's defaults apply
+        body["max_output_tokens"] = params.max_tokens
     if not reasoning_on and not is_reasoning_model(model):
-        body["temperature"] = params.temperature
-        body["top_p"] = params.top_p
+        if is_set(params, "temperature"):
+            body["temperature"] = params.temperature
+        if is_set(params, "top_p"):
+            body["top_p"] = params.top_p
     if reasoning_on:
         assert level is not None
         body["reasoning"] = {"effort": level.value, "summary": "auto"}

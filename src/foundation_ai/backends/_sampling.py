@@ -42,7 +42,7 @@ _GGUF_KEYS = {
 
 def recommended_params(metadata: Mapping[str, Any]) -> ModelParams:
     """The default ``ModelParams`` of a local model whose GGUF metadata is ``metadata``
-    (``llama_cpp.Llama.metadata``: key -> value, values possibly as strings).
+    (key -> value, values possibly as strings; ``_llamacpp._metadata`` builds it).
 
     Unreadable or out-of-range values are ignored (a ``top_k`` <= 0 means "off" in llama.cpp and
     is kept as 0). Never raises.

@@ -198,7 +198,7 @@ class LlamaCppEmbedder:
         n_ctx: context size when the file is opened here (longer texts are truncated).
 
     Raises:
-        ConfigurationError: llama-cpp-python is missing, the file does not load, or the given
+        ConfigurationError: xllamacpp is missing, the file does not load, or the given
             model was not opened for embeddings.
     """
 
@@ -212,7 +212,7 @@ class LlamaCppEmbedder:
         else:
             self._model = llamacpp(model, n_ctx=n_ctx, embedding=True)
         self.model_id = f"llamacpp/{self._model.descriptor.name}"
-        self.dimensions = int(self._model.llama.n_embd())
+        self.dimensions = int(self._model.dimensions)
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """See :meth:`Embedder.embed`."""
@@ -270,7 +270,7 @@ class OpenAIEmbedder:
         batch_size: int = 256,
         timeout: float = 60.0,
     ) -> None:
-        import httpx
+        import httpx2
 
         if batch_size < 1:
             raise ConfigurationError("batch_size must be at least 1")
@@ -282,7 +282,7 @@ class OpenAIEmbedder:
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._url = base_url.rstrip("/") + "/embeddings"
-        self._client = httpx.Client(headers=headers, timeout=timeout, trust_env=False)
+        self._client = httpx2.Client(headers=headers, timeout=timeout, trust_env=False)
 
     @property
     def dimensions(self) -> int:
@@ -293,14 +293,14 @@ class OpenAIEmbedder:
         return self._dims
 
     def _request(self, texts: list[str]) -> list[list[float]]:
-        import httpx
+        import httpx2
 
         body: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self._send_dims:
             body["dimensions"] = self._dims
         try:
             resp = self._client.post(self._url, json=body)
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise EmbeddingError(f"embeddings request to {self._url} failed: {exc}") from exc
         if resp.status_code >= 400:
             raise EmbeddingError(f"embeddings request failed: HTTP {resp.status_code}: {resp.text[:300]}")

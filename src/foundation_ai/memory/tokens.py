@@ -17,7 +17,6 @@ chat template); a tool call counts its name and JSON arguments; an image counts
 from __future__ import annotations
 
 import math
-import threading
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
@@ -160,26 +159,24 @@ class EstimateCounter:
 
 
 class LlamaTokenCounter:
-    """The exact count of a llama.cpp model's tokenizer (``Llama.tokenize``, no BOS)."""
+    """The exact count of a llama.cpp model's tokenizer (``LlamaCppModel.count_tokens``: no BOS,
+    special tokens counted as text)."""
 
     name = "tokenizer"
 
-    def __init__(self, llama: Any) -> None:
-        self._llama = llama
-        self._lock = threading.Lock()
+    def __init__(self, model: Any) -> None:
+        self._model = model
 
     def count(self, text: str) -> int:
         if not text:
             return 0
-        with self._lock:
-            return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        return int(self._model.count_tokens(text))
 
 
 def counter_for(model: Any) -> TokenCounter:
-    """The tokenizer of an in-process llama.cpp model (``model.llama``), else the estimate."""
-    llama = getattr(model, "llama", None)
-    if llama is not None and hasattr(llama, "tokenize"):
-        return LlamaTokenCounter(llama)
+    """The tokenizer of an in-process llama.cpp model (one with ``count_tokens``), else the estimate."""
+    if callable(getattr(model, "count_tokens", None)):
+        return LlamaTokenCounter(model)
     return EstimateCounter()
 
 

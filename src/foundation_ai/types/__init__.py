@@ -23,7 +23,15 @@ from .content import (
     ToolCall,
     UserModelContent,
 )
-from .interaction import CacheRetention, ModelInteraction, ModelParams, OutputFormat, ThinkingLevel
+from .interaction import (
+    CacheRetention,
+    ModelInteraction,
+    ModelParams,
+    OutputFormat,
+    ParamFields,
+    ThinkingLevel,
+    is_set,
+)
 from .messages import AssistantMessage, Messages, ToolResultMessage, UserMessage, utc_now
 from .model_id import ModelId, ModelProviders, Quantization
 from .overflow import OVERFLOW_PATTERNS, is_overflow_text
@@ -65,6 +73,8 @@ __all__ = [
     "ModelInteraction",
     "ModelOutput",
     "ModelParams",
+    "ParamFields",
+    "is_set",
     "ModelProviders",
     "ModelState",
     "ObservationEntry",

@@ -15,6 +15,7 @@ In JSON each variant is an object tagged by a ``"type"`` field (``"text"``, ``"t
 from __future__ import annotations
 
 import enum
+import os
 from typing import Any, ClassVar
 
 import msgspec
@@ -140,6 +141,63 @@ class ImageContent(ModelOutput, UserModelContent, tag="image", frozen=True, gc=F
     """The image bytes, standard base64 without a ``data:`` prefix."""
     mime_type: MimeType = MimeType.Png
     """The image format."""
+
+    @classmethod
+    def from_bytes(cls, data: bytes, mime_type: MimeType | str | None = None) -> ImageContent:
+        """An image from its bytes; ``mime_type`` (a ``MimeType`` or its string) or, when
+        ``None``, the format its first bytes show (PNG, JPEG, GIF, WebP: what the providers
+        take, https://platform.openai.com/docs/guides/images-vision).
+
+        Raises:
+            ValueError: the bytes are empty, or not one of those formats and no ``mime_type``
+                was given, or ``mime_type`` names another format.
+        """
+        import base64
+
+        if not data:
+            raise ValueError("the image is empty (0 bytes)")
+        if mime_type is None:
+            mime = _sniff_image(data)
+            if mime is None:
+                raise ValueError(
+                    f"not a PNG, JPEG, GIF or WebP image (first bytes {data[:8]!r}); give mime_type="
+                )
+        else:
+            try:
+                mime = mime_type if isinstance(mime_type, MimeType) else MimeType(mime_type)
+            except ValueError:
+                known = ", ".join(m.value for m in MimeType)
+                raise ValueError(f"unsupported image type {mime_type!r} (accepted: {known})") from None
+        return cls(b64=base64.b64encode(data).decode("ascii"), mime_type=mime)
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike[str]) -> ImageContent:
+        """An image from a file (PNG, JPEG, GIF or WebP, told by its first bytes), for a prompt:
+        ``agent.ask(["What is this?", Image.from_path("cat.png")])``.
+
+        Raises:
+            OSError: the file cannot be read.
+            ValueError: it is empty or not one of those formats.
+        """
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            return cls.from_bytes(data)
+        except ValueError as exc:
+            raise ValueError(f"{os.fspath(path)}: {exc}") from None
+
+
+def _sniff_image(data: bytes) -> MimeType | None:
+    """The format the first bytes of ``data`` show (the formats' own signatures), else ``None``."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return MimeType.Png
+    if data.startswith(b"\xff\xd8\xff"):
+        return MimeType.Jpeg
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return MimeType.Gif
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return MimeType.Webp
+    return None
 
 
 class ThinkingContent(ModelOutput, tag="thinking", frozen=True, gc=False):

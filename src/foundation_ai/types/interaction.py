@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 import msgspec
 
@@ -17,7 +17,43 @@ else:
     _AnyMessage = MessagesT
     _AnyToolChoice = ToolChoiceT
 
-__all__ = ["CacheRetention", "ModelInteraction", "ModelParams", "OutputFormat", "ThinkingLevel"]
+__all__ = [
+    "CacheRetention",
+    "ModelInteraction",
+    "ModelParams",
+    "OutputFormat",
+    "ParamFields",
+    "ThinkingLevel",
+    "is_set",
+    "with_fields",
+]
+
+
+_SEED_DEFAULTS = ("max_tokens", "temperature", "top_p", "top_k", "repeat_penalty")
+
+
+def is_set(params: ModelParams, name: str) -> bool:
+    """True when ``params.<name>`` was given by the caller, False while it is still the seed's
+    default (``max_tokens`` 2048, ``temperature`` 0.7, ``top_p`` 0.9, ``top_k`` 40,
+    ``repeat_penalty`` 1.1).
+
+    ``ModelParams()`` reports those defaults (``ModelParams().max_tokens == 2048``), but the HTTP
+    backends send only what was set, so a server's own sampling and output limit apply
+    (docs/models.md, "Parameters"). A value given explicitly counts as set even when it equals
+    the default (``ModelParams(temperature=0.7)``); so does one read from JSON or a pickle.
+    A default-valued field is left out of the JSON (``omit_defaults``), so after a JSON round
+    trip a ``temperature`` of 0.7 is unset again.
+
+    Raises:
+        AttributeError: ``name`` is not a field of ``ModelParams``.
+    """
+    value = getattr(params, name)
+    default = getattr(_UNSET_PARAMS, name)
+    if name in _SEED_DEFAULTS:
+        # the very default object (kept through ``with_``/``replace`` and filled in by decoding);
+        # a value the caller wrote is another object, even when equal
+        return value is not default
+    return bool(value != default)
 
 
 class ThinkingLevel(enum.Enum):
@@ -91,13 +127,16 @@ class ModelParams(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     """
 
     max_tokens: int = 2048
-    """Maximum output tokens. Supported by: all."""
+    """Maximum output tokens. Supported by: all. Sent to HTTP providers only when set
+    (:func:`is_set`); Anthropic requires one, so it gets 2048 when none was set."""
     temperature: float = 0.7
-    """Sampling temperature. Supported by: all (not OpenAI reasoning models)."""
+    """Sampling temperature. Supported by: all (not OpenAI reasoning models). Sent to HTTP
+    providers only when set."""
     top_p: float = 0.9
-    """Nucleus sampling. Supported by: all."""
+    """Nucleus sampling. Supported by: all. Sent to HTTP providers only when set."""
     top_k: float = 40.0
-    """Top-k sampling. Supported by: Anthropic, llama.cpp (OpenAI: ignored)."""
+    """Top-k sampling. Supported by: Anthropic, llama.cpp (OpenAI: ignored). Sent to HTTP
+    providers only when set."""
     repeat_penalty: float = 1.1
     """Repetition penalty. Supported by: llama.cpp."""
     seed: int | None = None
@@ -141,6 +180,53 @@ class ModelParams(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     def with_(self, **changes: Any) -> ModelParams:
         """A copy with some fields changed."""
         return msgspec.structs.replace(self, **changes)
+
+
+_UNSET_PARAMS = ModelParams()
+
+
+class ParamFields(TypedDict, total=False):
+    """The :class:`ModelParams` fields accepted as keywords by ``AgentSessionBuilder.with_params``,
+    ``AgentSession.run_turn``/``ask`` and their async and streamed twins
+    (``agent.ask("Hi", temperature=0.2, max_tokens=200)``), so that ``ModelParams`` need not be
+    imported. Each has the meaning of the field of the same name."""
+
+    max_tokens: int
+    temperature: float
+    top_p: float
+    top_k: float
+    repeat_penalty: float
+    seed: int | None
+    stop_tokens: list[str]
+    thinking_level: ThinkingLevel | str | None
+    thinking_budget: int | None
+    cache_retention: CacheRetention | str | None
+    frequency_penalty: float | None
+    presence_penalty: float | None
+    logit_bias: dict[str, float] | None
+
+
+_FIELDS = frozenset(ParamFields.__annotations__)
+
+
+def with_fields(params: ModelParams, fields: ParamFields) -> ModelParams:
+    """``params`` with ``fields`` set (each counts as set, :func:`is_set`); ``params`` itself
+    when ``fields`` is empty.
+
+    Raises:
+        TypeError: a name that is not a :class:`ParamFields` key (``output_format`` is set
+            through ``output_type``), naming it and the accepted ones.
+    """
+    if not fields:
+        return params
+    unknown = sorted(set(fields) - _FIELDS)
+    if unknown:
+        raise TypeError(
+            f"unknown model parameter(s) {', '.join(unknown)} (accepted: {', '.join(sorted(_FIELDS))})"
+        )
+    # a new struct, so that __post_init__ turns choice strings into their types; the fields not
+    # given keep their very objects, so the seed's defaults stay unset (is_set)
+    return ModelParams(**{**msgspec.structs.asdict(params), **fields})
 
 
 def _output_format_of(value: object) -> OutputFormatT:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -56,11 +57,12 @@ def is_transient(exc: BaseException) -> bool:
         return True
     if getattr(exc, "transient", False) is True:
         return True
-    try:
-        import httpx
-    except ImportError:  # pragma: no cover - httpx is a dependency
-        return False
-    return isinstance(exc, httpx.TimeoutException | httpx.NetworkError)
+    # httpx2 (our HTTP stack) and, when a tool imported it, the older httpx: the same names
+    for name in ("httpx2", "httpx"):
+        mod = sys.modules.get(name)
+        if mod is not None and isinstance(exc, mod.TimeoutException | mod.NetworkError):
+            return True
+    return False
 
 
 def default_on_error(call: ToolCall, exc: BaseException) -> ErrorAction:

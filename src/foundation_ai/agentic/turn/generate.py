@@ -78,8 +78,9 @@ class Generation:
         self.model = model
         self.interaction = interaction
         spec = state.output_spec
-        self.params = host.params if spec is None else params_for(host.params, spec, model)
-        """The session's params, with the turn's output type as ``output_format``."""
+        base = host.params if state.params is None else state.params
+        self.params = base if spec is None else params_for(base, spec, model)
+        """The session's params (or the turn's), with the turn's output type as ``output_format``."""
         self.outputs: dict[str, AssistantMessage] = {}
         self.error: AssistantMessage | None = None
         self.usage = _NO_USAGE

@@ -78,6 +78,7 @@ class TurnState:
         "output_retries",
         "output_spec",
         "output_text",
+        "params",
         "persisted",
         "prompts",
         "records",
@@ -138,6 +139,9 @@ class TurnState:
         self.tracker: Any = None
         # typed structured output (agentic/output.py), checked by ``decide``
         self.output_spec: Any = None
+        self.params: Any = None
+        """This turn's ``ModelParams`` when the call gave fields (``run_turn(..., temperature=0)``),
+        else ``None``: the session's."""
         self.output: Any = None
         self.output_errors: Sequence[str] = ()
         self.output_text = ""

@@ -12,7 +12,7 @@ https://platform.openai.com/docs/api-reference/responses and
 https://docs.anthropic.com/en/api/messages):
 
 - :class:`HttpOptions`: api key, base URL, timeout (seconds), ``max_retries``, extra headers and
-  optional user-supplied ``httpx.Client`` / ``httpx.AsyncClient``. Its ``repr`` never shows a
+  optional user-supplied ``httpx2.Client`` / ``httpx2.AsyncClient``. Its ``repr`` never shows a
   credential. Build it with :meth:`HttpOptions.create`, which takes the key from the argument or
   an environment variable and accepts ``http_client`` as either kind of client (or a tuple of
   both). A user's client is never bypassed: given only a sync client, the async functions run

@@ -9,14 +9,15 @@ import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-import httpx
+import httpx2
 import msgspec
-from httpx_sse import EventSource
+from httpx2 import EventSource
 
 from .deadline import _Clock, _Expired, _ReadDeadline, _task_getter
 from .drain import _drain, _unlink
-from .events import SseEvent, _check_event_stream
+from .events import MAX_EVENT_BYTES, SseEvent, _check_event_stream
 from .failures import _STREAM_ERRORS, HttpStreamError, _is_json, _status_error
+from .log import log_request, log_response
 from .options import HttpOptions, _request_headers
 from .pool import _AsyncPool
 from .retry import _failed_attempt, _retry_wait
@@ -35,7 +36,7 @@ async def astream_events(
 ) -> AsyncIterator[SseEvent]:
     """Async :func:`stream_events`: same events, retries, deadlines and errors (the wait for
     the response under ``asyncio.timeout_at``, the reads of the stream under one timer per
-    answer, :class:`_ReadDeadline`). With only a user ``httpx.Client`` configured, the request
+    answer, :class:`_ReadDeadline`). With only a user ``httpx2.Client`` configured, the request
     goes through that client, each blocking step in a worker thread (``asyncio.to_thread``),
     never through a client of our own.
 
@@ -64,12 +65,14 @@ async def astream_events(
         shard = -1
         try:
             try:
+                sent_at = log_request(opts, url, hdrs, content, attempt)
                 if pool is not None:
                     shard = await _take_slot(pool, clock, loop)
                     resp = await _send(pool.client(shard), clock, loop, url, content, hdrs)
                 else:
                     assert client is not None
                     resp = await _send(client, clock, loop, url, content, hdrs)
+                log_response(opts, url, resp.status_code, sent_at)
                 started = True
                 try:
                     end = clock.loop_due(loop, clock.end)
@@ -82,7 +85,7 @@ async def astream_events(
                             yield SseEvent("json", raw.decode("utf-8", "replace"))
                             return
                         _check_event_stream(resp, opts)
-                        events = EventSource(resp).aiter_sse()
+                        events = aiter(EventSource(resp, max_event_size=MAX_EVENT_BYTES))
                         guard = _ReadDeadline(loop, end)
                         current_task = _task_getter(loop)
                         try:
@@ -134,13 +137,13 @@ async def astream_events(
 
 
 async def _send(
-    client: httpx.AsyncClient,
+    client: httpx2.AsyncClient,
     clock: _Clock,
     loop: asyncio.AbstractEventLoop,
     url: str,
     content: bytes,
     hdrs: Mapping[str, str],
-) -> httpx.Response:
+) -> httpx2.Response:
     """One attempt of :func:`astream_events` up to the response's headers, under the attempt's
     first-byte (or total) deadline, through ``client`` (a pool slot, if any, is already held
     by the caller, which releases it).
@@ -191,7 +194,7 @@ def _left_queue(gate: Any, slot: asyncio.Future[Any], exc: BaseException, clock:
 
 
 async def _error_answer(
-    resp: httpx.Response, end: float | None, attempt: int, clock: _Clock, opts: HttpOptions
+    resp: httpx2.Response, end: float | None, attempt: int, clock: _Clock, opts: HttpOptions
 ) -> float:
     """An HTTP error answer: its body read (under the deadline ``end``, loop time) into the
     error; returns the wait before the next attempt, or raises the error when there is none."""

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
+import httpx2
 import msgspec
 
 from .failures import HttpStreamError
@@ -166,7 +166,7 @@ class _Watch:
         if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
             self._remember(info.get("return_value"))
 
-    def started(self, resp: httpx.Response) -> None:
+    def started(self, resp: httpx2.Response) -> None:
         """The response started: remember its socket and watch the total deadline."""
         self._remember(resp.extensions.get("network_stream"))
         self.arm(self.clock.end, "deadline")

@@ -9,15 +9,15 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import httpx
+import httpx2
 
 from .deadline import _Clock, _Watch
 from .failures import _STREAM_ERRORS
 
-_SPENT = httpx.ByteStream(b"")
+_SPENT = httpx2.ByteStream(b"")
 
 
-def _unlink(resp: httpx.Response) -> None:
+def _unlink(resp: httpx2.Response) -> None:
     """Break the reference cycle of a closed ``resp`` (httpx binds a response's body stream to
     the response itself), so the response, its request and the transport's per-request
     objects are freed at once by reference counting instead of waiting, as cyclic garbage,

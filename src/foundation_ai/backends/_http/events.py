@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-import httpx
+import httpx2
 import msgspec
 
 from ...types import (
@@ -15,7 +15,12 @@ from ...types import (
 from .failures import HttpStreamError
 from .options import HttpOptions
 
-__all__ = ["SseEvent", "Timer"]
+__all__ = ["MAX_EVENT_BYTES", "SseEvent", "Timer"]
+
+MAX_EVENT_BYTES = 64 * 1024 * 1024
+"""The largest server-sent event read (bytes, 64 MiB): a larger one ends the stream with a
+``WireError`` (httpx2's ``SSEError``). Image events of the Responses API reach a few MB, so the
+httpx2 default (1 MiB) is too small; a bound still keeps a hostile server from filling memory."""
 
 
 class SseEvent(msgspec.Struct, frozen=True, gc=False):
@@ -26,7 +31,7 @@ class SseEvent(msgspec.Struct, frozen=True, gc=False):
     data: str
 
 
-def _check_event_stream(resp: httpx.Response, opts: HttpOptions) -> None:
+def _check_event_stream(resp: httpx2.Response, opts: HttpOptions) -> None:
     ctype = resp.headers.get("content-type", "")
     if ctype and "event-stream" not in ctype and not ctype.startswith("text/plain"):
         raise HttpStreamError(

@@ -8,9 +8,9 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-import httpx
+import httpx2
 import msgspec
-from httpx_sse import SSEError
+from httpx2 import SSEError
 
 from ...errors import ProviderError
 from ...types import (
@@ -108,12 +108,12 @@ def _connect_error(exc: Exception, opts: HttpOptions) -> HttpStreamError:
     return HttpStreamError(opts.redact(f"connection failed ({kind}): {exc}"), retryable=True)
 
 
-def _is_json(resp: httpx.Response) -> bool:
+def _is_json(resp: httpx2.Response) -> bool:
     return "json" in resp.headers.get("content-type", "")
 
 
 def _mid_stream_error(exc: Exception, opts: HttpOptions) -> HttpStreamError:
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, httpx2.TimeoutException):
         msg = f"stream timed out ({type(exc).__name__}): {exc}"
     elif isinstance(exc, SSEError):
         msg = f"malformed event stream: {exc}"
@@ -122,7 +122,7 @@ def _mid_stream_error(exc: Exception, opts: HttpOptions) -> HttpStreamError:
     return HttpStreamError(opts.redact(msg))
 
 
-_STREAM_ERRORS = (httpx.TransportError, httpx.StreamError, SSEError, UnicodeDecodeError)
+_STREAM_ERRORS = (httpx2.TransportError, httpx2.StreamError, SSEError, UnicodeDecodeError)
 
 
 def _is_cert_error(exc: BaseException) -> bool:

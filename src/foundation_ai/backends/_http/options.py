@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
+import httpx2
 
 from ...errors import ConfigurationError
 from .endpoint import resolve_api_key
@@ -44,7 +44,7 @@ class HttpOptions:
     Attributes:
         api_key: the key or ``None`` (local servers need none).
         base_url: the base URL without a trailing ``/``.
-        timeout: seconds for each connect / read / write / pool wait (``httpx.Timeout``).
+        timeout: seconds for each connect / read / write / pool wait (``httpx2.Timeout``).
         deadline: seconds the whole request may take, retries and the streamed answer included
             (default :data:`DEFAULT_DEADLINE`, 900; ``None``: no total deadline).
         first_byte_timeout: seconds each attempt may wait for the response to start (status
@@ -90,8 +90,8 @@ class HttpOptions:
         timeout: float = 600.0,
         max_retries: int = 2,
         headers: Mapping[str, str] | None = None,
-        async_client: httpx.AsyncClient | None = None,
-        sync_client: httpx.Client | None = None,
+        async_client: httpx2.AsyncClient | None = None,
+        sync_client: httpx2.Client | None = None,
         retry_base_delay: float = 0.5,
         max_retry_delay: float = 60.0,
         deadline: float | None = DEFAULT_DEADLINE,
@@ -109,7 +109,7 @@ class HttpOptions:
         self.deadline = _seconds(deadline, "deadline")
         self.first_byte_timeout = _seconds(first_byte_timeout, "first_byte_timeout")
         self.base_url = base_url.rstrip("/")
-        if not isinstance(timeout, httpx.Timeout):
+        if not isinstance(timeout, httpx2.Timeout):
             _seconds(timeout, "timeout")  # a positive number of seconds (None: httpx waits forever)
         self.timeout = timeout
         self.max_retries = max(0, int(max_retries))
@@ -118,7 +118,7 @@ class HttpOptions:
         self.sync_client = sync_client
         self.retry_base_delay = retry_base_delay
         self.max_retry_delay = max_retry_delay
-        self._own_sync: httpx.Client | None = None
+        self._own_sync: httpx2.Client | None = None
         self._own_async: dict[int, tuple[asyncio.AbstractEventLoop, _AsyncPool]] = {}
 
     @classmethod
@@ -132,7 +132,7 @@ class HttpOptions:
         timeout: float = 600.0,
         max_retries: int = 2,
         headers: Mapping[str, str] | None = None,
-        http_client: httpx.AsyncClient | httpx.Client | tuple[Any, ...] | None = None,
+        http_client: httpx2.AsyncClient | httpx2.Client | tuple[Any, ...] | None = None,
         retry_base_delay: float = 0.5,
         max_retry_delay: float = 60.0,
         deadline: float | None = DEFAULT_DEADLINE,
@@ -147,18 +147,18 @@ class HttpOptions:
         """
         key = resolve_api_key(api_key, env_var, required=key_required)
         clients = http_client if isinstance(http_client, tuple) else (http_client,)
-        a: httpx.AsyncClient | None = None
-        s: httpx.Client | None = None
+        a: httpx2.AsyncClient | None = None
+        s: httpx2.Client | None = None
         for c in clients:
             if c is None:
                 continue
-            if isinstance(c, httpx.AsyncClient):
+            if isinstance(c, httpx2.AsyncClient):
                 a = c
-            elif isinstance(c, httpx.Client):
+            elif isinstance(c, httpx2.Client):
                 s = c
             else:
                 raise ConfigurationError(
-                    f"http_client must be an httpx.Client or httpx.AsyncClient, got {type(c).__name__}"
+                    f"http_client must be an httpx2.Client or httpx2.AsyncClient, got {type(c).__name__}"
                 )
         return cls(
             api_key=key,
@@ -192,16 +192,16 @@ class HttpOptions:
             f"max_retries={self.max_retries}, headers={sorted(self.headers)})"
         )
 
-    def get_sync_client(self) -> httpx.Client:
-        """The user's ``httpx.Client``, else one owned by these options (created once)."""
+    def get_sync_client(self) -> httpx2.Client:
+        """The user's ``httpx2.Client``, else one owned by these options (created once)."""
         if self.sync_client is not None:
             return self.sync_client
         if self._own_sync is None:
-            self._own_sync = httpx.Client(timeout=self.timeout, verify=shared_ssl_context())
+            self._own_sync = httpx2.Client(timeout=self.timeout, verify=shared_ssl_context())
         return self._own_sync
 
     def async_pool(self) -> _AsyncPool:
-        """The pool of ``httpx.AsyncClient`` objects these options send through on the running
+        """The pool of ``httpx2.AsyncClient`` objects these options send through on the running
         event loop (an async client's connections are bound to the loop that opened them). The
         pool is shared by every :class:`HttpOptions` with the same ``timeout`` and
         ``max_connections`` on that loop (:func:`shared_pool`), so a thousand backend objects
@@ -218,8 +218,8 @@ class HttpOptions:
         self._own_async[id(loop)] = (loop, pool)
         return pool
 
-    def get_async_client(self) -> httpx.AsyncClient:
-        """The user's ``httpx.AsyncClient``, else the first client of :meth:`async_pool` (for
+    def get_async_client(self) -> httpx2.AsyncClient:
+        """The user's ``httpx2.AsyncClient``, else the first client of :meth:`async_pool` (for
         callers sending one request at a time; ``astream_events`` spreads requests over the
         pool)."""
         if self.async_client is not None:

@@ -10,7 +10,7 @@ import threading
 from http.cookiejar import CookieJar
 from typing import Any
 
-import httpx
+import httpx2
 
 from .._gate import SlotGate
 
@@ -22,7 +22,7 @@ MAX_CONNECTIONS = 1000
 OpenAI Python SDK's default connection limit, https://github.com/openai/openai-python)."""
 
 SHARD_CONNECTIONS = 10
-"""Connections per ``httpx.AsyncClient`` of an :class:`_AsyncPool` (httpx's default limit)."""
+"""Connections per ``httpx2.AsyncClient`` of an :class:`_AsyncPool` (httpx's default limit)."""
 
 
 _SSL_LOCK = threading.Lock()
@@ -31,13 +31,13 @@ _SSL: list[ssl.SSLContext] = []
 
 def shared_ssl_context() -> ssl.SSLContext:
     """The TLS context of every client the options create, built once per process by
-    ``httpx.create_ssl_context()`` (certifi's CA bundle, or ``SSL_CERT_FILE`` /
+    ``httpx2.create_ssl_context()`` (certifi's CA bundle, or ``SSL_CERT_FILE`` /
     ``SSL_CERT_DIR`` as httpx reads them). Loading a CA bundle costs about 800 KB of memory,
     so one context per client would cost that per backend object."""
     if not _SSL:
         with _SSL_LOCK:
             if not _SSL:
-                _SSL.append(httpx.create_ssl_context())
+                _SSL.append(httpx2.create_ssl_context())
     return _SSL[0]
 
 
@@ -45,7 +45,7 @@ class _AsyncPool:
     """The own async clients of the :class:`HttpOptions` sharing one setting on one event
     loop (:func:`shared_pool`): up to
     ``max_connections`` requests in flight (the rest wait in a :class:`~._gate.SlotGate`, first
-    come first served, each until its first-byte deadline), spread over ``httpx.AsyncClient`` objects of
+    come first served, each until its first-byte deadline), spread over ``httpx2.AsyncClient`` objects of
     :data:`SHARD_CONNECTIONS` connections each, created as the load grows. httpcore's pool
     scans its connections on every request and release (and counts the idle ones once per
     idle connection), so one client holding thousands of connections would cost
@@ -55,7 +55,7 @@ class _AsyncPool:
 
     def __init__(self, timeout: Any, max_connections: int | None, key: Any = None) -> None:
         self._timeout = timeout
-        self._clients: list[httpx.AsyncClient] = []
+        self._clients: list[httpx2.AsyncClient] = []
         self._busy: list[int] = []
         self.gate = SlotGate(max_connections) if max_connections is not None else None
         """The wait for a slot (``None``: no limit); :meth:`acquire` is ``gate.acquire()`` then
@@ -64,14 +64,14 @@ class _AsyncPool:
         self.users = 0
         """How many :class:`HttpOptions` send through this pool (see :meth:`leave`)."""
 
-    def client(self, i: int) -> httpx.AsyncClient:
+    def client(self, i: int) -> httpx2.AsyncClient:
         """Shard ``i`` (created when ``i`` is the next index)."""
         if i == len(self._clients):
-            limits = httpx.Limits(
+            limits = httpx2.Limits(
                 max_connections=SHARD_CONNECTIONS, max_keepalive_connections=SHARD_CONNECTIONS
             )
             self._clients.append(
-                httpx.AsyncClient(
+                httpx2.AsyncClient(
                     timeout=self._timeout, limits=limits, verify=shared_ssl_context(), cookies=_NoCookies()
                 )
             )

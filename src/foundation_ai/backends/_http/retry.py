@@ -9,7 +9,7 @@ import math
 import random
 import time
 
-import httpx
+import httpx2
 
 from .deadline import _Clock
 from .failures import HttpStreamError, _connect_error, _is_cert_error, _mid_stream_error
@@ -18,7 +18,7 @@ from .options import HttpOptions
 __all__ = ["retry_delay"]
 
 
-def _header_seconds(headers: httpx.Headers) -> float | None:
+def _header_seconds(headers: httpx2.Headers) -> float | None:
     """The server's requested wait in seconds, or ``None`` when absent or not a finite,
     non-negative number (``NaN``, ``inf``, ``-1``, garbage, an unparsable date)."""
     ms = headers.get("retry-after-ms")
@@ -44,7 +44,7 @@ def _header_seconds(headers: httpx.Headers) -> float | None:
     return None
 
 
-def retry_delay(attempt: int, headers: httpx.Headers | None, opts: HttpOptions) -> float:
+def retry_delay(attempt: int, headers: httpx2.Headers | None, opts: HttpOptions) -> float:
     """Seconds to wait before retry number ``attempt`` (0-based); always finite, ``>= 0`` and
     ``<= max_retry_delay``.
 
@@ -66,11 +66,11 @@ def retry_delay(attempt: int, headers: httpx.Headers | None, opts: HttpOptions) 
 
 
 _RETRY_EXC = (
-    httpx.ConnectError,
-    httpx.TimeoutException,
-    httpx.RemoteProtocolError,
-    httpx.ReadError,
-    httpx.WriteError,
+    httpx2.ConnectError,
+    httpx2.TimeoutException,
+    httpx2.RemoteProtocolError,
+    httpx2.ReadError,
+    httpx2.WriteError,
 )
 """Transport failures retried when no event was yielded yet (connect, timeouts, resets)."""
 
@@ -96,7 +96,11 @@ def _attempt_error(
 
 
 def _retry_wait(
-    err: HttpStreamError | None, attempt: int, headers: httpx.Headers | None, clock: _Clock, opts: HttpOptions
+    err: HttpStreamError | None,
+    attempt: int,
+    headers: httpx2.Headers | None,
+    clock: _Clock,
+    opts: HttpOptions,
 ) -> float | None:
     """Seconds to wait before the next attempt, or ``None`` when there is none: ``err`` not
     retryable, no retries left, the server asks (``Retry-After``) for a longer wait than

@@ -8,15 +8,16 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import httpx
+import httpx2
 import msgspec
-from httpx_sse import EventSource
+from httpx2 import EventSource
 
 from ..base import _sync_iter
 from .deadline import _Clock, _Watch
 from .drain import _drain_sync, _unlink
-from .events import SseEvent, _check_event_stream
+from .events import MAX_EVENT_BYTES, SseEvent, _check_event_stream
 from .failures import _STREAM_ERRORS, HttpStreamError, _is_json, _status_error
+from .log import log_request, log_response
 from .options import HttpOptions, _request_headers
 from .retry import _failed_attempt, _retry_wait
 
@@ -37,7 +38,7 @@ def stream_events(
     ends by ``opts.deadline`` (total, from the first attempt) and each attempt must start
     answering within ``opts.first_byte_timeout``: a watchdog shuts the connection's socket at
     the due time, so a server trickling one byte a second cannot hold the call past the
-    deadline. With only a user ``httpx.AsyncClient`` configured, the request goes through that
+    deadline. With only a user ``httpx2.AsyncClient`` configured, the request goes through that
     client (on a private event loop in a worker thread,
     :func:`~foundation_ai.backends.base._sync_iter`, with ``Connection: close`` so no pooled
     connection outlives that loop), never through a client of our own.
@@ -64,9 +65,10 @@ def stream_events(
         watch = _Watch(clock)
         started = yielded = False
         wait: float | None = None
-        resp: httpx.Response | None = None
+        resp: httpx2.Response | None = None
         try:
             watch.arm(clock.first_due, "first_byte" if clock.first_due < clock.end else "deadline")
+            sent_at = log_request(opts, url, hdrs, content, attempt)
             with client.stream(
                 "POST",
                 url,
@@ -76,6 +78,7 @@ def stream_events(
                 extensions={"trace": watch.trace},
             ) as resp:
                 watch.started(resp)
+                log_response(opts, url, resp.status_code, sent_at)
                 started = True
                 if resp.status_code >= 400:
                     wait = _status_wait(resp, attempt, clock, opts)
@@ -86,7 +89,7 @@ def stream_events(
                         yield SseEvent("json", raw.decode("utf-8", "replace"))
                         return
                     _check_event_stream(resp, opts)
-                    events = EventSource(resp).iter_sse()
+                    events = iter(EventSource(resp, max_event_size=MAX_EVENT_BYTES))
                     for sse in events:
                         clock.check()
                         if final is not None and sse.data == final:
@@ -109,7 +112,7 @@ def stream_events(
         attempt += 1
 
 
-def _status_wait(resp: httpx.Response, attempt: int, clock: _Clock, opts: HttpOptions) -> float:
+def _status_wait(resp: httpx2.Response, attempt: int, clock: _Clock, opts: HttpOptions) -> float:
     """The wait in seconds before retrying an answer with an HTTP error status.
 
     Raises:
@@ -125,7 +128,7 @@ def _status_wait(resp: httpx.Response, attempt: int, clock: _Clock, opts: HttpOp
 def _over_async_client(
     opts: HttpOptions, url: str, body: bytes | Mapping[str, Any], headers: Mapping[str, str]
 ) -> Iterator[SseEvent]:
-    """:func:`stream_events` through the user's only client, an ``httpx.AsyncClient``, on a
+    """:func:`stream_events` through the user's only client, an ``httpx2.AsyncClient``, on a
     private event loop in a worker thread."""
     # An AsyncClient's pooled connections belong to the event loop that opened them, and this
     # private loop ends with the call: ask for the connection to be closed after the answer
