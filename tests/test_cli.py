@@ -139,6 +139,9 @@ def test_show_prints_the_transcript(store_with_runs: dict) -> None:
 
 
 def test_sessions_on_an_empty_store(tmp_path: Path) -> None:
+    from foundation_ai.agentic import SqliteSessionStore
+
+    SqliteSessionStore(tmp_path / "empty.sqlite3").close()  # a --db file that does not exist is an error
     r = cli("sessions", db=tmp_path / "empty.sqlite3")
     assert r.returncode == 0
     assert r.stdout.strip() == "no stored sessions"
@@ -217,7 +220,7 @@ def test_unreachable_base_url_json_ends_in_failed(tmp_path: Path) -> None:
         (["run", "hi", "--model", "openai:"], "has no name"),
         (["run", "hi", "--base-url", "http://127.0.0.1:1"], "--base-url needs an HTTP model"),
         (["run", "hi", "--session", "nope"], "no stored session 'nope'"),
-        (["show", "nope"], "no stored session 'nope'"),
+        (["show", "nope"], "s.db: no such file"),  # the --db file does not exist: not an empty store
         (["run", "   "], "the prompt is empty"),
         (["run", "hi", "--model", "gguf:/no/such/file.gguf"], "no such GGUF file"),
         (["run", "hi", "--tool-choice", "read_file"], "--tool-choice read_file: no such tool on offer"),

@@ -106,12 +106,14 @@ def test_run_on_a_read_only_store_is_one_clear_line(tmp_path: Path, read_only_di
 
 
 def test_sessions_and_show_create_no_store_where_there_is_none(tmp_path: Path) -> None:
-    db = tmp_path / "data" / "none.sqlite3"
+    db = tmp_path / "data" / "foundation-ai" / "sessions.sqlite3"  # the default file, missing
     env = cli_env(tmp_path)
-    listing = subprocess.run([*CLI, "sessions", "--db", str(db)], capture_output=True, text=True, env=env)
+    listing = subprocess.run([*CLI, "sessions"], capture_output=True, text=True, env=env)
     assert (listing.returncode, listing.stdout) == (0, "no stored sessions\n")
-    shown = subprocess.run([*CLI, "show", "03abc", "--db", str(db)], capture_output=True, text=True, env=env)
+    shown = subprocess.run([*CLI, "show", "03abc"], capture_output=True, text=True, env=env)
     assert shown.returncode == 2 and "no stored session '03abc'" in shown.stderr
+    named = subprocess.run([*CLI, "sessions", "--db", str(db)], capture_output=True, text=True, env=env)
+    assert named.returncode == 2 and "no such file" in named.stderr  # a named --db must exist
     assert not db.parent.exists()
 
 

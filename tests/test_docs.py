@@ -24,6 +24,42 @@ def test_api_reference_builds_from_the_docstrings(tmp_path: Path) -> None:
     assert (tmp_path / "index.html").exists() and (tmp_path / "search.js").exists()
 
 
+def test_api_reference_covers_memory_durable_serve_and_telemetry_with_public_names_first(
+    tmp_path: Path,
+) -> None:
+    builder = runpy.run_path(str(ROOT / "docs" / "build_api.py"))
+    builder["build"](tmp_path)
+    for module, public in (
+        ("memory", "MemoryManager"),
+        ("durable", "DurableClient"),
+        ("serve", "create_app"),
+        ("telemetry", "Raises"),
+    ):
+        page = (tmp_path / "foundation_ai" / f"{module}.html").read_text()
+        assert public in page, (module, public)
+    agentic = (tmp_path / "foundation_ai" / "agentic.html").read_text()
+    members = re.findall(r'id="AgentSession\.([A-Za-z_]+)"', agentic)
+    assert members[0] == "builder", members[:5]  # not the internal constructor, not its state
+    assert "__init__" not in members
+    assert members.index("run_turn") < members.index("replay")  # methods before internal state
+
+
+def test_readme_names_the_extra_each_feature_needs_and_the_chromium_the_webchat_tests_need() -> None:
+    import tomllib
+
+    readme = (ROOT / "README.md").read_text()
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for feature, extra in (
+        ("`foundation-ai serve`", "serve"),
+        ("`foundation-ai worker`", "durable"),
+        ("`--mcp SERVER`", "mcp"),
+        ("memory (", "memory"),
+    ):
+        row = next(line for line in readme.splitlines() if line.startswith(f"| {feature}"))
+        assert f"'foundation-ai[{extra}]'" in row and extra in extras, (feature, row)
+    assert "chromium-driver" in readme and "skipped without" in readme
+
+
 def _relative_links(markdown: str) -> list[str]:
     links = re.findall(r"\]\(([^)\s]+)\)", markdown)
     return [

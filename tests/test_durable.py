@@ -141,6 +141,11 @@ def test_bad_database_urls_and_agent_factories_are_configuration_errors(tmp_path
     out = _cli("worker", "--db", f"sqlite:///{tmp_path / 'x'}", "--agent", "no_such_module_xyz:agent")
     assert out.returncode == 2 and "cannot import 'no_such_module_xyz'" in out.stderr
     out = _cli("status", "turn-nope", "--db", f"sqlite:///{tmp_path / 'x'}")
+    assert out.returncode == 2 and "no such file" in out.stderr  # a mistyped --db: not created
+    from foundation_ai.agentic import SqliteSessionStore
+
+    SqliteSessionStore(tmp_path / "x").close()
+    out = _cli("status", "turn-nope", "--db", f"sqlite:///{tmp_path / 'x'}")
     assert out.returncode == 1 and "no durable turn 'turn-nope'" in out.stderr
 
 

@@ -75,6 +75,8 @@ def _handler(command: str) -> Callable[[argparse.Namespace], int]:
         return DURABLE_COMMANDS[command]
     if command in ("models", "keys"):
         from ._cli import setup_commands as module
+    elif command in ("aliases", "templates"):
+        from ._cli import saved as module  # type: ignore[no-redef]
     elif command == "serve":
         from ._cli import serve_cmd as module  # type: ignore[no-redef]
     else:

@@ -4,7 +4,8 @@ Between turns the main thread reads a line with ``input()`` (GNU readline editin
 available). A prompt starts a turn: its events are consumed and rendered by a worker thread
 (:class:`~foundation_ai._cli.turns.TurnRunner`) while the main thread keeps reading the terminal:
 
-- ``/steer TEXT`` during a turn calls ``session.steer(TEXT)``: the loop stops at its next safe
+- ``/steer TEXT`` during a turn calls ``session.steer(Messages.user(TEXT))`` (the user's
+  words, so ``/history`` and ``show`` print them as ``you>``): the loop stops at its next safe
   point (output already shown is marked retracted) and continues with TEXT;
 - any other line typed during a turn is queued with ``session.follow_up(line)``;
 - ``/abort`` or Ctrl-C calls ``session.abort()``: the turn ends at the next safe point, keeping
@@ -176,7 +177,9 @@ class ChatApp:
         lname = name.lower()
         if lname == "/steer":
             if rest.strip():
-                self.session.steer(rest.strip())
+                from ..types import Messages
+
+                self.session.steer(Messages.user(rest.strip()))  # typed by the user: role user
                 self.renderer.notice(f"→ steering: {rest.strip()}", style="magenta")
             else:
                 self.renderer.notice("usage: /steer TEXT", style="yellow")

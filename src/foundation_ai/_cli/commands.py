@@ -12,12 +12,14 @@ import argparse
 import json
 import os
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from rich.text import Text
 
 from ..agentic.toolsets.builtin import files_tools, shell_tools
+from ..agentic.toolsets.errors import ToolRefused
 from ..errors import ConfigurationError, FoundationAIError
 from ..types import ModelParams, OutputFormat, to_json
 from .approval import shell_question
@@ -28,9 +30,9 @@ from .render import INTERRUPTED, TurnRenderer, make_console, render_records
 from .report import failure_message, usage_line
 from .run_output import RunOutput, answer_mode, silence_stdout
 from .safe_text import visible_line
-from .session_index import SessionInfo, describe_sessions, resolve_session_id
+from .session_index import SessionInfo, describe_sessions, resolve_session_id, search_sessions
 from .status import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, error_line
-from .turns import QuestionBox, TurnRunner
+from .turns import QuestionBox, TurnRunner, shell_decision
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
@@ -48,21 +50,32 @@ __all__ = [
 
 
 def open_store(path: str | None, *, read_only: bool = False) -> Any:
-    """The SQLite session store at ``path`` (default: the agent layer's default file,
+    """The session store ``--db`` names (default: the agent layer's default file,
     ``sessions.sqlite3`` in ``$FOUNDATION_AI_HOME`` or the user data directory).
 
-    ``read_only`` (``sessions``, ``show``): the file is opened for reading only, so a store on a
-    read-only disk or in a directory the user cannot write can still be listed and shown; a
-    missing file is an empty store (nothing is created).
+    ``path`` is a file path, a ``sqlite:///PATH`` URL or a ``postgresql://`` URL
+    (:mod:`foundation_ai._cli.locations`). ``read_only`` (``sessions``, ``show``): the file is
+    opened for reading only, so a store on a read-only disk or in a directory the user cannot
+    write can still be listed and shown; the default file missing is an empty store (nothing is
+    created), a ``--db`` file missing is an error.
 
     Raises:
         ConfigurationError: the store cannot be opened (one line naming the file; when its file
-            or directory cannot be written, it says so).
+            or directory cannot be written, it says so); a read-only ``--db`` that does not exist.
     """
     from ..agentic import InMemorySessionStore, SqliteSessionStore
     from ..agentic.stores import default_store_path
+    from .locations import require_existing, session_target
 
-    file = str(default_store_path()) if path is None else path
+    if path is not None:
+        target = session_target(path)
+        if target.kind == "postgresql":
+            return _postgres_store(target.location)
+        if read_only:
+            require_existing(target)
+        file = target.location
+    else:
+        file = str(default_store_path())
     if read_only and file != ":memory:" and not os.path.exists(file):
         return InMemorySessionStore()
     try:
@@ -76,6 +89,24 @@ def open_store(path: str | None, *, read_only: bool = False) -> Any:
                 " (the file or its directory is read-only: pick another with --db or FOUNDATION_AI_HOME)"
             )
         raise ConfigurationError(message) from None
+
+
+def _postgres_store(url: str) -> Any:
+    """A ``PostgresSessionStore`` at ``url``.
+
+    Raises:
+        ConfigurationError: psycopg is not installed, or the server cannot be reached.
+    """
+    try:
+        from ..agentic.stores.postgres import PostgresSessionStore
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"a postgresql:// --db needs the 'postgres' extra (pip install 'foundation-ai[postgres]'): {exc}"
+        ) from None
+    try:
+        return PostgresSessionStore(url)
+    except FoundationAIError as exc:
+        raise ConfigurationError(str(exc)) from None
 
 
 def _not_writable(file: str) -> bool:
@@ -94,7 +125,12 @@ def _not_writable(file: str) -> bool:
 def apply_config(args: argparse.Namespace, config: Config) -> argparse.Namespace:
     """Fill the options not given on the command line from ``config`` (``config.toml``):
     ``model``, ``system``, ``tools``, ``temperature``, ``max_tokens``, and ``base_url`` when the
-    model too comes from the config. Returns ``args`` (changed in place)."""
+    model too comes from the config. ``-m ALIAS`` and ``-t TEMPLATE`` are resolved first
+    (:mod:`foundation_ai._cli.saved`; ``-s`` wins over ``-t``, ``-t`` over the config's system
+    prompt). Returns ``args`` (changed in place)."""
+    from .saved import apply_saved
+
+    apply_saved(args)
     if args.model is None and config.model is not None:
         args.model = config.model
         if args.base_url is None and config.base_url is not None:
@@ -111,6 +147,7 @@ def apply_config(args: argparse.Namespace, config: Config) -> argparse.Namespace
         args.temperature = config.temperature
     if args.max_tokens is None:
         args.max_tokens = config.max_tokens
+    apply_saved(args)  # a config model that is an alias
     return args
 
 
@@ -254,9 +291,21 @@ def _builtin_tools(args: argparse.Namespace, questions: QuestionBox) -> tuple[li
         tools += files_tools(root)
         described.append(f"files (inside {root})")
     if "shell" in tool_sets:
+        allowed_for_session = threading.Event()  # answered `a`: no more questions for shell
 
         def confirm(command: str) -> bool:
-            return questions.ask(shell_question(command))
+            if allowed_for_session.is_set():
+                return True
+            question = shell_question(command).rsplit("\n", 1)
+            hint = "(y: run it · a: run it and stop asking this session · n REASON: decline, telling the model why)"
+            decision, reason = shell_decision(
+                questions.ask_reply("\n".join([question[0], hint, question[1]]))
+            )
+            if decision == "always":
+                allowed_for_session.set()
+            if decision == "no" and reason:
+                raise ToolRefused(f"the user declined to run this command: {reason}")
+            return decision != "no"
 
         tools += shell_tools(root, confirm=None if args.yes else confirm, timeout=args.shell_timeout)
         described.append(
@@ -374,7 +423,10 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     prompt). The store is opened read-only."""
     store = open_store(args.db, read_only=True)
     try:
-        rows = describe_sessions(store, limit=args.limit)
+        if args.query:
+            rows = search_sessions(store, args.query, limit=args.limit)
+        else:
+            rows = describe_sessions(store, limit=args.limit)
     finally:
         store.close()
     if args.json:
@@ -389,7 +441,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         return EXIT_OK
     console = make_console()
     if not rows:
-        console.print("no stored sessions")
+        console.print(f"no stored session mentions {args.query!r}" if args.query else "no stored sessions")
         return EXIT_OK
     for line in session_table(rows, console.width if console.is_terminal else 10_000):
         console.print(line, markup=False, highlight=False, soft_wrap=True)

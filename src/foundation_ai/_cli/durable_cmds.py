@@ -19,13 +19,27 @@ from ..errors import ConfigurationError, FoundationAIError
 __all__ = ["DURABLE_COMMANDS", "add_durable_commands"]
 
 _DB_HELP = (
-    "sqlite:///PATH (embedded, one machine; default: durable.sqlite3 in the user data "
-    "directory) or postgresql://... (many machines); env FOUNDATION_AI_DB"
+    "a SQLite file: PATH or sqlite:///PATH (embedded, one machine; default: durable.sqlite3 in "
+    "the user data directory), or postgresql://... (many machines); env FOUNDATION_AI_DB"
 )
+
+READ_ONLY = ("status", "follow", "approvals")
+"""The commands for which a ``--db`` file that does not exist is an error (exit 2)."""
+
+STATES = {
+    "ENQUEUED": "queued (waiting for a worker)",
+    "PENDING": "running",
+    "SUCCESS": "finished",
+    "ERROR": "failed",
+    "CANCELLED": "cancelled",
+    "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failed (recovered too many times)",
+}
+"""DBOS workflow status -> the words ``status`` prints (``--json`` keeps DBOS's value; the
+statuses are those of https://docs.dbos.dev/python/reference/contexts#workflow-status)."""
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", metavar="URL", help=_DB_HELP)
+    p.add_argument("--db", metavar="PATH|URL", help=_DB_HELP)
     p.add_argument("--session-db", metavar="URL", help="the session store's URL when it differs from --db")
     p.add_argument(
         "--queue", default=None, metavar="NAME", help="the DBOS queue (default foundation_ai_turns)"
@@ -144,12 +158,19 @@ def _config(args: argparse.Namespace, **extra: Any) -> Any:
     import os
 
     from ..durable import DurableConfig
+    from .locations import durable_url, require_existing, session_target
 
     db = args.db or os.environ.get("FOUNDATION_AI_DB")
-    if not db:
+    if db:
+        if args.command in READ_ONLY:
+            require_existing(session_target(db))
+        db = durable_url(db)
+    else:
         from ..agentic.stores.sqlite import default_store_path
 
         db = "sqlite:///" + str(default_store_path().with_name("durable.sqlite3"))
+    if args.session_db:
+        args.session_db = durable_url(args.session_db)
     kw: dict[str, Any] = dict(extra)
     if args.queue:
         kw["queue"] = args.queue
@@ -166,6 +187,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         polling_interval=args.poll,
         steering=not args.no_steering,
     )
+    import os
+
+    if "" not in sys.path and os.getcwd() not in sys.path:  # `--agent mymod:fn` from the cwd,
+        sys.path.insert(0, os.getcwd())  # as uvicorn and celery do
     agent = load_agent_factory(args.agent)
     stop = threading.Event()
 
@@ -220,39 +245,30 @@ def cmd_status(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"turn_id": h.turn_id, "session_id": h.session_id, "status": status}))
         else:
-            print(status)
+            print(f"{h.turn_id}: {STATES.get(status, status.lower())} (session {h.session_id})")
     return 0
 
 
 def cmd_follow(args: argparse.Namespace) -> int:
     from ..durable.client import TurnFailedError
-    from ..types import SessionRecord, to_json
+    from ..types import to_json
+    from .render import make_console, render_records
 
+    console = make_console()
     with _client(args) as client:
         h = client.handle(args.turn_id)
         for rec in h.events():
             if args.json:
                 print(to_json(rec).decode(), flush=True)
-            elif isinstance(rec, SessionRecord.Conversation):
-                m = rec.message
-                print(f"{type(m).__name__}: {_text(getattr(m, 'content', None))}", flush=True)
+            else:  # the lines `show` prints (you>, tool panels, the answer, usage)
+                render_records(console, [rec])
+                sys.stdout.flush()
         try:
             res = h.result(timeout=5)
         except TurnFailedError as exc:
             print(str(exc), file=sys.stderr)
             return 1
         return 0 if res.ok else 1
-
-
-def _text(content: Any) -> str:
-    for attr in ("content", "text"):
-        v = getattr(content, attr, None)
-        if isinstance(v, str):
-            return v
-    name = getattr(content, "name", None)
-    if name:
-        return f"{name}({getattr(content, 'arguments', '')})"
-    return repr(content)
 
 
 def cmd_steer(args: argparse.Namespace) -> int:
@@ -338,6 +354,12 @@ def _one_line(cmd: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
 
     @functools.wraps(cmd)
     def run(args: argparse.Namespace) -> int:
+        try:
+            import dbos  # noqa: F401
+        except ImportError:
+            raise ConfigurationError(
+                f"{args.command} needs the 'durable' extra (pip install 'foundation-ai[durable]')"
+            ) from None
         for name in ("dbos", "psycopg.pool"):
             logging.getLogger(name).addFilter(_DropConnectLog())
         try:

@@ -22,7 +22,7 @@ __all__ = ["COMMANDS", "build_parser", "with_default_command"]
 COMMANDS = (
     "chat", "run", "sessions", "show", "models", "keys", "serve",
     "worker", "submit", "status", "follow", "steer", "abort", "approvals", "approve", "deny",
-    "recover",
+    "recover", "aliases", "templates",
 )  # fmt: skip
 """The subcommands; a first argument that is none of them is a prompt for ``run``."""
 
@@ -40,6 +40,9 @@ EPILOG = """examples:
   foundation-ai show ID                                print a stored session's transcript
   foundation-ai models                                 the models you can use, with prices
   foundation-ai keys set openai                        store an API key (asked without echo)
+  foundation-ai aliases set mini openai:gpt-4o-mini    -m mini now means -m openai:gpt-4o-mini
+  foundation-ai templates set fr "Answer in French."   -t fr now uses it as the system prompt
+  foundation-ai sessions -q invoice                    sessions whose prompts or answers say it
   foundation-ai run -m openai:gpt-4o-mini "Hi"         needs OPENAI_API_KEY (or keys set openai)
   foundation-ai run -m anthropic:claude-sonnet-4-5 "Hi"  needs ANTHROPIC_API_KEY
   foundation-ai chat -m openai:llama --base-url http://127.0.0.1:8080/v1
@@ -184,6 +187,9 @@ def _add_agent_options(p: argparse.ArgumentParser) -> None:
         help="API key for this call (default: the provider's environment variable, then `keys set`)",
     )
     g.add_argument("--system", "-s", metavar="TEXT", help="system prompt")
+    g.add_argument(
+        "--template", "-t", metavar="NAME", help="a saved system prompt (`templates set NAME TEXT`); -s wins"
+    )
     g.add_argument("--max-tokens", type=_max_tokens, metavar="N", help="max output tokens per generation")
     g.add_argument("--temperature", type=_temperature, metavar="T", help="sampling temperature (>= 0)")
     g.add_argument("--seed", type=int, metavar="N", help="sampling seed (local models, OpenAI Chat)")
@@ -306,6 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sessions.add_argument("--limit", type=_positive_int, default=50, metavar="N", help="show at most N")
     sessions.add_argument("--json", action="store_true", help="one JSON object per session")
+    sessions.add_argument(
+        "--query", "-q", metavar="TEXT", help="only sessions whose prompts or answers contain TEXT (any case)"
+    )
     _add_store_option(sessions)
 
     show = sub.add_parser(
@@ -350,6 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .durable_cmds import add_durable_commands
 
     add_durable_commands(sub)
+    from .saved import add_saved_commands
+
+    add_saved_commands(sub)
     return parser
 
 

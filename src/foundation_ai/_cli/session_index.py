@@ -20,7 +20,7 @@ import scru128
 from ..errors import ConfigurationError
 from ..types import AssistantMessage, MessageRole, TextContent, ToolResultMessage, UserMessage
 
-__all__ = ["SessionInfo", "describe_session", "describe_sessions", "resolve_session_id"]
+__all__ = ["SessionInfo", "describe_session", "describe_sessions", "resolve_session_id", "search_sessions"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,30 @@ def describe_sessions(store: Any, limit: int | None = None) -> list[SessionInfo]
     floor = datetime.min.replace(tzinfo=UTC)
     infos.sort(key=lambda i: i.updated or floor, reverse=True)
     return infos[:limit] if limit is not None else infos
+
+
+def _texts(message: Any) -> list[str]:
+    """The prompt or answer text of a user or assistant message (``[]`` for the rest)."""
+    if isinstance(message, UserMessage | AssistantMessage) and isinstance(message.content, TextContent):
+        return [message.content.content]
+    return []
+
+
+def search_sessions(store: Any, query: str, limit: int | None = None) -> list[SessionInfo]:
+    """The sessions (newest first, at most ``limit``) one of whose prompts or answers contains
+    ``query``, compared case-insensitively (``str.casefold``). Every session is loaded: a scan,
+    fine for a personal store of thousands of sessions."""
+    from ..agentic.stores import conversation_of
+
+    needle = query.casefold()
+    found = []
+    for info in describe_sessions(store):
+        messages = conversation_of(store.load(info.session_id))
+        if any(needle in t.casefold() for m in messages for t in _texts(m)):
+            found.append(info)
+            if limit is not None and len(found) >= limit:
+                break
+    return found
 
 
 MAX_CANDIDATES = 10

@@ -1,6 +1,7 @@
 """``foundation-ai models`` and ``foundation-ai keys``: what can be used, and storing API keys.
 
-``models`` lists the bundled model, the config file's default model, and the models of every
+``models`` lists the bundled model, the config file's default model (with its ``base_url``),
+the saved aliases (``aliases set``, with their servers), and the models of every
 provider whose key is available (environment or ``keys.json``; ``--all``: every provider), with
 the provider, the context window (tokens) and prices in USD per million tokens from the
 ``genai-prices`` table (https://github.com/pydantic/genai-prices).
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -112,7 +113,14 @@ def model_rows(*, everything: bool = False, config_path: str | None = None) -> l
     rows = [_bundled()]
     config = load_config(config_path)
     if config.model and parse_model_spec(config.model).kind != "local":
-        rows.append(_row(config.model, "config"))
+        at = f" at {config.base_url}" if config.base_url else ""
+        rows.append(_row(config.model, f"config{at}"))
+    from .saved import read_saved
+
+    for name, entry in sorted(read_saved("aliases").items()):  # `aliases set NAME MODEL`
+        target = _row(str(entry.get("model")), "alias")
+        at = f" at {entry['base_url']}" if entry.get("base_url") else ""
+        rows.append(replace(target, model=name, source=f"alias of {entry.get('model')}{at}"))
     for name, provider_id in _PRICE_PROVIDERS.items():
         key, where = key_for(name)
         if key is None and not everything:

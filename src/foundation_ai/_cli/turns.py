@@ -33,6 +33,8 @@ class Question:
 
     text: str
     answer: bool = False
+    reply: str = ""
+    """The line typed (``""`` when none was): a reason or ``a`` for :func:`shell_decision`."""
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -57,6 +59,15 @@ class QuestionBox:
         q.done.wait()
         return q.answer
 
+    def ask_reply(self, text: str) -> str:
+        """Ask ``text``; the line typed (``"y"`` / ``""`` from the fallback when no owner waits)."""
+        if not self.owner_active:
+            return "y" if self.fallback(text) else ""
+        q = Question(text)
+        self._q.put(q)
+        q.done.wait()
+        return q.reply
+
     def pending(self) -> Question | None:
         """The next unanswered question, if any."""
         try:
@@ -74,6 +85,23 @@ class QuestionBox:
 def is_yes(text: str) -> bool:
     """``y`` / ``yes`` (any case) is yes; anything else, including an empty line, is no."""
     return text.strip().lower() in ("y", "yes")
+
+
+def shell_decision(reply: str) -> tuple[str, str]:
+    """A typed answer to the shell tool's question: ``("yes", "")`` for ``y``/``yes``,
+    ``("always", "")`` for ``a``/``always`` (allow the tool for the rest of the session),
+    else ``("no", REASON)`` where REASON is what follows ``n``/``no`` (``"n: too risky"``,
+    ``"no, use ls"``) or the whole line when it is not a bare no (``""``: no reason given)."""
+    text = reply.strip()
+    word = text.lower()
+    if word in ("y", "yes"):
+        return "yes", ""
+    if word in ("a", "always"):
+        return "always", ""
+    head, _, rest = text.partition(" ")
+    if head.lower().rstrip(",:;.") in ("n", "no"):
+        return "no", rest.strip(" ,:;")
+    return "no", text.strip(" ,:;") if word.rstrip(",:;.") not in ("n", "no") else ""
 
 
 class TurnRunner:
@@ -161,6 +189,7 @@ class TurnRunner:
                 if self._readable(0.1):
                     line = self._read_line()
                     q.answer = line is not None and is_yes(line)
+                    q.reply = line or ""
                     break
                 if not self._stdin_open:
                     self.prompt_out.write("\n(no input: answered no)\n")
@@ -212,6 +241,9 @@ class TurnRunner:
             self.questions.owner_active = True
         read_stdin = self.on_line is not None and is_terminal(self.stdin)
         started = False
+        echo = _Echo(self.stdin) if read_stdin else None
+        if echo is not None:  # typed text is not echoed into the streamed answer; the chat
+            echo.off()  # shows a line once it is complete (`→ queued ...`, `→ steering ...`)
         try:
             while not done.is_set():
                 try:
@@ -225,7 +257,13 @@ class TurnRunner:
                             q.answer = False
                             q.done.set()
                         else:
-                            self._ask(q)
+                            if echo is not None:
+                                echo.on()  # the answer to a question is seen as it is typed
+                            try:
+                                self._ask(q)
+                            finally:
+                                if echo is not None:
+                                    echo.off()
                         continue
                     if read_stdin and self._readable(0.05):
                         line = self._read_line()
@@ -236,9 +274,43 @@ class TurnRunner:
                 except KeyboardInterrupt:
                     self._interrupt()
         finally:
+            if echo is not None:
+                echo.on()
             if self.questions is not None:
                 self.questions.owner_active = False
                 self.questions.cancel_all()
+
+
+class _Echo:
+    """The terminal's ECHO flag (termios, POSIX): off while a turn streams, restored after;
+    line editing (ICANON) is kept, so a line is still read whole."""
+
+    def __init__(self, stream: TextIO) -> None:
+        try:
+            import termios
+
+            self.fd: int | None = stream.fileno()
+            self.saved = termios.tcgetattr(self.fd)
+        except (ImportError, OSError, ValueError):
+            self.fd = None
+
+    def _set(self, echo: bool) -> None:
+        if self.fd is None:
+            return
+        import termios
+
+        attrs = list(self.saved)
+        attrs[3] = attrs[3] | termios.ECHO if echo else attrs[3] & ~termios.ECHO
+        try:
+            termios.tcsetattr(self.fd, termios.TCSANOW, attrs)
+        except OSError:
+            self.fd = None
+
+    def on(self) -> None:
+        self._set(True)
+
+    def off(self) -> None:
+        self._set(False)
 
 
 def is_terminal(stream: TextIO) -> bool:
