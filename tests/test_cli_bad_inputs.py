@@ -46,6 +46,7 @@ def test_a_garbage_dbos_database_file_is_one_line_and_exit_2(tmp_path: Path) -> 
     pytest.importorskip("dbos")
     db = tmp_path / "durable.sqlite3"
     Path(f"{db}.dbos").write_bytes(b"this is not a database, just some bytes\x00\x01\x02" * 200)
+    db.touch()  # the durable database itself exists (read-only commands refuse a missing one)
     for args in (["submit", "s1", "hello"], ["status", "turn-1"]):
         proc = run_cli(tmp_path, *args, "--db", f"sqlite:///{db}")
         one_line_exit_2(proc, "durable.sqlite3.dbos")

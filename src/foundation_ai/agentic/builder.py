@@ -215,7 +215,7 @@ class AgentSessionBuilder:
 
         HTTP backends send only the fields that were set, so a provider's or server's own
         defaults apply to the rest (docs/models.md, "Parameters"); ``ModelParams()`` still reports
-        the seed's defaults (``max_tokens`` 2048, ``temperature`` 0.7, ``top_p`` 0.9).
+        the library's defaults (``max_tokens`` 2048, ``temperature`` 0.7, ``top_p`` 0.9).
 
         Raises:
             TypeError: an unknown field name.

@@ -9,7 +9,7 @@ last one is the merged message the session persists (unless a later ``Retracted`
 ``FailedAction``.
 
 ``Stream.Spread(records)`` (several records at once) is mapped like one ``Next`` per record, in
-order. The item type is :data:`AgentStream` (the seed's ``agentic::internals::AgentStream``).
+order. The item type is :data:`AgentStream` (``agentic::internals::AgentStream`` in the Rust design this library follows).
 
 ``TurnStream.events()`` maps them to ``TurnEvent``: ``Text`` and ``Thinking`` carry only the new
 piece; ``ToolCall`` comes once, complete; ``ToolResult``; ``Retract``; ``Progress``; then exactly
@@ -159,7 +159,7 @@ TurnEventT = _Text | _Thinking | _ToolCall | _ToolResult | _Retract | _Progress 
 register_union(TurnEvent, TurnEventT)
 
 AgentStream = Stream[SessionRecord, AgentProgress]
-"""The agent-level stream item, the seed's ``agentic::internals::AgentStream``:
+"""The agent-level stream item, ``agentic::internals::AgentStream`` of the Rust design:
 ``Stream[SessionRecord, AgentProgress]`` (what ``run_turn_stream`` yields; docs/concepts.md,
 "The stream contract")."""
 

@@ -45,7 +45,7 @@ def model_string_of(model: Any) -> str | None:
     if provider in _PREFIX:
         return f"{_PREFIX[provider]}:{name}"
     if provider == ModelProviders.LlamaCpp:
-        path = getattr(getattr(model, "llama", None), "model_path", None)
+        path = str(getattr(getattr(model, "engine", None), "path", "") or "")  # the GGUF file
         if isinstance(path, str) and path:
             return "local" if _is_bundled(path) else f"gguf:{path}"
     return f"{provider}:{name}"

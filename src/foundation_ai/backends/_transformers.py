@@ -1,4 +1,4 @@
-"""Hugging Face ``transformers`` in-process: safetensors models on ``torch`` (the seed's Candle
+"""Hugging Face ``transformers`` in-process: safetensors models on ``torch`` (the Candle
 backend, in Python).
 
 ::

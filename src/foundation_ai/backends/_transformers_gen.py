@@ -32,7 +32,7 @@ __all__ = ["TokenQueue", "call_schema", "constraint", "generation_config", "user
 
 def user_set(params: ModelParams | None) -> dict[str, Any]:
     """The fields of ``params`` the caller set (:func:`~foundation_ai.types.is_set`: a value given
-    explicitly counts even when it equals the seed's default), as JSON-ready values; ``{}`` for
+    explicitly counts even when it equals the default), as JSON-ready values; ``{}`` for
     ``None``."""
     if params is None:
         return {}

@@ -99,11 +99,21 @@ def system_database_errors(url: str) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        if isinstance(exc, FoundationAIError) or not _database_failure(exc):
-            raise
+        if isinstance(exc, FoundationAIError) or not _database_failure(exc) or _unreachable(exc, url):
+            raise  # an unreachable server is the command line's "cannot reach the database"
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         where = url.split("://", 1)[1] if url.startswith("sqlite") else url.split("@")[-1]
         raise ConfigurationError(f"cannot open the durable turns' DBOS database {where}: {first}") from None
+
+
+def _unreachable(exc: BaseException, url: str) -> bool:
+    """True when a PostgreSQL server could not be reached (psycopg's ``OperationalError``, also
+    wrapped by SQLAlchemy): not a broken database, so it is not reported as one."""
+    if url.startswith("sqlite"):
+        return False
+    orig = getattr(exc, "orig", None) or exc
+    kind = type(orig)
+    return kind.__name__ == "OperationalError" and kind.__module__.startswith("psycopg")
 
 
 def _database_failure(exc: BaseException) -> bool:

@@ -185,7 +185,7 @@ class _StreamingSteps(DurableSteps):
                 if gone:
                     why = "resumed: the model call is made again"
                     self.out(TurnEvent.Retract(gone, why))
-                    # the store says it too (the seed's Retracted record), written after this phase
+                    # the store says it too (a Retracted record), written after this phase
                     step.host.pending_records.append(SessionRecord.Retracted(reason=why, message_ids=gone))
             async for item in step.stream():
                 for ev in mapper.map(item):

@@ -33,7 +33,7 @@ _SEED_DEFAULTS = ("max_tokens", "temperature", "top_p", "top_k", "repeat_penalty
 
 
 def is_set(params: ModelParams, name: str) -> bool:
-    """True when ``params.<name>`` was given by the caller, False while it is still the seed's
+    """True when ``params.<name>`` was given by the caller, False while it is still the
     default (``max_tokens`` 2048, ``temperature`` 0.7, ``top_p`` 0.9, ``top_k`` 40,
     ``repeat_penalty`` 1.1).
 
@@ -225,7 +225,7 @@ def with_fields(params: ModelParams, fields: ParamFields) -> ModelParams:
             f"unknown model parameter(s) {', '.join(unknown)} (accepted: {', '.join(sorted(_FIELDS))})"
         )
     # a new struct, so that __post_init__ turns choice strings into their types; the fields not
-    # given keep their very objects, so the seed's defaults stay unset (is_set)
+    # given keep their very objects, so the library's defaults stay unset (is_set)
     return ModelParams(**{**msgspec.structs.asdict(params), **fields})
 
 

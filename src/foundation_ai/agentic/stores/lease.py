@@ -192,6 +192,15 @@ class _Sqlite:
                 made = self.conns[store] = (c, threading.Lock())
             return made
 
+    def close(self, store: Any) -> None:
+        """Close the lease connection of ``store`` (when the store closes: SQLite then removes
+        the file's ``-wal``/``-shm`` companions once the last connection is gone)."""
+        with self.lock:
+            made = self.conns.pop(store, None)
+        if made is not None:
+            with made[1]:
+                made[0].close()
+
     def take(self, store: Any, sid: str, turn: str, holder: str, seconds: float) -> tuple[int, Row | None]:
         c, lock = self._conn(store)
         with lock:
@@ -306,6 +315,11 @@ class _Postgres:
 
 
 _SQLITE, _POSTGRES = _Sqlite(), _Postgres()
+
+
+def close_sqlite_leases(store: Any) -> None:
+    """Close the lease connection kept for a ``SqliteSessionStore`` (its ``close`` calls this)."""
+    _SQLITE.close(store)
 
 
 def _backend(store: Any) -> tuple[Any, Any]:

@@ -500,6 +500,9 @@ class SqliteSessionStore:
         with self._lock:
             if not self._closed:
                 self._closed = True
+                from .lease import close_sqlite_leases
+
+                close_sqlite_leases(self)  # the lease table's own connection to this file
                 self._conn.close()
                 if self._worker is not None:
                     self._worker.shutdown(wait=False)
