@@ -579,13 +579,14 @@ def test_request_official_host_fields() -> None:
 def test_reasoning_models_are_never_sent_temperature_or_top_p() -> None:
     """OpenAI's reasoning models (o1, o3, o4, gpt-5, codex) answer 400 "Unsupported parameter:
     'temperature'" (https://platform.openai.com/docs/guides/reasoning): without a reasoning
-    effort too, the default ``ModelParams`` send neither; other models get both."""
+    effort too, set sampling is not sent to them; other models get what was set."""
+    given = ModelParams(temperature=0.7, top_p=0.9, max_tokens=2048)
     for name in ("o3-mini", "o1", "o4-mini", "gpt-5-mini", "codex-mini-latest", "openai/o3-mini"):
-        body = build_request(ask(), ModelParams(), name, official=True)
+        body = build_request(ask(), given, name, official=True)
         assert "temperature" not in body and "top_p" not in body, name
         assert body["max_completion_tokens"] == 2048
     for name in ("gpt-4o-mini", "gpt-4.1", "llama-3.1-8b"):
-        body = build_request(ask(), ModelParams(), name, official=name.startswith("gpt"))
+        body = build_request(ask(), given, name, official=name.startswith("gpt"))
         assert (body["temperature"], body["top_p"]) == (0.7, 0.9), name
 
 
