@@ -32,12 +32,14 @@ from foundation_ai.cli import build_parser, error_line
 from foundation_ai.errors import ConfigurationError
 from foundation_ai.types import (
     AgenticError,
+    MessageRole,
     Messages,
     SessionRecord,
     TextContent,
     TokenSnapshot,
     ToolCall,
     ToolChoice,
+    UserMessage,
 )
 
 LOCAL = ModelChoice("local")
@@ -305,8 +307,10 @@ def test_chat_on_line_steers_follows_up_and_aborts() -> None:
     class FakeSession:
         session_id = "s"
 
-        def steer(self, m: str) -> None:
-            calls.append(("steer", m))
+        def steer(self, m: Any) -> None:
+            # the user's own words: a user message (shown as the user's in /history)
+            assert isinstance(m, UserMessage) and m.role == MessageRole.User, m
+            calls.append(("steer", m.text()))
 
         def follow_up(self, m: str) -> None:
             calls.append(("follow_up", m))
