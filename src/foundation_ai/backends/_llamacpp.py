@@ -66,7 +66,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -511,7 +511,7 @@ _DONE = object()
 
 async def _athreaded(
     produce: Callable[[threading.Event], Iterator[ModelStream]], name: str
-) -> AsyncIterator[ModelStream]:
+) -> AsyncGenerator[ModelStream, None]:
     """Run ``produce`` in a worker thread (named ``name``) and iterate its items on this event
     loop; cancelling or closing sets the cancel event and waits (at most 30 s) for the worker."""
     loop = asyncio.get_running_loop()
