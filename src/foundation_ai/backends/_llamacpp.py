@@ -82,11 +82,10 @@ from ..types import (
     ModelProviders,
     ModelState,
     Quantization,
-    StopReason,
     Stream,
-    TextContent,
     UsageReport,
 )
+from ._http.failures import error_items
 from ._llama_engine import LlamaEngine
 from ._llama_prompt import ChatTemplateError, ensure_single_bos, openai_tools, render_prompt
 from ._llama_request import (
@@ -307,17 +306,7 @@ class LlamaCppModel(BaseModel):
                 engine.active -= 1
 
     def _error(self, detail: str, usage: UsageReport) -> Iterator[ModelStream]:
-        yield Stream.Next(
-            AssistantMessage(
-                model=self._model_id,
-                content=TextContent(""),
-                usage=usage,
-                stop_reason=StopReason.Error(),
-                provider=_PROVIDER,
-                error_detail=detail,
-            )
-        )
-        yield Stream.Pending(ModelState.Error(detail))
+        yield from error_items(detail, self._model_id, _PROVIDER, usage)  # the contract's failure tail
 
     def _prepare(self, interaction: ModelInteraction, params: ModelParams) -> Any:
         request = build_request(

@@ -61,11 +61,11 @@ from ..types import (
     ModelState,
     StopReason,
     Stream,
-    TextContent,
     ToolChoice,
     UsageReport,
 )
 from ..types.content import StopReasonT
+from ._http.failures import error_items
 from ._llama_prompt import ChatTemplateError, chat_messages, supports_native_tools
 from ._llama_request import Emitter
 from ._llama_tools import CALL_CLOSE, CALL_OPEN, StopFilter, ToolCallStreamParser
@@ -255,17 +255,7 @@ class TransformersModel(BaseModel):
             self._lock.release()
 
     def _error(self, detail: str, usage: UsageReport) -> Iterator[ModelStream]:
-        yield Stream.Next(
-            AssistantMessage(
-                model=self._model_id,
-                content=TextContent(""),
-                usage=usage,
-                stop_reason=StopReason.Error(),
-                provider=_PROVIDER,
-                error_detail=detail,
-            )
-        )
-        yield Stream.Pending(ModelState.Error(detail))
+        yield from error_items(detail, self._model_id, _PROVIDER, usage)  # the contract's failure tail
 
     def _start(self, plan: _Plan, config: Any, cancel: threading.Event) -> TokenQueue:
         """Run ``model.generate`` in its own thread, feeding a ``TokenQueue``."""
