@@ -279,7 +279,7 @@ def _tool_results(stdout: str) -> list[dict]:
 def test_files_tool_refuses_a_path_outside_the_root(sandbox: Path, tmp_path: Path) -> None:
     r = cli(
         "run", "Call read_file with path ../secret.txt", "--json", "--tools", "files", "--root", str(sandbox),
-        "--tool-choice", "read_file", *TOOLS, db=tmp_path / "s.db",
+        "--tool-choice", "read_file,none", *TOOLS, db=tmp_path / "s.db",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     results = _tool_results(r.stdout)
@@ -295,7 +295,7 @@ def test_shell_tool_asks_and_a_no_declines(tmp_path: Path) -> None:
     work.mkdir()
     r = cli(
         "run", "Run the command: touch made.txt", "--json", "--tools", "shell", "--root", str(work),
-        "--tool-choice", "run_command", *TOOLS, db=tmp_path / "s.db", stdin="n\n",
+        "--tool-choice", "run_command,none", *TOOLS, db=tmp_path / "s.db", stdin="n\n",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "[y/N]" in r.stderr
@@ -310,7 +310,7 @@ def test_shell_tool_with_yes_runs_without_asking(tmp_path: Path) -> None:
     work.mkdir()
     r = cli(
         "run", "Run the command: echo hi", "--json", "--tools", "shell", "--yes", "--root", str(work),
-        "--tool-choice", "run_command", *TOOLS, db=tmp_path / "s.db",
+        "--tool-choice", "run_command,none", *TOOLS, db=tmp_path / "s.db",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "[y/N]" not in r.stderr

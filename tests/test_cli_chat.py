@@ -198,7 +198,9 @@ def test_shell_tool_asks_in_chat(tmp_path: Path) -> None:
     db = tmp_path / "chat.sqlite3"
     work = tmp_path / "work"
     work.mkdir()
-    child = spawn(db, "--tools", "shell", "--root", str(work), "--tool-choice", "run_command", max_tokens=48)
+    child = spawn(
+        db, "--tools", "shell", "--root", str(work), "--tool-choice", "run_command,none", max_tokens=48
+    )
     child.expect_exact(PROMPT)
     child.sendline("Run the command: touch made.txt")
     child.expect(ANSI_GAP.join(["tool call", " run_command"]))

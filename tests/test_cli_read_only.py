@@ -14,6 +14,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,17 +66,22 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
         f.chmod(0o644)
 
 
-def fa_read_only(home: Path, ro: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``foundation-ai ARGS`` with ``ro`` (and every file in it) read-only for the command."""
+def run_read_only(home: Path, ro: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The command ``argv`` with ``ro`` (and every file in it) read-only for it."""
     if ROOT:
         script = f'mount --bind "{ro}" "{ro}" && mount -o remount,ro,bind "{ro}" "{ro}" && exec "$@"'
-        argv = ["unshare", "-m", "sh", "-c", script, "sh", *CLI, *args]
+        full = ["unshare", "-m", "sh", "-c", script, "sh", *argv]
     else:
         for f in ro.iterdir():
             f.chmod(0o444)
         ro.chmod(0o555)
-        argv = [*CLI, *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=cli_env(home))
+        full = list(argv)
+    return subprocess.run(full, capture_output=True, text=True, timeout=120, env=cli_env(home))
+
+
+def fa_read_only(home: Path, ro: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``foundation-ai ARGS`` with ``ro`` (and every file in it) read-only for the command."""
+    return run_read_only(home, ro, *CLI, *args)
 
 
 @needs_read_only_place
@@ -103,6 +109,51 @@ def test_run_on_a_read_only_store_is_one_clear_line(tmp_path: Path, read_only_di
     assert r.stderr.count("\n") == 1, r.stderr
     assert r.stderr.startswith(f"foundation-ai: error: cannot open the session store '{db}'")
     assert "read-only" in r.stderr and "--db" in r.stderr
+
+
+@needs_read_only_place
+def test_run_on_a_read_only_store_another_process_holds_open_is_one_clear_line(
+    tmp_path: Path, read_only_dir: Path
+) -> None:
+    # while another process has the store open, its -wal and -shm files exist, and SQLite opens
+    # the file read-only without a word (it can even read it): the refusal must come before the
+    # turn, not as a failed write after the answer
+    db = read_only_dir / "ro.db"
+    stored_session(db)
+    holder = sqlite3.connect(db)
+    try:
+        holder.execute("SELECT count(*) FROM records").fetchone()
+        assert (read_only_dir / "ro.db-shm").exists()
+        r = fa_read_only(tmp_path, read_only_dir, "run", "-q", "--db", str(db), "hi")
+    finally:
+        holder.close()
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"foundation-ai: error: cannot open the session store '{db}'")
+    assert "read-only" in r.stderr and "--db" in r.stderr
+
+
+@needs_read_only_place
+def test_a_writable_store_in_a_read_only_place_is_refused_when_opened(
+    tmp_path: Path, read_only_dir: Path
+) -> None:
+    db = read_only_dir / "ro.db"
+    stored_session(db)
+    code = (
+        "import sys\n"
+        "from foundation_ai.agentic import SqliteSessionStore\n"
+        "from foundation_ai.agentic.errors import StoreError\n"
+        "try:\n"
+        "    SqliteSessionStore(sys.argv[1])\n"
+        "except StoreError as exc:\n"
+        "    print(exc)\n"
+        "    sys.exit(3)\n"
+    )
+    r = run_read_only(tmp_path, read_only_dir, sys.executable, "-c", code, str(db))
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert r.stdout.startswith(
+        f"cannot open the session store '{db}': the file or its directory is read-only"
+    )
 
 
 def test_sessions_and_show_create_no_store_where_there_is_none(tmp_path: Path) -> None:

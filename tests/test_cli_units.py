@@ -116,6 +116,11 @@ def test_parse_tool_choice() -> None:
     assert parse_tool_choice("NONE") == ToolChoice.None_()
     assert parse_tool_choice("required") == ToolChoice.Required()
     assert parse_tool_choice("read_file") == ToolChoice.Function("read_file")
+    # several: the turn's first generations in order (force the call, then the answer)
+    assert parse_tool_choice("read_file, none") == [ToolChoice.Function("read_file"), ToolChoice.None_()]
+    assert parse_tool_choice("REQUIRED,auto") == [ToolChoice.Required(), ToolChoice.Auto()]
+    with pytest.raises(ConfigurationError, match="an empty choice"):
+        parse_tool_choice("read_file,")
 
 
 def test_parser_options() -> None:

@@ -85,8 +85,9 @@ def open_store(path: str | None, *, read_only: bool = False) -> Any:
             str(exc) if isinstance(exc, FoundationAIError) else f"cannot open the session store {file}: {exc}"
         )
         if not read_only and _not_writable(file):
-            message += (
-                " (the file or its directory is read-only: pick another with --db or FOUNDATION_AI_HOME)"
+            message = (
+                f"cannot open the session store {file!r}: the file or its directory is read-only"
+                " (pick another with --db or FOUNDATION_AI_HOME)"
             )
         raise ConfigurationError(message) from None
 
@@ -259,11 +260,12 @@ def setup_session(args: argparse.Namespace) -> SessionSetup:
     if args.tool_choice:
         tool_choice = parse_tool_choice(args.tool_choice)
         offered = [t.definition.name for t in tools]
-        name = getattr(tool_choice, "name", None)
-        if name is not None and name not in offered:
-            raise ConfigurationError(
-                f"--tool-choice {name}: no such tool on offer ({', '.join(offered) or 'none; add --tools'})"
-            )
+        for choice_item in tool_choice if isinstance(tool_choice, list) else [tool_choice]:
+            name = getattr(choice_item, "name", None)
+            if name is not None and name not in offered:
+                raise ConfigurationError(
+                    f"--tool-choice {name}: no such tool on offer ({', '.join(offered) or 'none; add --tools'})"
+                )
     key = getattr(args, "key", None)
     key_env = None if key else _stored_key_env(choice)
     model = load_model(choice) if key_env is None and not key else load_model(choice, key_env, api_key=key)
@@ -348,14 +350,25 @@ def _mcp_source(spec: str) -> list[Any]:
 
 
 def parse_tool_choice(text: str) -> Any:
-    """``--tool-choice``: ``auto``, ``none``, ``required`` or a tool name, as a ``ToolChoice``."""
+    """``--tool-choice``: ``auto``, ``none``, ``required`` or a tool name, as a ``ToolChoice``;
+    several, comma-separated (``read_file,none``: force the call, then force an answer), as the
+    list :meth:`AgentSession.run_turn` applies to a turn's first generations in order.
+
+    Raises:
+        ConfigurationError: an empty item (``read_file,``).
+    """
     from ..types import ToolChoice
 
-    key = text.strip()
     fixed = {"auto": ToolChoice.Auto, "none": ToolChoice.None_, "required": ToolChoice.Required}
-    if key.lower() in fixed:
-        return fixed[key.lower()]()
-    return ToolChoice.Function(key)
+    choices: list[Any] = []
+    for item in text.split(","):
+        key = item.strip()
+        if not key:
+            raise ConfigurationError(
+                f"--tool-choice {text!r}: an empty choice (use auto, none, required or a tool name)"
+            )
+        choices.append(fixed[key.lower()]() if key.lower() in fixed else ToolChoice.Function(key))
+    return choices[0] if len(choices) == 1 else choices
 
 
 # ---------------------------------------------------------------------------------------------

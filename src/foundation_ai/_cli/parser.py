@@ -213,7 +213,8 @@ def _add_agent_options(p: argparse.ArgumentParser) -> None:
     t.add_argument(
         "--tool-choice",
         metavar="CHOICE",
-        help="auto (default), none, required, or a tool name: forces the first model call of each turn",
+        help="auto (default), none, required, or a tool name: forces the first model call of each turn; "
+        "several, comma-separated, apply to the first calls in order (read_file,none: call, then answer)",
     )
     t.add_argument(
         "--root",

@@ -158,6 +158,14 @@ class SqliteSessionStore:
                 raise StoreError(
                     f"cannot create the directory of {self.path!r}: {exc}", path=self.path
                 ) from None
+            if _read_only_place(self.path):
+                # SQLite would open such a file read-only without a word (and, while another
+                # process holds it open, even read it) and fail at the first write, mid-turn
+                raise StoreError(
+                    f"cannot open the session store {self.path!r}: the file or its directory is "
+                    "read-only (SqliteSessionStore(path, read_only=True) reads it)",
+                    path=self.path,
+                )
         self._conn = self._open()
 
     # -- opening ---------------------------------------------------------------------------------
@@ -534,3 +542,12 @@ def _metas(rows: list[Any]) -> list[SessionMeta]:
             )
         )
     return out
+
+
+def _read_only_place(path: str) -> bool:
+    """An existing store file, or its directory, that this process may not write (a read-only
+    mount answers ``EROFS`` to :func:`os.access` even for root)."""
+    target = os.path.abspath(path)
+    if not os.path.exists(target):
+        return False
+    return not os.access(target, os.W_OK) or not os.access(os.path.dirname(target), os.W_OK)
