@@ -242,7 +242,9 @@ async def test_a_server_keeping_the_body_open_after_done_still_gives_the_answer(
     assert srv.requests == 1
 
 
-async def test_a_kept_alive_connection_the_server_closes_as_the_request_arrives_is_sent_again_on_a_new_one() -> None:
+async def test_a_kept_alive_connection_the_server_closes_as_the_request_arrives_is_sent_again_on_a_new_one() -> (
+    None
+):
     # the keep-alive race made certain: every connection takes one request, and the server
     # closes it unanswered when the next one arrives on it; no retries are allowed
     async with Server(requests_per_connection=1) as srv:
@@ -308,9 +310,7 @@ async def test_a_second_round_at_full_capacity_runs_after_a_first_round_cancelle
     # deadline: a connection leaked by round one would leave a request queued in its shard
     n = 3 * SHARD_CONNECTIONS
     async with Server(stall=True) as slow:
-        opts = HttpOptions(
-            api_key=None, base_url=slow.url, max_retries=0, max_connections=n, timeout=5.0
-        )
+        opts = HttpOptions(api_key=None, base_url=slow.url, max_retries=0, max_connections=n, timeout=5.0)
         tasks = [asyncio.create_task(_events(opts, slow.url)) for _ in range(n)]
         for i, task in enumerate(tasks):
             await asyncio.sleep(0.002 * (i % 4))
