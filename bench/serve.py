@@ -51,7 +51,8 @@ per relayed chunk <= 1.5x the raw relay floor's; added latency per chunk p50 <= 
 streams one core carries; memory <= 256 KiB per open stream.
 
 Run: ``.venv/bin/python bench/serve.py [--levels 100,1000] [--tokens 20] [--delay 0.05]``.
-``--profile FILE`` writes a cProfile of the server process (the figures are then not
+``--profile FILE`` writes a cProfile of the server process, in CPU time of its event loop
+thread (the figures are then not
 representative).
 """
 
@@ -186,7 +187,7 @@ def serve_main(args: argparse.Namespace) -> None:
     import cProfile
     import signal
 
-    prof = cProfile.Profile()
+    prof = cProfile.Profile(time.thread_time)  # CPU time of the event loop thread, not wall time
     signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
     prof.enable()
     try:
