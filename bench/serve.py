@@ -147,6 +147,23 @@ async def fake_main(port: int, tokens: int, delay: float) -> None:
 # -- the server under test (its own process) -----------------------------------------------------
 
 
+def uvicorn_config(app: Any, args: argparse.Namespace) -> Any:
+    """The uvicorn settings of both servers (under test and floor): loopback, ``--port``,
+    ``--loop``, ``--http``, a backlog for a thousand connections at once."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        backlog=4096,
+        timeout_keep_alive=30,
+        loop=args.loop,
+        http=args.http,
+    )
+
+
 def serve_main(args: argparse.Namespace) -> None:
     import uvicorn
 
@@ -170,17 +187,7 @@ def serve_main(args: argparse.Namespace) -> None:
             limits=Limits(max_turns_per_key=1_000_000),
         )
     )
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=args.port,
-        log_level="warning",
-        backlog=4096,
-        timeout_keep_alive=30,
-        loop=args.loop,
-        http=args.http,
-    )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app, args))
     if not args.profile:
         server.run()
         return
@@ -237,17 +244,7 @@ def floor_main(args: argparse.Namespace) -> None:
         return StreamingResponse(chunks(), media_type="text/event-stream")
 
     app = Starlette(routes=[Route("/v1/chat/completions", relay, methods=["POST"])])
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=args.port,
-        log_level="warning",
-        backlog=4096,
-        timeout_keep_alive=30,
-        loop=args.loop,
-        http=args.http,
-    )
-    uvicorn.Server(config).run()
+    uvicorn.Server(uvicorn_config(app, args)).run()
 
 
 # -- the load generator (its own process) --------------------------------------------------------
