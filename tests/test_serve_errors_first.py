@@ -219,7 +219,9 @@ def test_a_secret_split_over_two_outputs_is_masked_in_each(tmp_path: Path) -> No
     with serving(tmp_path, no_auth=True, agents=[agent], secrets=[SECRET]) as (srv, _):
         with httpx2.Client(base_url=srv.url) as c:
             streamed = c.post("/v1/responses", json={"model": "bot", "input": "split", "stream": True})
-            plain = c.post("/v1/chat/completions", json={"model": "bot", "messages": [{"role": "user", "content": "x"}]})
+            plain = c.post(
+                "/v1/chat/completions", json={"model": "bot", "messages": [{"role": "user", "content": "x"}]}
+            )
             sid = streamed.headers["x-session-id"]
             records = c.get(f"/v1/sessions/{sid}").text
             events = c.get(f"/v1/sessions/{sid}/events").text
@@ -239,7 +241,10 @@ def test_the_edge_rule_masks_only_fragments_of_a_quarter_of_a_secret_or_more() -
     assert m.whole("ends with " + SECRET[:8]) == "ends with [REDACTED]"
     assert m.whole("ends with " + SECRET[:7]) == "ends with " + SECRET[:7]  # too short: shown
     assert m.whole(SECRET[-9:] + " starts it") == "[REDACTED] starts it"
-    assert m.whole("the middle " + SECRET[5:20] + " is not an edge") == "the middle " + SECRET[5:20] + " is not an edge"
+    assert (
+        m.whole("the middle " + SECRET[5:20] + " is not an edge")
+        == "the middle " + SECRET[5:20] + " is not an edge"
+    )
     masker = m.masker()  # streamed: the start is held until it can no longer end a secret
     shown = [masker.feed(p) for p in (SECRET[-12:-6], SECRET[-6:], " and more ", SECRET[:10])]
     assert "".join(shown) + masker.flush() == "[REDACTED] and more [REDACTED]"

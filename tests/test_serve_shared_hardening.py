@@ -95,14 +95,18 @@ def test_a_db_servers_stream_whose_first_model_call_fails_gets_the_http_error_an
             plain = h.post("/v1/chat/completions", json=body)
             streamed = h.post("/v1/chat/completions", json=body | {"stream": True})
             rplain = h.post("/v1/responses", json={"model": "worker", "input": "task: " + HUGE})
-            rstreamed = h.post("/v1/responses", json={"model": "worker", "input": "task: " + HUGE, "stream": True})
+            rstreamed = h.post(
+                "/v1/responses", json={"model": "worker", "input": "task: " + HUGE, "stream": True}
+            )
         assert plain.status_code == streamed.status_code == 400, (plain.text, streamed.text[:300])
         assert streamed.headers["content-type"] == "application/json"
         assert plain.json() == streamed.json() and plain.json()["error"]["code"] == "context_length_exceeded"
         assert rplain.status_code == rstreamed.status_code == 400 and rplain.json() == rstreamed.json()
         sdk = openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0, timeout=120)
         with pytest.raises(openai.BadRequestError) as raised:
-            sdk.chat.completions.create(model="worker", messages=body["messages"], stream=True)  # no iteration
+            sdk.chat.completions.create(
+                model="worker", messages=body["messages"], stream=True
+            )  # no iteration
         assert raised.value.code == "context_length_exceeded"
         with pytest.raises(openai.BadRequestError) as raised:
             sdk.responses.create(model="worker", input="task: " + HUGE, stream=True)
@@ -138,7 +142,10 @@ def test_secrets_are_masked_in_everything_a_db_server_serves_and_stores(cluster:
     ]
     assert "".join(pieces) == answer
     tooled = httpx2.post(
-        f"{b}/v1/responses", json={"model": "worker", "input": task, "stream": True}, headers=_h(key), timeout=60
+        f"{b}/v1/responses",
+        json={"model": "worker", "input": task, "stream": True},
+        headers=_h(key),
+        timeout=60,
     )
     served.append(tooled.text)
     assert "foundation_ai.tool_result" in tooled.text and "gate task: my key [REDACTED]" in tooled.text
@@ -160,7 +167,10 @@ def test_store_false_on_a_db_server_keeps_nothing_and_cannot_be_continued(cluste
     cluster.open_gate(task)
     sdk = openai.OpenAI(base_url=a + "/v1", api_key=key, max_retries=0, timeout=60)
     r = httpx2.post(
-        f"{a}/v1/responses", json={"model": "worker", "input": task, "store": False}, headers=_h(key), timeout=60
+        f"{a}/v1/responses",
+        json={"model": "worker", "input": task, "store": False},
+        headers=_h(key),
+        timeout=60,
     )
     assert r.status_code == 200, r.text
     assert r.json()["store"] is False and "x-session-id" not in r.headers
@@ -189,7 +199,10 @@ def test_a_revoked_keys_turn_with_no_open_stream_is_aborted_within_a_second(clus
     task = "task: hold revoked"
     cluster.open_gate(task)  # the tool returns at once; the answer stops after its first word
     try:
-        assert httpx2.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key)).status_code == 202
+        assert (
+            httpx2.post(f"{a}/v1/sessions/{sid}/turns", json={"input": task}, headers=_h(key)).status_code
+            == 202
+        )
         ev = Events(f"{b}/v1/sessions/{sid}/events", key)
         assert ev.wait_for("text")["text"] == "done"
         listed = cluster.cli("serve", "keys", "list", "--db", cluster.url)
@@ -197,7 +210,9 @@ def test_a_revoked_keys_turn_with_no_open_stream_is_aborted_within_a_second(clus
         assert cluster.cli("serve", "keys", "revoke", kid, "--db", cluster.url).returncode == 0
         revoked = time.monotonic()
         while time.monotonic() - revoked < 5:
-            done = _rows(cluster.url, "SELECT done FROM foundation_ai_serve_turns WHERE session_id = %s", (sid,))
+            done = _rows(
+                cluster.url, "SELECT done FROM foundation_ai_serve_turns WHERE session_id = %s", (sid,)
+            )
             if done and done[0][0]:
                 break
             time.sleep(0.05)
@@ -228,7 +243,9 @@ def test_a_deleted_session_leaves_the_shared_store_and_cannot_be_resumed(cluster
     gone = httpx2.delete(f"{b}/v1/sessions/{sid}", headers=_h(key))
     assert gone.status_code == 200 and gone.json()["deleted"] is True
     assert b"Jm4Rt" not in _stored(cluster.url)
-    assert _rows(cluster.url, "SELECT count(*) FROM foundation_ai_records WHERE session_id = %s", (sid,)) == [(0,)]
+    assert _rows(cluster.url, "SELECT count(*) FROM foundation_ai_records WHERE session_id = %s", (sid,)) == [
+        (0,)
+    ]
     for url in (a, b):
         again = httpx2.post(
             f"{url}/v1/chat/completions", json=body, headers={**_h(key), "X-Session-Id": sid}, timeout=60

@@ -244,6 +244,7 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
         def put(ev: TurnEvent) -> None:
             for e in sift.feed(ev):
                 box.put(e)
+
     last: TurnEvent = _crashed()
     abandoned = False
     mine: Any = None
