@@ -273,10 +273,38 @@ def test_a_deleted_session_leaves_the_store_file_and_cannot_be_resumed(tmp_path:
         with httpx2.Client(base_url=srv.url, timeout=30) as c:
             said = {"model": "bot", "messages": [{"role": "user", "content": "recall Vb7Kq9Ts"}]}
             sid = c.post("/v1/chat/completions", json=said).headers["x-session-id"]
-            files = list((tmp_path / "data").glob("serve-sessions.sqlite3*"))
+            files = list((tmp_path / "data").glob("serve-*.sqlite3*"))  # the store and the index
             assert any(b"Vb7Kq9Ts" in f.read_bytes() for f in files)
             assert c.delete(f"/v1/sessions/{sid}").json()["deleted"] is True
             assert not any(b"Vb7Kq9Ts" in f.read_bytes() for f in files if f.exists())
             again = c.post("/v1/chat/completions", json=said, headers={"X-Session-Id": sid})
             assert again.status_code == 404 and again.json()["error"]["code"] == "session_not_found"
         assert srv.app.state.serve.manager.store.load(sid) == []
+
+
+def test_a_revoked_keys_turn_waiting_for_approval_is_ended_within_a_second(tmp_path: Path) -> None:
+    agent = Agent(
+        "bot", model=ScriptedModel([reply] * 100, chunk_mode="delta"), tools=[add], requires_approval=True
+    )
+    with serving(tmp_path, agents=[agent]) as (srv, keys):
+        kid, key = keys.create("doomed")
+        h = {"Authorization": f"Bearer {key}"}
+        with httpx2.Client(base_url=srv.url, timeout=30) as c:
+            paused = c.post(
+                "/v1/chat/completions",
+                json={"model": "bot", "messages": [{"role": "user", "content": "add"}]},
+                headers=h,
+            )
+        assert paused.json()["foundation_ai"]["outcome"] == "awaiting_approval"
+        sid = paused.headers["x-session-id"]
+        mgr = srv.app.state.serve.manager
+        _keys_cli("revoke", kid, "--keys", str(keys.path))
+        revoked = time.monotonic()
+        while time.monotonic() - revoked < 10:
+            live = mgr.turn_of(sid)
+            if live.done and not live.paused:
+                break
+            time.sleep(0.02)
+        assert time.monotonic() - revoked < 1.5
+        assert live.events[-1].summary.outcome.value == "aborted"
+        assert mgr._sessions[sid].pending_approvals() == []  # nothing waits any more, nothing ran

@@ -27,7 +27,7 @@ httpx2 = pytest.importorskip("httpx2")
 openai = pytest.importorskip("openai")
 
 from ._llama_server import LlamaServerHandle  # noqa: E402
-from ._serve_shared import GatedModelServer, gate_name  # noqa: E402
+from ._serve_shared import GatedModelServer, _Handler, gate_name, task_of  # noqa: E402
 from .test_serve_shared import Cluster, Events, _h  # noqa: E402
 
 SECRET = "sk-test-Zq8xW2pL9vR4tY7uK1mN3bV6cX0"
@@ -55,12 +55,55 @@ def _stored(url: str) -> bytes:
     return out
 
 
+class _SplitHandler(_Handler):
+    """The gated model, and for a task with ``split``: a first answer ending with the first
+    half of :data:`SECRET` and a ``wait_gate`` call, then (after the tool result) a second
+    answer beginning with the rest of it: one secret over two separate outputs."""
+
+    def _answer(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = json.loads(raw)
+        task, answered = task_of(body)
+        if "split" not in task:
+            self.rfile = __import__("io").BytesIO(raw)
+            return super()._answer()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+
+        def send(delta: dict[str, Any], finish: str | None = None) -> None:
+            chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "fake",
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self.wfile.flush()
+
+        if not answered:
+            for piece in ("The key begins ", SECRET[:9], SECRET[9:17]):
+                send({"role": "assistant", "content": piece})
+            call = {"name": "wait_gate", "arguments": json.dumps({"key": task})}
+            send({"tool_calls": [{"index": 0, "id": "call_split", "type": "function", "function": call}]})
+            send({}, "tool_calls")
+        else:
+            for piece in (SECRET[17:25], SECRET[25:], " closes it."):
+                send({"role": "assistant", "content": piece})
+            send({}, "stop")
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
+class _SplitModelServer(GatedModelServer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.RequestHandlerClass = _SplitHandler
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     from ._postgres import fresh_database
 
     url = fresh_database("serve_hardening")
-    with GatedModelServer() as model:
+    with _SplitModelServer() as model:
         c = Cluster(tmp_path_factory.mktemp("hardening"), url, model)
         c.env["EXAMPLE_PROVIDER_API_KEY"] = SECRET  # masked by default (a provider key)
         c.env["EXAMPLE_PASSWORD"] = PHRASE
@@ -251,3 +294,24 @@ def test_a_deleted_session_leaves_the_shared_store_and_cannot_be_resumed(cluster
             f"{url}/v1/chat/completions", json=body, headers={**_h(key), "X-Session-Id": sid}, timeout=60
         )
         assert again.status_code == 404 and again.json()["error"]["code"] == "session_not_found"
+
+
+def test_a_secret_split_over_two_answers_of_a_db_turn_is_masked_in_each(cluster: Cluster) -> None:
+    a, b = cluster.urls
+    key = cluster.alice  # type: ignore[attr-defined]
+    task = "task: split"
+    cluster.open_gate(task)
+    r = httpx2.post(
+        f"{a}/v1/responses",
+        json={"model": "worker", "input": task, "stream": True},
+        headers=_h(key),
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    assert "The key begins [REDACTED]" in r.text and "[REDACTED] closes it." in r.text, r.text[-2000:]
+    sid = r.headers["x-session-id"]
+    served = [r.text, httpx2.get(f"{b}/v1/sessions/{sid}", headers=_h(key)).text]
+    served.append(repr(Events(f"{b}/v1/sessions/{sid}/events", key).finish()))
+    stored = _stored(cluster.url).decode("utf-8", "replace")
+    for text in (*served, stored):
+        assert SECRET[:17] not in text and SECRET[17:] not in text, text[:400]
