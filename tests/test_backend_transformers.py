@@ -218,13 +218,16 @@ TOOLS_TEMPLATE = (
 )
 
 
-def _steered_to(m: TransformersModel, inter: ModelInteraction, answer: str, *, context: int = 4) -> None:
+def _steered_to(m: TransformersModel, inter: ModelInteraction, answer: str) -> None:
     """Make ``m``'s own generation config write ``answer`` then end, greedily: one
-    ``sequence_bias`` entry per answer token, keyed by the ``context`` tokens before it."""
+    ``sequence_bias`` entry per answer token, keyed by the shortest run of tokens before it that
+    tells the answer's positions apart."""
     prompt = m.prompt_tokens(inter)
     full = prompt + m.tokenizer(answer, add_special_tokens=False)["input_ids"] + [m.tokenizer.eos_token_id]
-    keys = [tuple(full[i - context : i + 1]) for i in range(len(prompt), len(full))]
-    assert len({k[:-1] for k in keys}) == len(keys), "ambiguous context: raise `context`"
+    for context in range(2, len(prompt)):
+        keys = [tuple(full[i - context : i + 1]) for i in range(len(prompt), len(full))]
+        if len({k[:-1] for k in keys}) == len(keys):
+            break
     m.hf_model.generation_config.sequence_bias = [[list(k), 100.0] for k in keys]
 
 
@@ -234,6 +237,9 @@ def test_a_template_that_renders_tools_gets_them_and_its_tool_call_output_is_par
     model_dir = tmp_path / "tiny-tools"
     shutil.copytree(tiny_dir, model_dir)
     (model_dir / "chat_template.jinja").write_text(TOOLS_TEMPLATE)
+    config = json.loads((model_dir / "config.json").read_text())
+    config["max_position_embeddings"] = 1024  # the tool definitions alone fill tiny's 256
+    (model_dir / "config.json").write_text(json.dumps(config))
     m = transformers_model(model_dir)
     inter = _ask("What's the weather in Paris?", tools_shed=TOOLS)
     prompt = m.render(inter)
