@@ -37,8 +37,9 @@ grammar is compiled outside the timed part (its compile time is printed). Also o
 ``output_format`` JSON Schema against ours unconstrained. Printed: ms per output token (wall and
 CPU) and the added cost per token against the unconstrained run.
 
-Run by ``bench/local.py`` after the llama.cpp figures (``python bench/local.py``) or alone
-(``python bench/local_transformers.py [--reps 3] [--max-tokens 32] [--threads 2] [--hf-dir DIR]``).
+Run in its own process (``make bench`` runs every bench/*.py; the wait policy must be set before
+torch loads): ``python bench/local_transformers.py [--reps 3] [--max-tokens 32] [--threads 2]
+[--hf-dir DIR]``. outlines is measured only where it is importable (it is not a dependency).
 
 Goal: ratio foundation_ai / raw >= 0.95 (tokens/s, median; printed as met / NOT met).
 """
