@@ -48,6 +48,7 @@ class Cluster:
         )
         self.procs: list[subprocess.Popen[str]] = []
         self.urls: list[str] = []
+        self.agents = AGENTS
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -61,7 +62,7 @@ class Cluster:
 
     def start(self, name: str) -> str:
         agents = self.tmp / "agents.toml"
-        agents.write_text(AGENTS)
+        agents.write_text(self.agents)
         p = subprocess.Popen(
             [*CLI, "serve", "--db", self.url, "--agents", str(agents), "--port", "0", "--executor-id", name,
              "--grace", "1", "--data-dir", str(self.tmp / name)],
