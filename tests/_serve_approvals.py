@@ -20,7 +20,9 @@ class ApprovalModelServer(GatedModelServer):
     the next one is ``done <task> => <each tool result, in order, joined by " | ">``."""
 
     def calls_for(self, task: str) -> list[dict[str, str]]:
-        return [{"name": "risky", "arguments": json.dumps({"n": int(n)})} for n in re.findall(r"\b\d\b", task)]
+        return [
+            {"name": "risky", "arguments": json.dumps({"n": int(n)})} for n in re.findall(r"\b\d\b", task)
+        ]
 
     def answer_for(self, task: str, body: dict[str, Any]) -> str:
         results = [str(m["content"]) for m in body["messages"] if m["role"] == "tool"]

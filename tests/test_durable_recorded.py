@@ -92,7 +92,9 @@ def test_a_recovered_turn_offers_the_mcp_tool_list_its_first_run_recorded_after_
             [first] = pool.start(1)
             with DurableClient(DurableConfig(db)) as client:
                 h = client.enqueue_turn("s-mcp", "count")
-                wait_probe(env["FA_EFFECTS_DB"], "count")  # inside slow_lookup: setup and 2 model calls recorded
+                wait_probe(
+                    env["FA_EFFECTS_DB"], "count"
+                )  # inside slow_lookup: setup and 2 model calls recorded
                 pool.kill(first)  # SIGKILL mid-turn
                 _stop(mcp)  # the MCP server comes back with another tool list
                 mcp = _start_http(port, [sys.executable, server, str(port), "v2"])

@@ -96,7 +96,9 @@ def _finish(cluster: Cluster, url: str, sid: str, start: int) -> list[tuple[str,
             st = conn.execute(
                 "SELECT workflow_uuid, status, executor_id FROM dbos.workflow_status ORDER BY created_at DESC LIMIT 2"
             ).fetchall()
-        raise AssertionError(f"{time.time()} {st} {ev.events} {start} {[str(b['messages'][-2:]) for b in cluster.model.bodies[-2:]]} {cluster.stderr('a')[-2000:]} {cluster.stderr('b')[-2000:]}")
+        raise AssertionError(
+            f"{time.time()} {st} {ev.events} {start} {[str(b['messages'][-2:]) for b in cluster.model.bodies[-2:]]} {cluster.stderr('a')[-2000:]} {cluster.stderr('b')[-2000:]}"
+        )
     events = ev.finish()
     assert events and events[-1][0] == "end", events
     return events
@@ -182,7 +184,9 @@ def test_the_cli_approves_a_served_turn_and_a_new_turn_is_refused_while_it_waits
     task = "task: cli 4"
     sid, turn_id, holder, asked = _paused_turn(cluster, task)
     [call] = asked["calls"]
-    r = httpx2.post(f"{cluster.urls[1 - holder]}/v1/sessions/{sid}/turns", json={"input": "task: x"}, headers=_h(key))
+    r = httpx2.post(
+        f"{cluster.urls[1 - holder]}/v1/sessions/{sid}/turns", json={"input": "task: x"}, headers=_h(key)
+    )
     assert r.status_code == 409 and r.json()["error"]["code"] == "approval_pending", r.text
     r = cluster.cli("approvals", turn_id, "--db", cluster.url)
     assert r.returncode == 0 and r.stdout.startswith(f"{call['id']}\trisky("), (r.stdout, r.stderr)
@@ -198,7 +202,7 @@ def test_a_decision_on_one_of_two_pending_calls_is_kept_when_the_holder_is_kille
     # runs last: it kills one of the two processes (and starts it again)
     key = cluster.alice  # type: ignore[attr-defined]
     task = "task: kill 5 6"
-    sid, turn_id, holder, asked = _paused_turn(cluster, task)
+    sid, _, holder, asked = _paused_turn(cluster, task)
     other = cluster.urls[1 - holder]
     first, second = asked["calls"]
     assert (first["arguments"], second["arguments"]) == ({"n": 5}, {"n": 6})
@@ -209,9 +213,9 @@ def test_a_decision_on_one_of_two_pending_calls_is_kept_when_the_holder_is_kille
     )
     assert r.status_code == 200 and r.json()["continued"] is False and r.json()["pending"] == [second["id"]]
     deadline = time.monotonic() + 60  # the holder took the decision (a checkpointed step)
-    while [c["id"] for c in httpx2.get(f"{other}/v1/sessions/{sid}/approvals", headers=_h(key)).json()["data"]] != [
-        second["id"]
-    ]:
+    while [
+        c["id"] for c in httpx2.get(f"{other}/v1/sessions/{sid}/approvals", headers=_h(key)).json()["data"]
+    ] != [second["id"]]:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     name = ["a", "b"][holder]

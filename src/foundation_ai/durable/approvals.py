@@ -24,7 +24,15 @@ from ..agentic.events import TurnOutcome
 from ..agentic.turn import Allow, Deny
 from ..types import to_json
 
-__all__ = ["APPROVAL_TOPIC", "PENDING_EVENT", "WAIT_SECONDS", "abort_waiting", "receive_decisions", "recheck_messages", "settle_approvals"]
+__all__ = [
+    "APPROVAL_TOPIC",
+    "PENDING_EVENT",
+    "WAIT_SECONDS",
+    "abort_waiting",
+    "receive_decisions",
+    "recheck_messages",
+    "settle_approvals",
+]
 
 APPROVAL_TOPIC = "foundation_ai.approval"
 """The DBOS message topic approval decisions (and an abort of a waiting turn) are sent on:
