@@ -117,7 +117,11 @@ def test_a_paused_turn_is_approved_through_the_process_that_does_not_hold_it_and
     listed = httpx2.get(f"{other}/v1/sessions/{sid}/approvals", headers=_h(key)).json()["data"]
     assert [c["id"] for c in listed] == [call["id"]]
     meta = httpx2.get(f"{other}/v1/sessions/{sid}", headers=_h(key)).json()
-    assert meta["running"] is False if "running" in meta else True
+    assert meta["running"] is False and meta["awaiting_approval"] is True, meta
+    [listed_meta] = [
+        m for m in httpx2.get(f"{other}/v1/sessions", headers=_h(key)).json()["data"] if m["id"] == sid
+    ]
+    assert listed_meta["running"] is False and listed_meta["awaiting_approval"] is True, listed_meta
     r = httpx2.post(
         f"{other}/v1/sessions/{sid}/approvals/{call['id']}", json={"decision": "approve"}, headers=_h(key)
     )
@@ -126,6 +130,8 @@ def test_a_paused_turn_is_approved_through_the_process_that_does_not_hold_it_and
     assert out["continued"] is True and out["pending"] == [] and out["turn_id"] == turn_id, out
     events = _finish(cluster, other, sid, out["events_from"])
     assert events[-2][0] == "done" and events[-2][1]["summary"]["outcome"] == "completed", events
+    meta = httpx2.get(f"{other}/v1/sessions/{sid}", headers=_h(key)).json()
+    assert meta["running"] is False and meta["awaiting_approval"] is False, meta
     assert "".join(d["text"] for k, d in events if k == "text") == f"done {task} => ran 1"
     ran = _ran(cluster, 1)
     assert len(ran) == 1  # it ran once, in the process holding the turn

@@ -368,6 +368,7 @@ class SharedSessionManager(SessionManager):
         self.followed: set[RemoteTurn] = set()
         """Turns whose events this process is reading (cancelled at shutdown)."""
         self._running: dict[str, int] = {}
+        self._waits: set[str] = set()  # sessions :meth:`running` saw waiting for decisions
         self.db = SharedDatabase(shared.db)
         self.index: SharedIndex = SharedIndex(self.db)  # type: ignore[assignment]
         self.log = TurnLog(self.db)
@@ -517,7 +518,21 @@ class SharedSessionManager(SessionManager):
         else:
             latest = self.log.latest(session_id)
             busy = latest is not None and not latest[2]
-        return busy and not self.waiting_calls(session_id)[1]
+        waits = busy and bool(self.waiting_calls(session_id)[1])
+        if waits:  # for awaits_approval, asked next
+            if len(self._waits) > 10_000:
+                self._waits.clear()
+            self._waits.add(session_id)
+        else:
+            self._waits.discard(session_id)
+        return busy and not waits
+
+    def awaits_approval(self, meta: dict[str, Any]) -> bool:
+        """True when the session's turn waits for approval decisions (in any process), as
+        :meth:`running`, asked just before (a listing asks both per session), saw it."""
+        waits = meta["id"] in self._waits
+        self._waits.discard(meta["id"])
+        return waits
 
     def waiting_calls(self, session_id: str) -> tuple[str | None, list[ToolCall]]:
         """``(turn id, calls)``: the session's unfinished turn and the calls it waits for a
