@@ -50,7 +50,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
 from dbos import DBOS  # noqa: E402
-
 from tests._durable_app import FakeModelServer, agent, effects_table  # noqa: E402
 from tests._durable_pool import WorkerPool, start_postgres  # noqa: E402
 

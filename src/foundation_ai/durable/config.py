@@ -36,9 +36,11 @@ DEFAULT_QUEUE = "foundation_ai_turns"
 
 log = logging.getLogger("foundation_ai.durable")
 
-APP_VERSION = "foundation-ai-durable-1"
+APP_VERSION = "foundation-ai-durable-2"
 """DBOS application version shared by every worker and submitter: DBOS only recovers and
-dequeues workflows of its own version, so it is pinned instead of hashed from the source."""
+dequeues workflows of its own version, so it is pinned instead of hashed from the source. It
+changes when the steps a turn records change (2: the setup is recorded with the first model
+call instead of a step of its own): a worker of one version never replays another's turns."""
 
 
 @dataclass(frozen=True, slots=True)

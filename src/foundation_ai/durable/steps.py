@@ -226,27 +226,38 @@ class DurableSteps(StepRunner):
         self._recorded: dict[int, str] | None = None
         """Function id -> name of the operations DBOS had recorded for this workflow when this
         run first looked (a first run: none), read at the first steering point."""
+        self.setup: tuple[Callable[[], str], Callable[[str], None]] | None = None
+        """``(record, apply)``: the next step also checkpoints ``record()`` (what the turn
+        offers the model) and hands the checkpointed value to ``apply`` when it returns
+        (:func:`~foundation_ai.durable.recorded.record_setup`)."""
 
     async def _step(self, options: StepOptions, fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """``DBOS.run_step_async(options, fn)`` for a run that still owns the turn. A step
         whose function ran was checkpointed by DBOS only if this run still owned the turn:
         that confirms the ownership (:meth:`Ownership.confirm`)."""
-        own = self.ownership
-        if own is None:
+        own, setup = self.ownership, self.setup
+        if own is None and setup is None:
             return await self._refusal_noted(DBOS.run_step_async(options, fn))
-        own.check()
+        if own is not None:
+            own.check()
+        self.setup = None
         ran = False
 
-        async def body() -> T:
+        async def body() -> Any:
             nonlocal ran
+            recorded = None if setup is None else setup[0]()  # what this step's call is offered
             out = await fn()
             ran = True
-            return out
+            return out if setup is None else [recorded, out]
 
         out = await self._refusal_noted(DBOS.run_step_async(options, body))
-        if ran:
+        if ran and own is not None:
             own.confirm()
-        return out
+        if setup is None:
+            return out  # type: ignore[no-any-return]
+        recorded, result = out
+        setup[1](recorded)
+        return result  # type: ignore[no-any-return]
 
     async def _refusal_noted(self, call: Awaitable[T]) -> T:
         """Await a DBOS call of this workflow; DBOS refusing it because another run owns the
