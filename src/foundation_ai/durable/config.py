@@ -55,8 +55,9 @@ class DurableConfig:
         worker_concurrency: turns one worker process runs at once (``None``: no limit).
         global_concurrency: turns all workers together run at once (``None``: no limit).
         polling_interval: seconds between two polls of the queue by a worker.
-        steering: take steering / abort messages before each model call (one ``DBOS.recv``
-            per model call; ``False`` saves that cost for turns nobody steers).
+        steering: take steering / abort messages before each model call (one read per model
+            call, and a ``DBOS.recv`` for a message that was sent; ``False`` saves the read for
+            turns nobody steers).
 
     Raises:
         ConfigurationError: ``db`` is neither a ``sqlite:///`` nor a ``postgresql://`` URL, or
