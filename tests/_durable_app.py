@@ -46,6 +46,7 @@ def script(body: dict[str, Any]) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # one small write per chunk: no 40 ms delayed-ACK stalls
     server: FakeModelServer
 
     def log_message(self, *a: Any) -> None:
