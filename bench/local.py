@@ -26,8 +26,8 @@ Goals: tokens/s ratio foundation_ai / raw >= 0.97 (CPU-seconds, median); TTFT ra
 forced calls and structured output valid in every trial; turns after the first evaluate fewer
 prompt tokens than the whole prompt (the cached prefix is reused).
 
-Then the transformers backend against raw ``transformers.generate``
-(``bench/local_transformers.py``; skipped without the ``transformers`` extra).
+The transformers backend against raw ``transformers.generate`` is ``bench/local_transformers.py``
+(its own process: it sets OpenMP's wait policy before torch loads).
 """
 
 from __future__ import annotations
@@ -287,6 +287,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    from local_transformers import main as transformers_main  # the transformers backend (hf:DIR)
-
-    transformers_main([])

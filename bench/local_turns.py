@@ -11,6 +11,17 @@ The peer, interleaved turn by turn in the same process: raw llama-cpp-python on 
 stream=True)`` with the same messages and answers (llama-cpp-python renders the GGUF's chat
 template itself and keeps its own prompt cache).
 
+**The peer's build.** llama-cpp-python ships as source only and compiles on install. Built with
+llama.cpp's defaults, its AMX kernels crash (SIGILL) on these VMs, whose CPUs advertise AMX. It
+is built with them off, as ``make bench`` does (the ``bench`` extra; it took 60 min on these 2
+cores at load average 9-25)::
+
+    export CMAKE_ARGS="-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+    python -m pip install 'llama-cpp-python>=0.3.7'
+
+With that build (0.3.36) the bench runs to completion (``raw_llama`` also turns the AMX buffer
+types off at load time, like our engine).
+
 Both sides are warmed up once (an unrelated prompt) and their caches reset before turn 1.
 Also checked, for every turn: the prompt tokens of turn n are a prefix of turn n+1's.
 

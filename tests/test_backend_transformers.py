@@ -9,6 +9,7 @@ import asyncio
 import gc
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -45,6 +46,7 @@ from foundation_ai.types import (
     ToolChoice,
     ToolDeclarations,
     ToolDefinition,
+    ToolResultMessage,
 )
 
 from ._hf_model import convert_bundled, tiny_random
@@ -194,6 +196,77 @@ def test_broken_chat_template_is_an_error_message(tiny: TransformersModel) -> No
         messages=[Messages.user("x")], chat_template="{{ raise_exception('no system role') }}"
     )
     assert "no system role" in (_error_of(list(tiny.stream(inter, _params()))).error_detail or "")
+
+
+# A Hermes/Qwen-style template that renders `tools` itself: definitions in <tools></tools>, calls
+# replayed as <tool_call>{...}</tool_call>, results in a `tool` turn.
+TOOLS_TEMPLATE = (
+    "{%- if tools %}{{- '<|im_start|>system\\n' }}"
+    "{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}"
+    "{{- '# Tools\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}"
+    "{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}"
+    "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments "
+    "within <tool_call></tool_call> XML tags.<|im_end|>\\n' }}"
+    "{%- elif messages[0].role == 'system' %}{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- for m in messages if m.role != 'system' %}{{- '<|im_start|>' + m.role + '\\n' }}"
+    "{%- if m.tool_calls %}{%- for c in m.tool_calls %}"
+    "{{- '<tool_call>\\n' }}{{- c.function | tojson }}{{- '\\n</tool_call>' }}{%- endfor %}"
+    "{%- else %}{{- m.content }}{%- endif %}{{- '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+def _steered_to(m: TransformersModel, inter: ModelInteraction, answer: str) -> None:
+    """Make ``m``'s own generation config write ``answer`` then end, greedily: one
+    ``sequence_bias`` entry per answer token, keyed by the shortest run of tokens before it that
+    tells the answer's positions apart."""
+    prompt = m.prompt_tokens(inter)
+    full = prompt + m.tokenizer(answer, add_special_tokens=False)["input_ids"] + [m.tokenizer.eos_token_id]
+    for context in range(2, len(prompt)):
+        keys = [tuple(full[i - context : i + 1]) for i in range(len(prompt), len(full))]
+        if len({k[:-1] for k in keys}) == len(keys):
+            break
+    m.hf_model.generation_config.sequence_bias = [[list(k), 100.0] for k in keys]
+
+
+def test_a_template_that_renders_tools_gets_them_and_its_tool_call_output_is_parsed(
+    tiny_dir: Path, tmp_path: Path
+) -> None:
+    model_dir = tmp_path / "tiny-tools"
+    shutil.copytree(tiny_dir, model_dir)
+    (model_dir / "chat_template.jinja").write_text(TOOLS_TEMPLATE)
+    config = json.loads((model_dir / "config.json").read_text())
+    config["max_position_embeddings"] = 1024  # the tool definitions alone fill tiny's 256
+    (model_dir / "config.json").write_text(json.dumps(config))
+    m = transformers_model(model_dir)
+    inter = _ask("What's the weather in Paris?", tools_shed=TOOLS)
+    prompt = m.render(inter)
+    assert "<tools>" in prompt and "You are a helpful assistant." in prompt
+    rendered = [json.loads(line) for line in prompt.split("<tools>\n")[1].split("\n</tools>")[0].splitlines()]
+    assert [t["function"]["name"] for t in rendered] == ["get_weather", "add"]
+    assert rendered[0]["function"]["parameters"]["properties"]["city"]["type"] == "string"
+    assert "get_weather" not in prompt.split("<tools>")[0]  # no text-protocol instructions besides
+
+    _steered_to(
+        m, inter, '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    )
+    items = list(m.stream(inter, ModelParams(max_tokens=64)))
+    (msg,) = [i.value for i in items if isinstance(i, Stream.Next)]
+    assert isinstance(msg, AssistantMessage) and isinstance(msg.content, ToolCall)
+    assert (msg.content.name, msg.content.arguments) == ("get_weather", {"city": "Paris"})
+    assert msg.stop_reason == StopReason.ToolUse()
+
+    # The next turn replays the call and its result in the template's own shape.
+    result = ToolResultMessage(
+        tool_call_id=msg.content.id, name="get_weather", content=TextContent("18 C, sunny")
+    )
+    follow = _ask("What's the weather in Paris?", tools_shed=TOOLS)
+    follow.messages.extend([msg, result])
+    again = m.render(follow)
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in again
+    assert again.endswith("<|im_start|>tool\n18 C, sunny<|im_end|>\n<|im_start|>assistant\n")
 
 
 # -- structured output and tools -------------------------------------------------------------------

@@ -18,8 +18,9 @@ gives the CPU-only and CUDA installs).
 piece, sharing one id per output; tool calls once, complete; cumulative usage from real token
 counts (end-of-generation token excluded); the last chunk carries the stop reason and a
 ``GenerationMetadata.Timing``; then ``Pending(Finished())``. ``model.generate`` runs in its own
-thread with a streamer and a ``StoppingCriteria`` watching the stream's cancel flag: closing,
-dropping or cancelling the stream stops generation before the next token. Failures (template
+thread (set to the calling thread's ``torch.get_num_threads()``) with a streamer and a
+``StoppingCriteria`` watching the stream's cancel flag: closing, dropping or cancelling the
+stream stops generation before the next token. Failures (template
 error, unknown forced tool, schema xgrammar rejects, context overflow, a torch error) are an
 Assistant message with ``StopReason.Error`` and ``error_detail``, then ``Pending(ModelState.Error)``.
 
@@ -266,8 +267,12 @@ class TransformersModel(BaseModel):
         if plan.processor is not None:
             kwargs["logits_processor"] = [plan.processor]
         ids = torch.tensor([plan.ids], device=self.hf_model.device)
+        threads = torch.get_num_threads()  # the caller's setting (``threads=`` or its own)
 
         def run() -> None:
+            # A new thread starts with OpenMP's and MKL's default team size, not the caller's:
+            # without this, threads=1 ran generate on 2 threads, 10x slower on a loaded 2-core VM.
+            torch.set_num_threads(threads)
             try:
                 with torch.inference_mode():
                     self.hf_model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
@@ -464,7 +469,8 @@ def transformers_model(
             name (downloaded by ``transformers``; needs network).
         device: ``"cpu"``, ``"cuda"`` (``"cuda:N"``) or ``"auto"`` (accelerate's ``device_map``).
         dtype: ``"auto"`` (the checkpoint's), ``"float32"``, ``"bfloat16"``, ``"float16"``.
-        threads: torch intra-op threads (``torch.set_num_threads``; process-wide).
+        threads: torch intra-op threads (``torch.set_num_threads``; process-wide, and set again in
+            each generation's thread, which would otherwise start with OpenMP's default).
         seed: default sampling seed when ``ModelParams.seed`` is unset.
         embedding: open for embeddings (``stream`` yields ``ModelOutput.Embedding``).
 
