@@ -42,6 +42,11 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+# outside the class: its method ``list`` would shadow the builtin in annotations read there
+KeyRecords = list[dict[str, Any]]
+"""The key file's records, as :meth:`KeyStore.list` returns them."""
+
+
 class KeyStore:
     """The API keys of a server, in a JSON file (created with mode 0600 on first write).
 
@@ -56,7 +61,7 @@ class KeyStore:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
-        self._keys: list[dict[str, Any]] = self._read()
+        self._keys: KeyRecords = self._read()
 
     def _file_stamp(self) -> tuple[int, int, int] | None:
         try:
@@ -78,7 +83,7 @@ class KeyStore:
             except ConfigurationError:
                 return
 
-    def _read(self) -> list[dict[str, Any]]:
+    def _read(self) -> KeyRecords:
         self._stamp = self._file_stamp()
         if self._stamp is None:
             return []
@@ -112,7 +117,7 @@ class KeyStore:
             self._write()
             return True
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self) -> KeyRecords:
         """``[{"id", "label", "created"}]`` (no digests)."""
         self._refresh()
         return [{"id": k["id"], "label": k.get("label", ""), "created": k.get("created")} for k in self._keys]
