@@ -43,7 +43,7 @@ from ._openai_chat_request import (
     wire_messages,
 )
 from ._openai_chat_stream import ChatStreamParser
-from ._sanitize import OPENAI_CHAT, sanitize_history
+from ._sanitize import OPENAI_CHAT, mergeable_users, sanitize_history
 from ._wire_cache import Prefix, PrefixCache
 from .base import ModelStream
 
@@ -337,6 +337,9 @@ class WireCache:
         key = (history[0].id, origin, tool_call_content)
         entry = self._cache.take(key, history) or Prefix(OPENAI_CHAT.id_max)
         start = len(entry.messages)
+        if 0 < start < len(history) and mergeable_users(history[start - 1], history[start]):
+            # the prefix ends on a user message the next one joins (text and an image)
+            entry, start = Prefix(OPENAI_CHAT.id_max), 0
         cut = _boundary(history, start)
         if cut > start:
             ids = entry.ids.child()
