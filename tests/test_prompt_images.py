@@ -84,7 +84,10 @@ def test_ask_sends_a_question_and_an_image_as_one_openai_chat_message_with_two_p
     url = "data:image/png;base64," + base64.b64encode(PNG).decode()
     assert user == {
         "role": "user",
-        "content": [{"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": {"url": url}}],
+        "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": url}},
+        ],
     }
     # the next turn sends the first one as it was (the cached prefix included) and the new text alone
     assert agent.ask("And now?") == "a dot"

@@ -343,10 +343,12 @@ class WireCache:
         cut = _boundary(history, start)
         if cut > start:
             ids = entry.ids.child()
+            sources: list[int] = []
             fresh = wire_messages(
-                sanitize_history(history[start:cut], OPENAI_CHAT, ids=ids),
+                sanitize_history(history[start:cut], OPENAI_CHAT, ids=ids, sources=sources),
                 tool_call_content=tool_call_content,
                 origin=origin,
+                sources=sources,
             )
             last = next((w for w in reversed(fresh) if w["role"] == "assistant"), None)
             if last is not None and "tool_calls" in last:  # calls still being paired
@@ -360,10 +362,12 @@ class WireCache:
             ids.commit()
             entry.extend_messages(history, cut)
             entry.extend_wire(pair_tool_messages(fresh))
+        sources = []
         tail = wire_messages(
-            sanitize_history(history[cut:], OPENAI_CHAT, ids=entry.ids.child()),
+            sanitize_history(history[cut:], OPENAI_CHAT, ids=entry.ids.child(), sources=sources),
             tool_call_content=tool_call_content,
             origin=origin,
+            sources=sources,
         )
         out.extend(entry.wire)
         out.extend(pair_tool_messages(tail))

@@ -114,17 +114,24 @@ def build_messages(
     system = interaction.full_system_prompt()
     if system:
         out.append({"role": "system", "content": system})
-    history = sanitize_history(interaction.messages, OPENAI_CHAT)
-    out.extend(wire_messages(history, tool_call_content=tool_call_content, origin=origin))
+    sources: list[int] = []
+    history = sanitize_history(interaction.messages, OPENAI_CHAT, sources=sources)
+    out.extend(wire_messages(history, tool_call_content=tool_call_content, origin=origin, sources=sources))
     return pair_tool_messages(out)
 
 
 def wire_messages(
-    history: Sequence[Any], *, tool_call_content: str | None = None, origin: str | None = None
+    history: Sequence[Any],
+    *,
+    tool_call_content: str | None = None,
+    origin: str | None = None,
+    sources: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
     """The wire messages of an already sanitized slice of a history (no system prompt, before
     :func:`pair_tool_messages`); see :func:`build_messages`. A slice that starts after a user
-    message maps exactly as it does inside the whole history."""
+    message maps exactly as it does inside the whole history. ``sources``: each message's index
+    in the history before sanitation (``sanitize_history(sources=...)``; default: none was
+    dropped): user messages join into one only where they were next to each other."""
     out: list[dict[str, Any]] = []
     turn: dict[str, Any] | None = None  # the assistant message being built
     images: list[dict[str, Any]] = []  # images from tool results, flushed after the tool run
@@ -135,7 +142,9 @@ def wire_messages(
             out.extend(images)
             images.clear()
 
-    for m in history:
+    for j, m in enumerate(history):
+        follows = j > 0 and (sources is None or sources[j] == sources[j - 1] + 1)
+        joinable, last_user = (last_user if follows else None), None
         if isinstance(m, AssistantMessage):
             flush_images()
             c = m.content
@@ -178,8 +187,14 @@ def wire_messages(
         content: Any = _data_url(m.content) if isinstance(m.content, ImageContent) else m.content.content
         if isinstance(m.content, ImageContent):
             content = [content]
-        if m.role == MessageRole.User and out and out[-1] is last_user and _merge_parts(last_user, content):
-            continue  # text and an image given together: one user message with two parts
+        if (
+            m.role == MessageRole.User
+            and joinable is not None
+            and out[-1] is joinable
+            and _merge_parts(joinable, content)
+        ):  # text and an image given together: one user message
+            last_user = joinable
+            continue
         if m.role == MessageRole.System:
             if isinstance(content, list):
                 out.append({"role": "user", "name": "system", "content": content})
@@ -201,7 +216,9 @@ def wire_messages(
 
 
 def _parts(content: Any) -> list[dict[str, Any]]:
-    return content if isinstance(content, list) else [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return content
+    return [{"type": "text", "text": content}] if content else []
 
 
 def _merge_parts(msg: dict[str, Any], content: Any) -> bool:

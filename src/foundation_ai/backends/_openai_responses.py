@@ -37,8 +37,8 @@ from ._responses_request import (
     MappedInput,
     Pairing,
     UserItem,
-    add_items,
     accepts_reasoning,
+    add_items,
     build_request,
     input_items,
     message_items,
@@ -92,6 +92,8 @@ def _items_by_message(
         if k < len(sources) and sources[k] == j:  # a message sanitation dropped maps to nothing
             last = add_items(items, last, sanitized[k], message_items(sanitized[k], store, keep))
             k += 1
+        else:
+            last = None  # user messages join only where they were next to each other
         ends.append(len(items))
     return items, ends, probe
 

@@ -232,7 +232,11 @@ def input_items(
     """
     items: list[dict[str, Any]] = []
     last: UserItem | None = None
-    for m in sanitize_history(messages, OPENAI_RESPONSES, keep_thinking=keep_reasoning):
+    sources: list[int] = []
+    sanitized = sanitize_history(messages, OPENAI_RESPONSES, keep_thinking=keep_reasoning, sources=sources)
+    for j, m in enumerate(sanitized):
+        if j and sources[j] != sources[j - 1] + 1:
+            last = None  # a message sanitation dropped was between them
         last = add_items(items, last, m, message_items(m, store, keep_reasoning))
     return pair_outputs(items)[0]
 
