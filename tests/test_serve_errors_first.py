@@ -198,3 +198,53 @@ def test_a_provider_key_echoed_by_the_model_is_masked_in_everything_served_and_s
             stored += db.read_bytes()
         assert stored and SECRET.encode() not in stored and b"horse" not in stored
         assert b"[REDACTED]" in stored
+
+
+@tool
+def read_rest(part: str) -> str:
+    """Read the rest of a setting."""
+    return f"{SECRET[14:]} is the rest of {part}"
+
+
+def _split(inter: ModelInteraction) -> Any:
+    last = inter.messages[-1]
+    if isinstance(last, ToolResultMessage):  # the second answer starts with the key's last part
+        return say(f"{SECRET[20:]} closes it.")
+    # one answer ends with the key's first half, then a tool result starts with its second
+    return [say(f"The key begins {SECRET[:14]}"), call("read_rest", {"part": "key"})]
+
+
+def test_a_secret_split_over_two_outputs_is_masked_in_each(tmp_path: Path) -> None:
+    agent = Agent("bot", model=ScriptedModel([_split] * 20, chunk_mode="delta"), tools=[read_rest])
+    with serving(tmp_path, no_auth=True, agents=[agent], secrets=[SECRET]) as (srv, _):
+        with httpx2.Client(base_url=srv.url) as c:
+            streamed = c.post("/v1/responses", json={"model": "bot", "input": "split", "stream": True})
+            plain = c.post(
+                "/v1/chat/completions", json={"model": "bot", "messages": [{"role": "user", "content": "x"}]}
+            )
+            sid = streamed.headers["x-session-id"]
+            records = c.get(f"/v1/sessions/{sid}").text
+            events = c.get(f"/v1/sessions/{sid}/events").text
+        assert "The key begins [REDACTED]" in streamed.text
+        assert "[REDACTED] is the rest of key" in streamed.text and "[REDACTED] closes it." in streamed.text
+        assert plain.json()["choices"][0]["message"]["content"] == "[REDACTED] closes it."
+        stored = b"".join(db.read_bytes() for db in (tmp_path / "data").glob("*.sqlite3*"))
+        for text in (streamed.text, plain.text, records, events, stored.decode("utf-8", "replace")):
+            assert SECRET[:14] not in text and SECRET[14:] not in text and SECRET[20:] not in text
+
+
+def test_the_edge_rule_masks_only_fragments_of_a_quarter_of_a_secret_or_more() -> None:
+    from foundation_ai.serve.masking import SecretMask
+
+    m = SecretMask([SECRET])
+    assert SecretMask.fragment(SECRET) == 8
+    assert m.whole("ends with " + SECRET[:8]) == "ends with [REDACTED]"
+    assert m.whole("ends with " + SECRET[:7]) == "ends with " + SECRET[:7]  # too short: shown
+    assert m.whole(SECRET[-9:] + " starts it") == "[REDACTED] starts it"
+    assert (
+        m.whole("the middle " + SECRET[5:20] + " is not an edge")
+        == "the middle " + SECRET[5:20] + " is not an edge"
+    )
+    masker = m.masker()  # streamed: the start is held until it can no longer end a secret
+    shown = [masker.feed(p) for p in (SECRET[-12:-6], SECRET[-6:], " and more ", SECRET[:10])]
+    assert "".join(shown) + masker.flush() == "[REDACTED] and more [REDACTED]"

@@ -248,3 +248,63 @@ def test_fields_the_docs_say_are_validated_get_400_in_the_openai_error_shape(
         assert set(err) == {"message", "type", "param", "code"}
         assert err["type"] == "invalid_request_error" and err["param"] == param
         assert c.get("/v1/sessions").json()["data"] == []  # nothing ran
+
+
+def test_a_revoked_keys_turn_that_no_stream_follows_is_aborted_within_a_second(tmp_path: Path) -> None:
+    with serving(tmp_path) as (srv, keys):
+        kid, key = keys.create("doomed")
+        h = {"Authorization": f"Bearer {key}"}
+        with httpx2.Client(base_url=srv.url, timeout=30) as c:
+            sid = c.post("/v1/sessions", json={"model": "bot"}, headers=h).json()["id"]
+            assert c.post(f"/v1/sessions/{sid}/turns", json={"input": "slow"}, headers=h).status_code == 202
+        live = srv.app.state.serve.manager.turn_of(sid)
+        while not live.events:  # it runs (its answer pauses 60 s after its first text)
+            time.sleep(0.02)
+        _keys_cli("revoke", kid, "--keys", str(keys.path))  # another process writes the file
+        revoked = time.monotonic()
+        while not live.done and time.monotonic() - revoked < 10:
+            time.sleep(0.02)
+        assert live.done and live.events[-1].summary.outcome.value == "aborted"
+        assert time.monotonic() - revoked < 1.5
+
+
+def test_a_deleted_session_leaves_the_store_file_and_cannot_be_resumed(tmp_path: Path) -> None:
+    with serving(tmp_path, no_auth=True) as (srv, _):
+        with httpx2.Client(base_url=srv.url, timeout=30) as c:
+            said = {"model": "bot", "messages": [{"role": "user", "content": "recall Vb7Kq9Ts"}]}
+            sid = c.post("/v1/chat/completions", json=said).headers["x-session-id"]
+            files = list((tmp_path / "data").glob("serve-*.sqlite3*"))  # the store and the index
+            assert any(b"Vb7Kq9Ts" in f.read_bytes() for f in files)
+            assert c.delete(f"/v1/sessions/{sid}").json()["deleted"] is True
+            assert not any(b"Vb7Kq9Ts" in f.read_bytes() for f in files if f.exists())
+            again = c.post("/v1/chat/completions", json=said, headers={"X-Session-Id": sid})
+            assert again.status_code == 404 and again.json()["error"]["code"] == "session_not_found"
+        assert srv.app.state.serve.manager.store.load(sid) == []
+
+
+def test_a_revoked_keys_turn_waiting_for_approval_is_ended_within_a_second(tmp_path: Path) -> None:
+    agent = Agent(
+        "bot", model=ScriptedModel([reply] * 100, chunk_mode="delta"), tools=[add], requires_approval=True
+    )
+    with serving(tmp_path, agents=[agent]) as (srv, keys):
+        kid, key = keys.create("doomed")
+        h = {"Authorization": f"Bearer {key}"}
+        with httpx2.Client(base_url=srv.url, timeout=30) as c:
+            paused = c.post(
+                "/v1/chat/completions",
+                json={"model": "bot", "messages": [{"role": "user", "content": "add"}]},
+                headers=h,
+            )
+        assert paused.json()["foundation_ai"]["outcome"] == "awaiting_approval"
+        sid = paused.headers["x-session-id"]
+        mgr = srv.app.state.serve.manager
+        _keys_cli("revoke", kid, "--keys", str(keys.path))
+        revoked = time.monotonic()
+        while time.monotonic() - revoked < 10:
+            live = mgr.turn_of(sid)
+            if live.done and not live.paused:
+                break
+            time.sleep(0.02)
+        assert time.monotonic() - revoked < 1.5
+        assert live.events[-1].summary.outcome.value == "aborted"
+        assert mgr._sessions[sid].pending_approvals() == []  # nothing waits any more, nothing ran

@@ -573,3 +573,24 @@ def test_a_store_never_keeps_a_record_it_cannot_load(kind: StoreKind, store: Any
         assert kind.name == "memory"  # it keeps the objects themselves: it loads what was written
         assert store.load("s") == [before, *batch]
     assert not getattr(store, "corrupt_records", {})
+
+
+def test_a_deleted_session_is_gone_and_the_others_stay(kind: StoreKind, store: Any, tmp_path: Path) -> None:
+    secret = "the-deleted-text-Qx7Wv2Lp9"
+    store.append("gone", [user(secret), answer(secret + " echoed")], SessionHeader(model="m"))
+    stays = user("stays")
+    store.append("kept", [stays])
+    assert store.delete_session("gone") is True
+    assert store.load("gone") == [] and store.session_meta("gone") is None
+    assert store.sessions() == ["kept"] and [m.session_id for m in store.list_sessions()] == ["kept"]
+    assert store.load("kept") == [stays]
+    assert store.delete_session("gone") is False and store.delete_session("never") is False
+    assert asyncio.run(aload(store, "gone")) == []
+    if kind.name == "sqlite":  # the file and its WAL no longer hold the text (secure_delete)
+        files = list(tmp_path.glob("s.db*"))
+        assert files and not any(secret.encode() in f.read_bytes() for f in files)
+        assert any(b"stays" in f.read_bytes() for f in files)
+    if kind.name != "memory":  # and a reopened store does not have it either
+        again = kind.reopen(store, tmp_path)
+        assert again.load("gone") == [] and again.sessions() == ["kept"]
+        again.close()

@@ -74,6 +74,7 @@ class _Served:
     store: SessionStore
     sink: EventSink
     flush_every: float
+    events: Callable[[], Any] | None = None
 
 
 _SERVED: _Served | None = None
@@ -236,6 +237,14 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
     ownership = Ownership.of_this_run()
     box = _Outbox(rt.sink, turn_id, rt.flush_every, ownership)
     box.start()
+    put = box.put
+    sift = rt.events() if rt.events is not None else None
+    if sift is not None:  # e.g. secrets masked before anything is published
+
+        def put(ev: TurnEvent) -> None:
+            for e in sift.feed(ev):
+                box.put(e)
+
     last: TurnEvent = _crashed()
     abandoned = False
     mine: Any = None
@@ -244,7 +253,7 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
         records = await asyncio.to_thread(rt.store.load, session_id)
         history, replay = split_replay(records, msgs[0].id)
         stale = await asyncio.to_thread(_published_outputs, rt.sink, turn_id)
-        steps = _StreamingSteps(box.put, stale=stale, ownership=ownership)
+        steps = _StreamingSteps(put, stale=stale, ownership=ownership)
         store = _GuardedStore(rt.store, ownership)
         builder = rt.builder(agent).with_store(store).with_step_runner(steps)
         session = open_session(builder.with_phase_hooks(_ShutdownGuard(store)), session_id)
@@ -263,7 +272,7 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
                     if isinstance(ev, TurnEvent.Done | TurnEvent.Failed):
                         last = ev  # published with the end (sink.finish)
                     elif not isinstance(ev, TurnEvent.Progress):
-                        box.put(ev)
+                        put(ev)
                 break
             except SessionBusyError:  # refused before its first phase: wait for the session
                 ownership.check()
@@ -280,6 +289,10 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
     finally:
         if mine is not None and _LIVE.get(turn_id) is mine:  # a run that took the turn over keeps its own
             del _LIVE[turn_id]
+        if sift is not None:
+            for e in sift.flush():
+                box.put(e)
+            last = sift.feed(last)[-1]
         await box.close()
         if not abandoned and not ownership.lost:
             await asyncio.to_thread(rt.sink.finish, turn_id, [to_json(last)])
@@ -316,6 +329,7 @@ def start_served_worker(
     *,
     executor_id: str | None = None,
     flush_every: float = 0.05,
+    events: Callable[[], Any] | None = None,
 ) -> ServedWorker:
     """Launch DBOS in this process and consume ``config.queue`` with :func:`served_turn`.
 
@@ -328,6 +342,9 @@ def start_served_worker(
         executor_id: this process's DBOS executor id, unique among live processes (default
             ``<hostname>-<pid>``; a process restarted with the same id resumes its turns).
         flush_every: seconds between two batches of events written to ``sink``.
+        events: makes, per turn, a filter of its events before they are published: ``feed(ev)``
+            gives the events to publish for ``ev``, ``flush()`` what it held back (the serving
+            process masks its secrets with it, ``serve.masking.EventMasker``).
 
     Raises:
         ConfigurationError: a worker already runs in this process (DBOS is one per process).
@@ -336,7 +353,7 @@ def start_served_worker(
     if _SERVED is not None:
         raise ConfigurationError("a served worker already runs in this process")
     me = executor_id or f"{socket.gethostname()}-{os.getpid()}"
-    _SERVED = _Served(builder=builder, store=store, sink=sink, flush_every=flush_every)
+    _SERVED = _Served(builder=builder, store=store, sink=sink, flush_every=flush_every, events=events)
     DBOS(config=config.dbos_config(executor_id=me))  # type: ignore[arg-type]
     try:
         DBOS.launch()

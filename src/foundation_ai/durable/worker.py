@@ -165,6 +165,9 @@ class _GuardedStore:
     def session_meta(self, session_id: str) -> SessionMeta | None:
         return self.inner.session_meta(session_id)
 
+    def delete_session(self, session_id: str) -> bool:
+        return self.inner.delete_session(session_id)
+
     def close(self) -> None:
         """The worker owns the store: closing one turn's view does nothing."""
 

@@ -92,7 +92,7 @@ async def chat_completions(request: Request) -> Response:
     if isinstance(last, TurnEvent.Failed):
         raise turn_error(last.error)
     summary = last.summary if isinstance(last, TurnEvent.Done) else None
-    text = st.manager.mask.text(live.turn.text()) if live.turn is not None else ""
+    text = st.manager.mask.whole(live.turn.text()) if live.turn is not None else ""
     outcome = summary.outcome if summary is not None else TurnOutcome.Completed
     payload = {
         "id": cid,

@@ -8,6 +8,7 @@ records; the index keeps what the HTTP layer needs to keep keys apart.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
@@ -87,10 +88,17 @@ class SessionIndex:
         return [_row(r) for r in rows]
 
     def delete(self, session_id: str) -> None:
-        """Forget the session (and its Responses ids): no key can reach it afterwards."""
+        """Forget the session (and its Responses ids): no key can reach it afterwards. Deleted
+        with ``secure_delete`` and the WAL folded into the file: its title leaves the file."""
         with self._lock:
-            self._db.execute("DELETE FROM responses WHERE session_id=?", (session_id,))
-            self._db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,))
+            self._db.execute("PRAGMA secure_delete=ON")
+            try:
+                self._db.execute("DELETE FROM responses WHERE session_id=?", (session_id,))
+                self._db.execute("DELETE FROM sessions WHERE session_id=?", (session_id,))
+            finally:
+                self._db.execute("PRAGMA secure_delete=OFF")
+            with contextlib.suppress(sqlite3.Error):  # a reader meanwhile: at its end
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def add_response(self, response_id: str, session_id: str) -> None:
         """Remember that ``response_id`` ended a turn of ``session_id``."""

@@ -7,7 +7,14 @@ See ``docs/serve.md`` (Secrets) and ``ServeConfig.secrets``.
 - :class:`TextMasker` does it for text arriving in pieces (a streamed answer): it holds back
   the end of the text while it could be the start of a secret, so a secret split over two
   pieces is masked too;
+- :class:`EventMasker` does it for the ``TurnEvent``s of one turn;
 - :class:`MaskingStore` wraps a ``SessionStore``: records are masked before they are written.
+
+A secret split over two separate outputs (the end of one answer and the start of the next, or
+a tool result and the answer after it) is masked too: an output that ends with the start of a
+secret, or begins with the end of one, has that fragment masked when it is at least
+:meth:`SecretMask.fragment` characters long (a quarter of the secret, and at least 6), so at
+most a quarter of a secret can show, split that way.
 """
 
 from __future__ import annotations
@@ -17,9 +24,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from ..types import SessionRecord, from_json, to_json
 
-__all__ = ["MASK", "MaskingStore", "SecretMask", "TextMasker"]
+__all__ = ["MASK", "EventMasker", "MaskingStore", "SecretMask", "TextMasker"]
 
 MASK = "[REDACTED]"
 
@@ -37,6 +46,16 @@ class SecretMask:
         self._re = re.compile("|".join(map(re.escape, self.secrets))) if self.secrets else None
         self._bytes = [s.encode() for s in self.secrets]
         self._starts = frozenset(s[0] for s in self.secrets)
+        # the first and last characters of the shortest fragment masked at an output's edges
+        self._marks = [
+            m for s in self.secrets for m in (s[: self.fragment(s)].encode(), s[-self.fragment(s) :].encode())
+        ]
+
+    @staticmethod
+    def fragment(secret: str) -> int:
+        """The length from which a piece of ``secret`` at the start or end of an output is
+        masked: a quarter of the secret, at least 6 characters (never more than the secret)."""
+        return min(len(secret), max(6, len(secret) // 4))
 
     def __bool__(self) -> bool:
         return bool(self.secrets)
@@ -44,6 +63,33 @@ class SecretMask:
     def text(self, text: str) -> str:
         """``text`` with every secret replaced by :data:`MASK`."""
         return self._re.sub(MASK, text) if self._re is not None else text
+
+    def edges(self, text: str, *, head: bool = True, tail: bool = True) -> str:
+        """``text`` with a start that is the end of a secret, and an end that is the start of
+        one, replaced by :data:`MASK` when :meth:`fragment` characters long or more (the
+        secret's other part is in another output); ``head``/``tail`` False: not that edge."""
+        if not self.secrets or not text:
+            return text
+        first = last = 0
+        for s in self.secrets:
+            least = self.fragment(s)
+            for k in range(min(len(s) - 1, len(text)), least - 1, -1):
+                if head and k > first and text.startswith(s[-k:]):
+                    first = k
+                if tail and k > last and text.endswith(s[:k]):
+                    last = k
+        if first + last >= len(text) and (first or last):  # the fragments cover the whole text
+            return MASK
+        if last:
+            text = text[: len(text) - last] + MASK
+        if first:
+            text = MASK + text[first:]
+        return text
+
+    def whole(self, text: str) -> str:
+        """A complete output ``text`` masked: every secret (:meth:`text`), then its
+        :meth:`edges`."""
+        return self.edges(self.text(text))
 
     def found_in(self, data: bytes) -> bool:
         """True when the UTF-8 ``data`` holds a secret (a secret of JSON-safe characters, like
@@ -57,9 +103,19 @@ class SecretMask:
         if self._re is None:
             return value
         data = to_json(value)
-        if not self.found_in(data):
+        if not any(m in data for m in self._marks):  # no secret, nor a fragment of one
             return value
-        return from_json(self.text(data.decode()).encode(), kind)
+        tree = msgspec.json.decode(self.text(data.decode()).encode())
+        return from_json(msgspec.json.encode(self._walk(tree)), kind)
+
+    def _walk(self, node: Any) -> Any:
+        if isinstance(node, str):
+            return self.edges(node)
+        if isinstance(node, list):
+            return [self._walk(x) for x in node]
+        if isinstance(node, dict):
+            return {k: self._walk(v) for k, v in node.items()}
+        return node
 
     def masker(self) -> TextMasker:
         """A :class:`TextMasker` for one streamed text."""
@@ -73,6 +129,7 @@ class TextMasker:
     def __init__(self, mask: SecretMask) -> None:
         self.mask = mask
         self._held = ""
+        self._fresh = True  # the text's start could still be the end of a secret
 
     def feed(self, piece: str) -> str:
         """The part of the text so far that cannot become part of a secret any more, masked."""
@@ -80,6 +137,12 @@ class TextMasker:
         pattern = self.mask._re
         if pattern is None:
             return buf
+        if self._fresh:  # hold the start while it could grow into the end of a secret
+            if len(buf) < self.mask.longest and any(buf in s for s in self.mask.secrets):
+                self._held = buf
+                return ""
+            self._fresh = False
+            buf = self.mask.edges(buf, tail=False)  # its start only (its end may go on)
         last_end = 0
         for m in pattern.finditer(buf):
             last_end = m.end()
@@ -98,7 +161,46 @@ class TextMasker:
     def flush(self) -> str:
         """What :meth:`feed` held back (no whole secret), at the end of the text."""
         rest, self._held = self._held, ""
-        return self.mask.text(rest)
+        fresh, self._fresh = self._fresh, True
+        return self.mask.edges(self.mask.text(rest), head=fresh)
+
+
+class EventMasker:
+    """Masks the ``TurnEvent``s of one turn as they come: a text or thinking piece may be held
+    back while its end could begin a secret (released with the next piece, or at the end of its
+    output); every other event is masked whole (:meth:`SecretMask.value`).
+
+    Args:
+        mask: the secrets.
+    """
+
+    def __init__(self, mask: SecretMask) -> None:
+        self.mask = mask
+        self._masker = mask.masker()
+        self._held: Any = None
+
+    def feed(self, ev: Any) -> list[Any]:
+        """The events to publish now for ``ev`` (maybe none, maybe a held piece first)."""
+        from ..agentic import TurnEvent
+
+        if isinstance(ev, TurnEvent.Text | TurnEvent.Thinking):
+            h = self._held
+            same = h is not None and type(h) is type(ev) and h.message_id == ev.message_id
+            out = [] if same else self.flush()
+            self._held = ev
+            shown = self._masker.feed(ev.text)
+            if shown:
+                out.append(msgspec.structs.replace(ev, text=shown))
+            return out
+        return [*self.flush(), self.mask.value(ev, type(ev))]
+
+    def flush(self) -> list[Any]:
+        """What is held back of the current output (its end), as one last piece."""
+        h, self._held = self._held, None
+        if h is None:
+            return []
+        rest = self._masker.flush()
+        return [msgspec.structs.replace(h, text=rest)] if rest else []
 
 
 class MaskingStore:

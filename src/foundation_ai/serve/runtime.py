@@ -26,7 +26,7 @@ from ..types import Messages, ModelParams, SessionRecord, TextContent, ToolCall
 from .config import Agent, ServeConfig
 from .errors import ApiError
 from .index import SessionIndex
-from .masking import MaskingStore, SecretMask
+from .masking import EventMasker, MaskingStore, SecretMask
 
 __all__ = ["LiveTurn", "SessionManager", "event_batches", "first_event"]
 
@@ -54,8 +54,7 @@ class LiveTurn:
         self.id = new_scru128()
         self.mask = mask if mask else None
         """Secrets masked in every event published (``masking.py``)."""
-        self._masker = mask.masker() if mask else None
-        self._held: TurnEvent | None = None
+        self._masker = EventMasker(mask) if mask else None
         self.session = session
         self.session_id = session.session_id
         self.owner = owner
@@ -114,30 +113,12 @@ class LiveTurn:
             self._notify()
 
     def _masked(self, ev: TurnEvent) -> list[TurnEvent]:
-        """``ev`` with the secrets masked: a text piece may be held back while its end could
-        begin a secret (released with the next piece or event); other events masked whole."""
-        if self.mask is None or self._masker is None:
-            return [ev]
-        if isinstance(ev, TurnEvent.Text | TurnEvent.Thinking):
-            h = self._held
-            out = (
-                []
-                if h is not None and type(h) is type(ev) and h.message_id == ev.message_id
-                else self._release()
-            )
-            self._held = ev
-            shown = self._masker.feed(ev.text)
-            if shown:
-                out.append(msgspec.structs.replace(ev, text=shown))
-            return out
-        return [*self._release(), self.mask.value(ev, type(ev))]
+        """``ev`` with the secrets masked (:class:`~foundation_ai.serve.masking.EventMasker`):
+        a text piece may be held back while its end could begin a secret."""
+        return [ev] if self._masker is None else self._masker.feed(ev)
 
     def _release(self) -> list[TurnEvent]:
-        h, self._held = self._held, None
-        if h is None or self._masker is None:
-            return []
-        rest = self._masker.flush()
-        return [msgspec.structs.replace(h, text=rest)] if rest else []
+        return [] if self._masker is None else self._masker.flush()
 
     @property
     def paused(self) -> bool:
@@ -346,8 +327,6 @@ class SessionManager:
         return conversation_of(await self.records(owner, session_id))
 
     def _used(self, owner: str, session_id: str) -> None:
-        if self.config.shared is not None:  # SharedSessionManager keeps its own
-            return
         recent = self._recent.setdefault(owner, OrderedDict())
         recent[session_id] = None
         recent.move_to_end(session_id)
@@ -512,13 +491,52 @@ class SessionManager:
         live.task.add_done_callback(ended)
 
     def abort_turns_of(self, owner: str) -> int:
-        """Abort every running turn of the key ``owner`` (its key was revoked); how many."""
+        """Abort every running turn of the key ``owner`` (its key was revoked), and end its
+        turns paused for approval (:meth:`abort_paused`); how many."""
         n = 0
         for t in list(self._turns.values()):
             if t.owner == owner and not t.done:
                 t.abort()
                 n += 1
+            elif t.owner == owner and t.paused and self.loop is not None:
+                self.loop.create_task(self.abort_paused(owner, t.session_id))
+                n += 1
         return n
+
+    revocation_check = 0.5
+    """Seconds between two checks of the keys while turns run (a revoked key's turns with no
+    open stream are aborted within it)."""
+
+    def _owners_at_work(self) -> set[str]:
+        return {t.owner for t in self._turns.values() if not t.done or t.paused}
+
+    async def watch_revocations(self, keys: Any) -> None:
+        """Until cancelled: every :attr:`revocation_check` seconds while turns run or wait for
+        approval, abort those of revoked keys (``keys.list()``: the valid ones, read again
+        when another process changed them), whether or not a stream follows them."""
+        while True:
+            await asyncio.sleep(self.revocation_check)
+            try:
+                owners = self._owners_at_work()
+                if not owners:
+                    continue
+                valid = {k["id"] for k in await asyncio.to_thread(keys.list)}
+                for owner in owners - valid:
+                    self.abort_turns_of(owner)
+            except Exception:  # the key store is unreachable: try again
+                log.warning("could not check the API keys for revocations", exc_info=True)
+
+    async def forget_session(self, session_id: str) -> None:
+        """Delete a session (no turn of it runs): its index entry, what this process keeps of it
+        and its records in the store (``delete_session``: gone from the store's files too)."""
+        self.index.delete(session_id)
+        self._sessions.pop(session_id, None)
+        self._turns.pop(session_id, None)
+        delete = getattr(self.store, "delete_session", None)
+        if delete is None:  # a store of before delete_session joined the contract
+            log.warning("the session store cannot delete session %s: its records stay", session_id)
+            return
+        await asyncio.to_thread(delete, session_id)
 
     def stop_threadsafe(self) -> None:
         """From any thread, before the server stops accepting: abort running turns and end
@@ -609,13 +627,11 @@ async def begin_turn(
         _, prompt = split_prompt(messages, param)
         session = await manager.open_session(owner, session_id)
     elif ephemeral:
-        if manager.config.shared is not None:
-            raise ApiError(400, "store: false is not supported by a server sharing a database", param="store")
         history, prompt = split_prompt(messages, param)
         session = manager.new_ephemeral_session(agent, history)
     else:
         history, prompt = split_prompt(messages, param)
-        session = await manager.new_session(owner, agent, history, title_of(prompt))
+        session = await manager.new_session(owner, agent, history, manager.mask.whole(title_of(prompt)))
     if manager.running(session.session_id):
         raise ApiError(409, "this session is already running a turn (abort it or wait)", code="session_busy")
     if overrides:  # this turn only: the request's sampling fields over the agent's parameters

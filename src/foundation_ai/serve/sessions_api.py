@@ -6,8 +6,8 @@ sessions; another key's session answers 404 exactly like a missing one.
 - ``POST /v1/sessions`` ``{"model"}``: a new empty session.
 - ``GET /v1/sessions/{id}``: the session and its stored ``records`` (foundation-ai JSON).
 - ``PATCH /v1/sessions/{id}`` ``{"title"}``: rename it (the session).
-- ``DELETE /v1/sessions/{id}``: forget it (``{"id", "object": "session.deleted", "deleted": true}``;
-  409 ``session_busy`` while a turn runs).
+- ``DELETE /v1/sessions/{id}``: delete it, its records in the store included
+  (``{"id", "object": "session.deleted", "deleted": true}``; 409 ``session_busy`` while a turn runs).
 - ``POST /v1/sessions/{id}/fork`` ``{"before": message_id, "replace": false}``: a new session
   holding the conversation before that user message, and that message's ``input`` (to resend
   as is, or edited: regenerate and edit-and-resend); ``replace`` deletes the original.
@@ -180,12 +180,10 @@ async def rename_session(request: Request) -> Response:
     return JSONResponse(_public(mgr, mgr.meta(owner, meta["id"])))
 
 
-def _forget(mgr: Any, owner: str, sid: str) -> None:
+async def _forget(mgr: Any, owner: str, sid: str) -> None:
     if mgr.running(sid):
         raise ApiError(409, "this session is running a turn (abort it first)", code="session_busy")
-    mgr.index.delete(sid)
-    mgr._sessions.pop(sid, None)
-    mgr._turns.pop(sid, None)
+    await mgr.forget_session(sid)
 
 
 async def delete_session(request: Request) -> Response:
@@ -193,7 +191,7 @@ async def delete_session(request: Request) -> Response:
     owner = owner_of(request)
     mgr = state_of(request).manager
     meta = mgr.meta(owner, request.path_params["sid"])
-    _forget(mgr, owner, meta["id"])
+    await _forget(mgr, owner, meta["id"])
     return JSONResponse({"id": meta["id"], "object": "session.deleted", "deleted": True})
 
 
@@ -245,7 +243,7 @@ async def fork_session(request: Request) -> Response:
     while end < len(messages) and _from_user(messages[end]):
         end += 1
     if replace:
-        _forget(mgr, owner, meta["id"])
+        await _forget(mgr, owner, meta["id"])
     session = await mgr.new_session(owner, mgr.agent(meta["agent"]), messages[:cut], meta["title"])
     out = _public(mgr, mgr.meta(owner, session.session_id)) | {"input": _input_of(messages[cut:end])}
     return JSONResponse(out, status_code=201)

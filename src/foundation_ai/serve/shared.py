@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ from ..ids import new_scru128
 from ..types import AgenticError, Messages, ModelParams, TokenSnapshot, from_json, to_json
 from .config import Agent, ServeConfig
 from .errors import ApiError
+from .masking import EventMasker, MaskingStore, SecretMask
 from .runtime import SessionManager
 
 __all__ = ["RemoteTurn", "SessionRef", "SharedServe", "SharedSessionManager"]
@@ -184,6 +186,16 @@ class RemoteTurn:
             return False
         return str(status) in TERMINAL
 
+    async def first_event(self) -> TurnEvent | None:
+        """Wait for the turn's first event (``None`` when it ended without one, or this process
+        stops): what decides whether a streamed request gets its HTTP error before any byte of
+        the answer (served turns publish no ``Progress`` events)."""
+        while not self.events:
+            if self.done or self.closed:
+                return None
+            await self._tick.wait()
+        return self.events[0]
+
     async def follow(self, start: int = 0, **_: Any) -> AsyncIterator[TurnEvent]:
         """The events from index ``start`` on, waiting for new ones until the turn ends."""
         i = start
@@ -214,10 +226,17 @@ class SessionRef:
     """A session of a shared server as the endpoints handle it: ``session_id``, ``agent``,
     ``params`` (this turn's sampling parameters) and :meth:`steer`."""
 
-    def __init__(self, manager: SharedSessionManager, session_id: str, agent: Agent) -> None:
+    def __init__(
+        self, manager: SharedSessionManager, session_id: str, agent: Agent, *, ephemeral: bool = False
+    ) -> None:
         self.manager, self.session_id, self.agent = manager, session_id, agent
         self.params: ModelParams | None = agent.params
         self.awaiting: list[Any] = []  # no call ever waits for approval here
+        self.ephemeral = ephemeral
+        """Kept nowhere (Responses ``store: false``): no index entry; its records and events are
+        deleted when its turn ends."""
+        self.history: list[Messages] = []
+        """An ephemeral session's messages before its turn (written when the turn starts)."""
 
     def pending_approvals(self) -> list[Any]:
         """No call ever waits for approval here (agents asking for approvals are refused)."""
@@ -292,12 +311,24 @@ class SharedSessionManager(SessionManager):
         self.wakeups = Wakeups(shared.db, on_abort=interrupt)
         self._own_store = config.store is None
         self.store = config.store if config.store is not None else PostgresSessionStore(shared.db)
+        self.mask = SecretMask(config.secret_texts())
+        if self.mask:  # every record is masked before it is written, by any process
+            self.store = MaskingStore(self.store, self.mask)
+        self._recent: dict[str, OrderedDict[str, None]] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._forgetting: set[Any] = set()
         self.durable = DurableConfig(
             shared.db, queue=shared.queue, worker_concurrency=shared.concurrency, polling_interval=shared.poll
         )
         self.client = DurableClient(self.durable, store=self.store)
+        mask = self.mask
         self.worker = start_served_worker(
-            self.durable, self.builder_of, self.store, self.log, executor_id=shared.executor_id
+            self.durable,
+            self.builder_of,
+            self.store,
+            self.log,
+            executor_id=shared.executor_id,
+            events=(lambda: EventMasker(mask)) if mask else None,
         )
 
     def builder_of(self, name: str) -> AgentSessionBuilder:
@@ -339,6 +370,26 @@ class SharedSessionManager(SessionManager):
         meta = self.meta(owner, session_id)
         return SessionRef(self, meta["id"], self.agent(meta["agent"]))
 
+    def new_ephemeral_session(self, agent: Agent, history: list[Messages]) -> Any:
+        """A session kept nowhere (Responses ``store: false``): no index entry (no key lists,
+        reads or continues it); its ``history`` is written to the store when its turn starts
+        (the turn may run in another process) and deleted with its events when the turn ends."""
+        ref = SessionRef(self, new_scru128(), agent, ephemeral=True)
+        ref.history = list(history)
+        return ref
+
+    def _keep(self, live: RemoteTurn) -> None:
+        """Remember ``live`` in :attr:`_turns` while it runs; once it ended, the key's least
+        recently used finished turns beyond ``limits.idle_sessions_per_key`` leave memory (their
+        events are in the shared log)."""
+        self._turns[live.session_id] = live
+
+        def ended(_: Any) -> None:
+            if self._turns.get(live.session_id) is live:
+                self._used(live.owner, live.session_id)
+
+        live.task.add_done_callback(ended)
+
     def turn_of(self, session_id: str) -> Any:
         """The session's latest turn (on any process), followed from the shared event log."""
         latest = self.log.latest(session_id)
@@ -348,8 +399,49 @@ class SharedSessionManager(SessionManager):
         live = self._turns.get(session_id)
         if live is None or live.id != turn_id:
             live = RemoteTurn(self, turn_id, session_id, owner, ended=ended)
-            self._turns[session_id] = live
+            self._keep(live)
         return live
+
+    async def forget_session(self, session_id: str) -> None:
+        """Delete a session in the shared database: its owner entry and Responses ids, its
+        turns and their event logs, and its records in the store."""
+        self.index.delete(session_id)
+        self._turns.pop(session_id, None)
+        for recent in self._recent.values():
+            recent.pop(session_id, None)
+
+        def delete() -> None:
+            self.log.forget_session(session_id)
+            self.store.delete_session(session_id)
+
+        await asyncio.to_thread(delete)
+
+    def _owners_at_work(self) -> set[str]:
+        return set()  # the shared turn log says which turns run (watch_revocations)
+
+    async def watch_revocations(self, keys: Any) -> None:
+        """Until cancelled: every :attr:`revocation_check` seconds, abort the turns not ended
+        (running in any process, or waiting in the queue) whose key was revoked: one query of
+        the shared database, the same in every process (each aborts them; a second abort does
+        nothing)."""
+        done: OrderedDict[str, None] = OrderedDict()
+        while True:
+            await asyncio.sleep(self.revocation_check)
+            try:
+                for turn_id, _owner in await asyncio.to_thread(self.log.of_revoked_keys):
+                    if turn_id in done:
+                        continue
+                    done[turn_id] = None
+                    if len(done) > 10_000:
+                        done.popitem(last=False)
+                    await asyncio.to_thread(self._abort_turn, turn_id)
+            except Exception:  # the database is unreachable: try again
+                log.warning("could not check the API keys for revocations", exc_info=True)
+
+    def _abort_turn(self, turn_id: str) -> None:
+        if not self.stopping:
+            self.client.abort(turn_id)
+            self.log.request_abort(turn_id)
 
     def running(self, session_id: str) -> bool:
         """True while a turn of the session runs (on any process)."""
@@ -375,6 +467,7 @@ class SharedSessionManager(SessionManager):
 
         msgs = _prompt_messages(prompts)
         sid = session.session_id
+        ephemeral = getattr(session, "ephemeral", False)
         if self.log.running_count(owner) >= self.config.limits.max_turns_per_key:
             raise ApiError(
                 429,
@@ -388,6 +481,10 @@ class SharedSessionManager(SessionManager):
                 409, "this session is already running a turn (abort it or wait)", code="session_busy"
             )
         try:
+            if ephemeral and session.history:
+                from ..types import SessionRecord
+
+                self.store.append(sid, [SessionRecord.Conversation(message=m) for m in session.history])
             msgs += [from_json(b, Messages) for b in self.log.take_pending(sid)]
             opts: EnqueueOptions = {
                 "workflow_name": SERVED_WORKFLOW,
@@ -404,8 +501,24 @@ class SharedSessionManager(SessionManager):
         with contextlib.suppress(Exception):
             self.index.touch(sid)
         live = RemoteTurn(self, turn_id, sid, owner)
-        self._turns[sid] = live
+        if ephemeral:  # kept nowhere: its records and events go when it ends
+            live.task.add_done_callback(lambda _: self._forget_later(sid))
+        else:
+            self._keep(live)
         return live
+
+    def _forget_later(self, session_id: str) -> None:
+        def delete() -> None:
+            try:
+                self.log.forget_session(session_id)
+                self.store.delete_session(session_id)
+            except Exception:
+                log.warning("could not delete the store: false session %s", session_id, exc_info=True)
+
+        if not self.stopping:
+            fut = asyncio.get_running_loop().run_in_executor(None, delete)
+            self._forgetting.add(fut)
+            fut.add_done_callback(self._forgetting.discard)
 
     def _stop_streams(self) -> None:
         # the process stops: end the streams it serves, abort nothing (their turns go on
@@ -419,6 +532,8 @@ class SharedSessionManager(SessionManager):
         Turns keep running on the other processes."""
         for t in list(self.followed):
             t.task.cancel()
+        if self._forgetting:  # store: false sessions being deleted
+            await asyncio.wait(set(self._forgetting), timeout=10)
         await asyncio.to_thread(self.worker.stop, self.shared.grace)
         self.client.close()
         self.wakeups.close()

@@ -346,6 +346,26 @@ class TurnLog:
             ).fetchall()
         return [bytes(r[0]) for r in rows], bool(done is None or done[0])
 
+    def of_revoked_keys(self) -> list[tuple[str, str]]:
+        """``(turn_id, owner)`` of the turns not ended whose key is no longer in
+        ``foundation_ai_serve_keys`` (revoked): one query on the partial index of running turns."""
+        rows = self.db.rows(
+            "SELECT turn_id, owner FROM foundation_ai_serve_turns t WHERE NOT done"
+            " AND NOT EXISTS (SELECT 1 FROM foundation_ai_serve_keys k WHERE k.id = t.owner)"
+        )
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def forget_session(self, session_id: str) -> None:
+        """Delete the session's turns, their event logs and its kept steering messages."""
+        with self.db.pool.connection() as conn, conn.transaction():
+            conn.execute(
+                "DELETE FROM foundation_ai_serve_events WHERE turn_id IN"
+                " (SELECT turn_id FROM foundation_ai_serve_turns WHERE session_id = %s)",
+                (session_id,),
+            )
+            conn.execute("DELETE FROM foundation_ai_serve_turns WHERE session_id = %s", (session_id,))
+            conn.execute("DELETE FROM foundation_ai_serve_pending WHERE session_id = %s", (session_id,))
+
     def request_abort(self, turn_id: str) -> None:
         """Tell every process (``NOTIFY``) to abort turn ``turn_id`` now if it runs it."""
         self.db.rows("SELECT pg_notify(%s, %s)", (CHANNEL, "abort:" + turn_id))

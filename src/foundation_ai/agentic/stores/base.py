@@ -140,7 +140,9 @@ class SessionStore(Protocol):
     records whose ``persistable`` is false (``FailedAction``); ``load`` returns a session's records
     in the order appended (``[]`` for an unknown id); ``sessions`` lists ids, oldest first;
     ``list_sessions`` lists metadata rows, most recently updated first, without decoding any
-    record; ``session_meta`` is one row or ``None``. The contract is tested for every store in
+    record; ``session_meta`` is one row or ``None``; ``delete_session`` removes a session's
+    records and metadata row (True when it had any) so that its text is no longer in the
+    store's files (``load`` gives ``[]`` afterwards). The contract is tested for every store in
     ``tests/test_store_contract.py``. A store whose methods never wait for I/O may set a class
     attribute ``nonblocking = True``: the turn loop then calls ``append`` on the event loop
     instead of through ``aappend``.
@@ -157,6 +159,8 @@ class SessionStore(Protocol):
     def list_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionMeta]: ...
 
     def session_meta(self, session_id: str) -> SessionMeta | None: ...
+
+    def delete_session(self, session_id: str) -> bool: ...
 
     def close(self) -> None: ...
 

@@ -143,6 +143,12 @@ class InMemorySessionStore:
             row = self._meta.get(session_id)
             return None if row is None else _as_meta(session_id, row)
 
+    def delete_session(self, session_id: str) -> bool:
+        """Forget the session's records and metadata; True when it had any."""
+        with self._lock:
+            had = self._data.pop(session_id, None) is not None
+            return self._meta.pop(session_id, None) is not None or had
+
     def close(self) -> None:
         """Nothing to release (the data stays)."""
 

@@ -354,6 +354,31 @@ class PostgresSessionStore:
         """:meth:`session_meta` on a worker thread."""
         return await self._off_loop(self.session_meta, session_id)
 
+    def delete_session(self, session_id: str) -> bool:
+        """Delete the session's records and metadata row in one transaction; True when it had
+        any. PostgreSQL reuses the rows' space after the table's next ``VACUUM`` (autovacuum).
+
+        Raises:
+            StoreError: the delete failed (nothing was deleted).
+            SessionClosedError: the store was closed.
+        """
+        self._check_open()
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                sql = "DELETE FROM foundation_ai_records WHERE session_id = %s"
+                n = conn.execute(sql, (session_id,)).rowcount
+                sql = "DELETE FROM foundation_ai_sessions WHERE session_id = %s"
+                n += conn.execute(sql, (session_id,)).rowcount
+        except psycopg.Error as exc:
+            raise self._failure("delete a session from", exc) from None
+        except psycopg_pool.PoolClosed:
+            raise SessionClosedError(f"the session store {self.url} is closed") from None
+        return n > 0
+
+    async def adelete_session(self, session_id: str) -> bool:
+        """:meth:`delete_session` on a worker thread."""
+        return await self._off_loop(self.delete_session, session_id)
+
     def close(self) -> None:
         """Close the pool (idempotent); later calls raise ``SessionClosedError``."""
         with self._lock:

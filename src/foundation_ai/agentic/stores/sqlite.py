@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import random
@@ -502,6 +503,47 @@ class SqliteSessionStore:
     async def asession_meta(self, session_id: str) -> SessionMeta | None:
         """:meth:`session_meta` on the store's worker thread."""
         return await self._off_loop(self.session_meta, session_id)
+
+    def delete_session(self, session_id: str) -> bool:
+        """Delete the session's records and metadata row in one transaction, with SQLite's
+        ``secure_delete`` on (the freed pages are overwritten with zeros), then checkpoint the
+        WAL into the file and truncate it: afterwards neither the file nor its WAL holds the
+        session's text (unless another connection reads the file meanwhile: its checkpoint
+        then comes later). True when the session had records or metadata.
+
+        Raises:
+            StoreError: the delete failed (nothing was deleted; ``retryable`` for a lock).
+            SessionClosedError: the store was closed.
+        """
+        with self._lock:
+            self._check_open()
+            c = self._conn
+            try:
+                c.execute("PRAGMA secure_delete=ON")
+                c.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._failure("start a delete", exc) from None
+            try:
+                gone = c.execute("DELETE FROM records WHERE session_id=?", (session_id,)).rowcount
+                gone += c.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount
+                c.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    c.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failure("delete a session", exc) from None
+                raise
+            finally:
+                with contextlib.suppress(sqlite3.Error):
+                    c.execute("PRAGMA secure_delete=OFF")
+            if self.path != ":memory:":  # the WAL still holds the pages as they were: fold it in
+                with contextlib.suppress(sqlite3.Error):
+                    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return gone > 0
+
+    async def adelete_session(self, session_id: str) -> bool:
+        """:meth:`delete_session` on the store's worker thread."""
+        return await self._off_loop(self.delete_session, session_id)
 
     def close(self) -> None:
         """Close the connection (idempotent); later calls raise ``SessionClosedError``."""
