@@ -32,9 +32,9 @@ def _reference(body: bytes) -> list[SseEvent]:
         return httpx2.Response(200, content=body, headers={"content-type": "text/event-stream"})
 
     async def read() -> list[SseEvent]:
-        async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
-            async with client.stream("GET", "http://sse.invalid/") as resp:
-                return [SseEvent(e.event, e.data) async for e in httpx2.EventSource(resp)]
+        client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+        async with client, client.stream("GET", "http://sse.invalid/") as resp:
+            return [SseEvent(e.event, e.data) async for e in httpx2.EventSource(resp)]
 
     return asyncio.run(read())
 
@@ -62,7 +62,7 @@ def test_every_cut_of_a_stream_gives_the_events_httpx2_gives(body: bytes) -> Non
 
 
 def test_a_few_named_events_and_multi_line_data() -> None:
-    assert _decode([b"event: message_start\ndata: {\"a\":\ndata: 1}\n\n: keep-alive\n\n"]) == [
+    assert _decode([b'event: message_start\ndata: {"a":\ndata: 1}\n\n: keep-alive\n\n']) == [
         SseEvent("message_start", '{"a":\n1}')
     ]
 
