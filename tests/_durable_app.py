@@ -46,6 +46,7 @@ def script(body: dict[str, Any]) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # one small write per chunk: no 40 ms delayed-ACK stalls
     server: FakeModelServer
 
     def log_message(self, *a: Any) -> None:
@@ -260,3 +261,17 @@ def versioned_agent() -> Any:
         .with_system_prompt(f"agent {version}")
         .with_params(ModelParams(temperature=0.1 if version == "v1" else 0.9))
     )
+
+
+def mcp_agent() -> Any:
+    """An agent factory with the tools of ``agent`` and those the MCP server at ``FA_MCP_URL``
+    lists now (streamable HTTP; listed at every call: a worker builds the agent per turn)."""
+    from foundation_ai.agentic.toolsets.mcp import MCPServerTools
+
+    global _MCP
+    if _MCP is None:
+        _MCP = MCPServerTools.http(os.environ["FA_MCP_URL"], name="inventory")
+    return agent().with_tools(_MCP.list_tools())
+
+
+_MCP: Any = None

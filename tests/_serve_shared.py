@@ -80,19 +80,15 @@ class _Handler(BaseHTTPRequestHandler):
             }
 
         if not answered:
-            call = {"name": "wait_gate", "arguments": json.dumps({"key": task})}
-            send(
-                chunk(
-                    {
-                        "role": "assistant",
-                        "tool_calls": [{"index": 0, "id": f"call_{k}", "type": "function", "function": call}],
-                    }
-                )
-            )
+            calls = [
+                {"index": j, "id": f"call_{k}_{j}", "type": "function", "function": call}
+                for j, call in enumerate(self.server.calls_for(task))
+            ]
+            send(chunk({"role": "assistant", "tool_calls": calls}))
             send(chunk({}, "tool_calls"))
         else:
             held = self.server.gates / (gate_name(task) + ".text")
-            for i, w in enumerate(f"done {task}".split(" ")):
+            for i, w in enumerate(self.server.answer_for(task, body).split(" ")):
                 send(chunk({"role": "assistant", "content": w} if i == 0 else {"content": " " + w}))
                 while "hold" in task and not held.exists():  # the rest waits for the test
                     time.sleep(0.02)
@@ -115,6 +111,14 @@ class GatedModelServer(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.base_url = f"http://127.0.0.1:{self.server_address[1]}/v1"
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    def calls_for(self, task: str) -> list[dict[str, str]]:
+        """The calls (``{"name", "arguments"}``) the model makes first for ``task``."""
+        return [{"name": "wait_gate", "arguments": json.dumps({"key": task})}]
+
+    def answer_for(self, task: str, body: dict[str, Any]) -> str:
+        """The model's answer once the calls have results (``body``: the request)."""
+        return f"done {task}"
 
     def requests_for(self, task: str) -> list[dict[str, Any]]:
         """The request bodies of one task, in order."""

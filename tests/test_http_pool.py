@@ -55,8 +55,17 @@ class Server:
         stall: bool = False,
         cookie: bool = False,
         open_after_done: bool = False,
+        requests_per_connection: int | None = None,
+        idle_close: float | None = None,
     ) -> None:
         self.hold_until = hold_until
+        self.requests_per_connection = requests_per_connection
+        """After this many answers on a connection, the next request that arrives on it is
+        met by closing the connection unanswered (a keep-alive limit or timeout hit as the
+        request was on its way)."""
+        self.idle_close = idle_close
+        """Seconds a kept-alive connection may stay idle before the server closes it."""
+        self.unanswered = 0
         self.stall = stall
         self.open_after_done = open_after_done
         self.cookie = cookie
@@ -84,12 +93,19 @@ class Server:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        answered = 0
         try:
             while True:
                 try:
-                    head = await reader.readuntil(b"\r\n\r\n")
+                    async with asyncio.timeout(self.idle_close if answered else None):
+                        head = await reader.readuntil(b"\r\n\r\n")
+                except TimeoutError:
+                    return  # idle too long: closed by the server
                 except (asyncio.IncompleteReadError, ConnectionError):
                     self.closed += 1  # the client closed the connection
+                    return
+                if self.requests_per_connection is not None and answered >= self.requests_per_connection:
+                    self.unanswered += 1
                     return
                 length = 0
                 for line in head.split(b"\r\n")[1:]:
@@ -125,6 +141,7 @@ class Server:
                 )
                 await writer.drain()
                 self.open -= 1
+                answered += 1
         except ConnectionError:
             return
         finally:
@@ -223,6 +240,94 @@ async def test_a_server_keeping_the_body_open_after_done_still_gives_the_answer(
         await backend.aclose()
     assert _content(answer) == TextContent("hi")
     assert srv.requests == 1
+
+
+async def test_a_kept_alive_connection_the_server_closes_as_the_request_arrives_is_sent_again_on_a_new_one() -> (
+    None
+):
+    # the keep-alive race made certain: every connection takes one request, and the server
+    # closes it unanswered when the next one arrives on it; no retries are allowed
+    async with Server(requests_per_connection=1) as srv:
+        opts = HttpOptions(api_key=None, base_url=srv.url, max_retries=0)
+        got = [await _events(opts, srv.url) for _ in range(3)]
+        await opts.aclose()
+    assert all(g[-1] == "[DONE]" for g in got)
+    assert srv.unanswered == 2  # the 2nd and 3rd requests first went out on a dead connection
+    assert srv.requests == 3 and srv.connections == 3
+
+
+def test_a_sync_stream_on_a_connection_the_server_closes_as_the_request_arrives_is_sent_again() -> None:
+    from foundation_ai.backends._http import stream_events
+
+    async def serve(ready: Any, stop: asyncio.Event) -> None:
+        async with Server(requests_per_connection=1) as srv:
+            ready.append(srv)
+            await stop.wait()
+
+    loop = asyncio.new_event_loop()
+    ready: list[Server] = []
+    stop = asyncio.Event()
+    t = threading.Thread(target=loop.run_until_complete, args=(serve(ready, stop),), daemon=True)
+    t.start()
+    while not ready:
+        time.sleep(0.01)
+    srv = ready[0]
+    opts = HttpOptions(api_key=None, base_url=srv.url, max_retries=0)
+    try:
+        got = [[e.data for e in stream_events(opts, srv.url + "/x", b"{}", {})] for _ in range(2)]
+    finally:
+        opts.close()
+        loop.call_soon_threadsafe(stop.set)
+        t.join(10)
+    assert all(g[-1] == "[DONE]" for g in got)
+    assert srv.unanswered == 1 and srv.connections == 2
+
+
+async def test_a_server_that_always_closes_unanswered_fails_after_one_immediate_resend() -> None:
+    async with Server(requests_per_connection=0) as srv:  # never answers
+        opts = HttpOptions(api_key=None, base_url=srv.url, max_retries=0)
+        with pytest.raises(HttpStreamError, match="without sending a response"):
+            await _events(opts, srv.url)
+        await opts.aclose()
+    assert srv.unanswered == 2  # the request, then once more at once; no loop
+
+
+async def test_kept_alive_connections_the_server_closed_while_idle_are_not_reused() -> None:
+    async with Server(idle_close=0.05) as srv:
+        opts = HttpOptions(api_key=None, base_url=srv.url, max_retries=0)
+        first = await _events(opts, srv.url)
+        await asyncio.sleep(0.3)  # the server has closed the idle connection by now
+        second = await _events(opts, srv.url)
+        await opts.aclose()
+    assert first[-1] == second[-1] == "[DONE]"
+    assert srv.connections == 2 and srv.unanswered == 0
+
+
+async def test_a_second_round_at_full_capacity_runs_after_a_first_round_cancelled_midway() -> None:
+    # round one: as many streams as the pool holds, cancelled at every stage (waiting for the
+    # connection, sent, reading); round two: the pool's whole capacity must be usable at once
+    # (the server holds every request until all are open), or the round waits past its
+    # deadline: a connection leaked by round one would leave a request queued in its shard
+    n = 3 * SHARD_CONNECTIONS
+    async with Server(stall=True) as slow:
+        opts = HttpOptions(api_key=None, base_url=slow.url, max_retries=0, max_connections=n, timeout=5.0)
+        tasks = [asyncio.create_task(_events(opts, slow.url)) for _ in range(n)]
+        for i, task in enumerate(tasks):
+            await asyncio.sleep(0.002 * (i % 4))
+            task.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(isinstance(r, asyncio.CancelledError) for r in results)
+        pool = opts.async_pool()
+        assert sum(pool._busy) == 0 and pool.gate is not None and pool.gate._free == n
+    async with Server(hold_until=n) as srv:
+        opts2 = HttpOptions(api_key=None, base_url=srv.url, max_retries=0, max_connections=n, timeout=5.0)
+        for _ in range(2):  # back to back, on the connections the first round left
+            srv.release.clear()
+            got = await asyncio.gather(*(_events(opts2, srv.url) for _ in range(n)))
+            assert all(g[-1] == "[DONE]" for g in got)
+        await opts2.aclose()
+    await opts.aclose()
+    assert srv.peak == n
 
 
 async def test_aclose_closes_the_kept_alive_connections_and_the_backend_stays_usable() -> None:

@@ -48,6 +48,7 @@ class Cluster:
         )
         self.procs: list[subprocess.Popen[str]] = []
         self.urls: list[str] = []
+        self.agents = AGENTS
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -61,7 +62,7 @@ class Cluster:
 
     def start(self, name: str) -> str:
         agents = self.tmp / "agents.toml"
-        agents.write_text(AGENTS)
+        agents.write_text(self.agents)
         p = subprocess.Popen(
             [*CLI, "serve", "--db", self.url, "--agents", str(agents), "--port", "0", "--executor-id", name,
              "--grace", "1", "--data-dir", str(self.tmp / name)],
@@ -510,18 +511,6 @@ def test_a_model_call_cut_by_a_hand_back_is_retracted_before_the_other_process_m
     assert answers == [f"done {task}"], rec
     gone = [x for x in rec if x.get("type") == "retracted"]  # the store records the retraction too
     assert [x["message_ids"] for x in gone] == [[first["message_id"]]], rec
-
-
-def test_serve_with_db_refuses_an_agent_whose_tools_wait_for_approval(tmp_path: Path) -> None:
-    agents = tmp_path / "agents.toml"
-    agents.write_text('[agents.ops]\nmodel = "openai:fake"\ntools = ["shell"]\n')
-    r = subprocess.run(
-        [*CLI, "serve", "--no-auth", "--db", "postgresql://u@127.0.0.1:1/x", "--agents", str(agents)],
-        env=cli_env(tmp_path, OPENAI_BASE_URL="http://127.0.0.1:9"), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert (
-        r.returncode == 2 and "agent 'ops': approvals" in r.stderr and "requires_approval = false" in r.stderr
-    )
 
 
 def test_the_answer_of_a_followed_turn_is_its_text_after_the_last_tool_result_without_retracted_outputs() -> (

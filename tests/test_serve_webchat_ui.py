@@ -117,7 +117,12 @@ def test_at_phone_width_the_chat_list_is_a_drawer_over_the_conversation(
     ).click().perform()
     wait_for(lambda: not css(page, "#side")[0].is_displayed(), "the drawer closed")
     opener.click()
-    wait_for(lambda: css(page, "#sessions li.session button.open"), "the chat in the list")
+
+    def chat_in_open_drawer() -> bool:  # the drawer slides in: wait until the button can be tapped
+        buttons = css(page, "#sessions li.session button.open")
+        return bool(buttons) and buttons[0].is_displayed() and bool(visible_rect(page, "#side"))
+
+    wait_for(chat_in_open_drawer, "the chat in the open drawer")
     css(page, "#sessions li.session button.open")[0].click()  # opening a chat closes it too
     wait_for(lambda: not css(page, "#side")[0].is_displayed(), "the drawer closed after choosing")
     wait_for(lambda: "hello drawer" in log_text(page), "the chosen chat")

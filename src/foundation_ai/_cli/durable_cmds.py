@@ -84,7 +84,7 @@ def add_durable_commands(sub: Any) -> None:
     w.add_argument(
         "--no-steering",
         action="store_true",
-        help="never check for steer/abort (saves a DBOS recv per model call)",
+        help="never check for steer/abort (saves one database read per model call)",
     )
 
     s = sub.add_parser(

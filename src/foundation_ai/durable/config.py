@@ -4,7 +4,11 @@ One ``--db`` URL names both databases (``docs/scaling.md``):
 
 - ``sqlite:///PATH`` (the embedded default): the session store is the SQLite file ``PATH`` and
   DBOS's system database the file ``PATH.dbos`` next to it. Durable turns on one machine, no
-  server; every worker process on that machine shares the two files.
+  server; every worker process on that machine shares the two files. The system database is
+  put in WAL mode (https://www.sqlite.org/wal.html) the first time it is named: a checkpoint
+  commit is then one append to the log, synced to disk (DBOS's connections keep SQLite's
+  default ``synchronous=FULL``, so a committed step survives a power loss), instead of the
+  rollback journal's several syncs, and readers do not block the writer.
 - ``postgresql://USER:PASS@HOST:PORT/DB``: DBOS's system database in that Postgres (schema
   ``dbos``), the session store in the same database when
   :mod:`foundation_ai.agentic.stores.postgres` is installed, else (``session_db``) a SQLite
@@ -15,7 +19,9 @@ DBOS system database URLs: https://docs.dbos.dev/python/reference/configuration
 
 from __future__ import annotations
 
+import logging
 import os
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +34,13 @@ __all__ = ["DEFAULT_QUEUE", "DurableConfig"]
 DEFAULT_QUEUE = "foundation_ai_turns"
 """The DBOS queue durable turns are enqueued on."""
 
-APP_VERSION = "foundation-ai-durable-1"
+log = logging.getLogger("foundation_ai.durable")
+
+APP_VERSION = "foundation-ai-durable-2"
 """DBOS application version shared by every worker and submitter: DBOS only recovers and
-dequeues workflows of its own version, so it is pinned instead of hashed from the source."""
+dequeues workflows of its own version, so it is pinned instead of hashed from the source. It
+changes when the steps a turn records change (2: the setup is recorded with the first model
+call instead of a step of its own): a worker of one version never replays another's turns."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +55,9 @@ class DurableConfig:
         worker_concurrency: turns one worker process runs at once (``None``: no limit).
         global_concurrency: turns all workers together run at once (``None``: no limit).
         polling_interval: seconds between two polls of the queue by a worker.
-        steering: take steering / abort messages before each model call (one ``DBOS.recv``
-            per model call; ``False`` saves that cost for turns nobody steers).
+        steering: take steering / abort messages before each model call (one read per model
+            call, and a ``DBOS.recv`` for a message that was sent; ``False`` saves the read for
+            turns nobody steers).
 
     Raises:
         ConfigurationError: ``db`` is neither a ``sqlite:///`` nor a ``postgresql://`` URL, or
@@ -78,6 +89,7 @@ class DurableConfig:
         if _kind(self.db) == "sqlite":
             path = _sqlite_path(self.db)
             private_file(f"{path}.dbos")  # 0600 in a 0700 folder when made here
+            _write_ahead_log(f"{path}.dbos")
             return f"sqlite:///{path}.dbos"
         return "postgresql+psycopg://" + self.db.split("://", 1)[1]
 
@@ -130,3 +142,26 @@ def _kind(url: str) -> str:
 
 def _sqlite_path(url: str) -> str:
     return url[len("sqlite:///") :]
+
+
+_IN_WAL: set[str] = set()  # system databases this process put in WAL mode
+
+
+def _write_ahead_log(path: str) -> None:
+    """Put the SQLite file ``path`` in WAL mode, once per process (the mode is kept in the
+    file: every later connection, in any process, uses it). A file that is not a database, or
+    one another connection keeps locked, is left as it is: DBOS then reports the former, and
+    the latter stays correct in its journal mode, only slower."""
+    if path in _IN_WAL:
+        return
+    try:
+        conn = sqlite3.connect(path, timeout=5.0)
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        log.debug("DBOS system database %s stays in its journal mode: %s", path, exc)
+        return
+    if mode and str(mode[0]).lower() == "wal":
+        _IN_WAL.add(path)

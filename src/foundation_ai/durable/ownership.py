@@ -8,11 +8,16 @@ https://docs.dbos.dev/architecture#workflow-recovery). The session store is not 
 DBOS, so the turn checks the same token before each session write: once the turn is owned
 elsewhere, the run that lost it stores nothing more and stops at its next step. The new
 owner's records stand (``docs/scaling.md``, "Running N workers on M machines").
+
+A step checkpoint DBOS accepted is such a check (DBOS compared the token in its transaction):
+a write within :data:`CONFIRMED_SECONDS` of one (the model's answer or a tool's result, stored
+right after its step) takes it as the check instead of reading the token again.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from dbos import DBOS
@@ -21,6 +26,10 @@ from dbos import error as dbos_errors
 __all__ = ["Ownership"]
 
 log = logging.getLogger("foundation_ai.durable")
+
+CONFIRMED_SECONDS = 0.05
+"""How long after a step checkpoint DBOS accepted (:meth:`Ownership.confirm`) a session write
+counts it as its ownership check (seconds)."""
 
 
 class Ownership:
@@ -38,6 +47,7 @@ class Ownership:
     ) -> None:
         self.workflow_id, self._owner, self._token = workflow_id, owner, token
         self.lost = False
+        self._confirmed = float("-inf")  # time.monotonic() of the last confirmation
 
     @classmethod
     def of_this_run(cls) -> Ownership:
@@ -58,11 +68,22 @@ class Ownership:
         return cls(wf, lambda: sys_db.get_workflow_owner(wf), token)
 
     def still_owned(self) -> bool:
-        """False once the turn is owned by another run (checked in the system database; one
-        query per call until it is lost, then none)."""
-        if not self.lost and self._owner is not None and self._owner() != self._token:
+        """False once the turn is owned by another run (checked in the system database: one
+        query per call, none within :data:`CONFIRMED_SECONDS` of a :meth:`confirm`, none once
+        it is lost)."""
+        if self.lost or self._owner is None:
+            return not self.lost
+        if time.monotonic() - self._confirmed < CONFIRMED_SECONDS:
+            return True
+        if self._owner() != self._token:
             self.mark_lost()
         return not self.lost
+
+    def confirm(self) -> None:
+        """Note that DBOS just accepted a checkpoint of this run (it checked the token in the
+        same transaction): this run owned the turn at that moment."""
+        if not self.lost:
+            self._confirmed = time.monotonic()
 
     def mark_lost(self) -> None:
         """Record (and log once) that another run owns the turn now."""

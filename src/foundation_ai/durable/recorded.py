@@ -3,11 +3,13 @@ recovered run (``docs/scaling.md``, "A recovered turn uses what its first run re
 
 The agent factory runs again in the recovering process, whose state may differ from the first
 run's: another MCP tool list, a changed prompt file, another default model. The first step of
-every durable turn (``setup``) records the model string, the system prompt, the soul, the
-model parameters and the tool declarations (names, descriptions, schemas: what the model is
-offered, an MCP server's list included); a recovered run gets the recorded values back from
-DBOS and uses them instead of its own. A call to a recorded tool the recovering process no
-longer has gets the usual "unknown tool" error result.
+every durable turn (its first model call) records, with its own result and in the same
+checkpoint, the model string, the system prompt, the soul, the model parameters and the tool
+declarations (names, descriptions, schemas: what the model is offered, an MCP server's list
+included); a recovered run gets the recorded values back from DBOS with that step and uses
+them instead of its own from then on. A run cut before that step completed recorded nothing
+the model answered, so its recovery offers what the recovering process has. A call to a
+recorded tool the recovering process no longer has gets the usual "unknown tool" error result.
 """
 
 from __future__ import annotations
@@ -71,18 +73,20 @@ def apply_setup(session: Any, setup: TurnSetup) -> None:
     session.registry._decls = setup.tools  # the recorded offer, until a tool is added
 
 
-async def record_setup(session: Any, steps: Any) -> TurnSetup:
-    """The turn's ``setup`` step (``steps``: the turn's ``DurableSteps``): the first run
-    records :func:`setup_of` ``session``; every run (the first included) then applies the
-    recorded one (:func:`apply_setup`). Returns it.
+async def record_setup(session: Any, steps: Any) -> None:
+    """Make the turn's first step (``steps``: the turn's ``DurableSteps``) record
+    :func:`setup_of` ``session`` with its result, as it is when that step starts; every run
+    (the first included) applies the recorded one (:func:`apply_setup`) once that step
+    returns. Costs no DBOS operation of its own.
 
-    Raises:
+    Raises (from the first step):
         ConfigurationError: see :func:`apply_setup`.
     """
 
-    async def record() -> str:
+    def record() -> str:
         return to_json(setup_of(session)).decode()
 
-    setup: TurnSetup = from_json(await steps._step({"name": "setup"}, record), TurnSetup)
-    apply_setup(session, setup)
-    return setup
+    def replay(raw: str) -> None:
+        apply_setup(session, from_json(raw, TurnSetup))
+
+    steps.setup = (record, replay)

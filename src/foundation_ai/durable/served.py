@@ -9,6 +9,12 @@ process sharing the queue must serve the same agents. While the turn runs, its
 the final ``Done``/``Failed``) go to an :class:`EventSink`, from which any process can follow
 the turn. Steering and abort arrive as DBOS messages before each model call, as for every
 durable turn (:class:`~foundation_ai.durable.steps.DurableSteps`).
+
+A pause for approval is the durable wait of every durable turn
+(:mod:`~foundation_ai.durable.approvals`): the turn publishes its ``Done`` with outcome
+``AwaitingApproval`` once the calls waiting are listed (the DBOS event ``PENDING_EVENT``),
+receives the decisions sent from any process as checkpointed steps, then publishes the
+continuation's events after it, in the same turn's log, and ends with the continuation's end.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from ..agentic.stores import SessionStore
 from ..agentic.stores.lease import SessionBusyError
 from ..errors import ConfigurationError
 from ..types import AgenticError, Messages, ModelParams, SessionRecord, TokenSnapshot, from_json, to_json
+from .approvals import PENDING_EVENT, abort_waiting, receive_decisions, recheck_messages
 from .config import DurableConfig
 from .ownership import Ownership
 from .recorded import record_setup
@@ -106,11 +113,19 @@ class _Outbox:
         self.pending: list[bytes] = []
         self.wake = asyncio.Event()
         self.closing = False
+        self.idle = asyncio.Event()
+        """Set while every event put is written."""
+        self.idle.set()
         self.task: asyncio.Task[None] | None = None
 
     def put(self, ev: TurnEvent) -> None:
         self.pending.append(to_json(ev))
+        self.idle.clear()
         self.wake.set()
+
+    async def flush(self) -> None:
+        """Wait until every event put so far is written (retried while the sink fails)."""
+        await self.idle.wait()
 
     async def run(self) -> None:
         failures = 0
@@ -131,6 +146,8 @@ class _Outbox:
                     self.wake.set()
                     await asyncio.sleep(1.0)
                     continue
+            if not self.pending:
+                self.idle.set()
             if self.closing and not self.pending:
                 return
             await asyncio.sleep(self.every)
@@ -200,11 +217,13 @@ class _StreamingSteps(DurableSteps):
         yield  # an async generator that yields nothing
 
 
-def _published_outputs(sink: EventSink, turn_id: str) -> list[str]:
+def _published_outputs(sink: EventSink, turn_id: str) -> tuple[list[str], int]:
     """Ids of the outputs (text, thinking, tool calls) earlier runs of ``turn_id`` published and
-    did not retract, in order: empty for a turn's first run."""
+    did not retract, in order, and how many pauses for approval they published (a ``Done``
+    with outcome ``AwaitingApproval``): empty and 0 for a turn's first run."""
     events, _ = sink.read(turn_id, 0)
     ids: dict[str, None] = {}
+    pauses = 0
     for raw in events:
         ev: TurnEvent = from_json(raw, TurnEvent)
         if isinstance(ev, TurnEvent.Text | TurnEvent.Thinking | TurnEvent.ToolCall):
@@ -212,7 +231,13 @@ def _published_outputs(sink: EventSink, turn_id: str) -> list[str]:
         elif isinstance(ev, TurnEvent.Retract):
             for i in ev.message_ids:
                 ids.pop(i, None)
-    return list(ids)
+        elif _is_pause(ev):
+            pauses += 1
+    return list(ids), pauses
+
+
+def _is_pause(ev: TurnEvent | None) -> bool:
+    return isinstance(ev, TurnEvent.Done) and ev.summary.outcome is TurnOutcome.AwaitingApproval
 
 
 def _crashed() -> TurnEvent:
@@ -252,7 +277,7 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
         msgs: list[Messages] = from_json(prompt, list[Messages])
         records = await asyncio.to_thread(rt.store.load, session_id)
         history, replay = split_replay(records, msgs[0].id)
-        stale = await asyncio.to_thread(_published_outputs, rt.sink, turn_id)
+        stale, published_pauses = await asyncio.to_thread(_published_outputs, rt.sink, turn_id)
         steps = _StreamingSteps(put, stale=stale, ownership=ownership)
         store = _GuardedStore(rt.store, ownership)
         builder = rt.builder(agent).with_store(store).with_step_runner(steps)
@@ -266,17 +291,42 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
             session.params = overrides
         session.lease_turn_id = turn_id  # a recovered run takes its crashed run's lease
         await record_setup(session, steps)  # a recovered run offers what the first run offered
-        while True:
-            try:
-                async for ev in session.arun_turn_stream(msgs).events():
-                    if isinstance(ev, TurnEvent.Done | TurnEvent.Failed):
-                        last = ev  # published with the end (sink.finish)
-                    elif not isinstance(ev, TurnEvent.Progress):
-                        put(ev)
-                break
-            except SessionBusyError:  # refused before its first phase: wait for the session
-                ownership.check()
-                await asyncio.sleep(LEASE_POLL)
+
+        async def run(stream: Callable[[], Any]) -> TurnEvent:
+            end: TurnEvent = _crashed()
+            while True:
+                # a continuation takes the pause's calls and decisions: given back if refused
+                kept = session.awaiting, session.paused_calls, dict(session._decisions)
+                try:
+                    async for ev in stream().events():
+                        if isinstance(ev, TurnEvent.Done | TurnEvent.Failed):
+                            end = ev  # published with the end (sink.finish), or at a pause
+                        elif not isinstance(ev, TurnEvent.Progress):
+                            put(ev)
+                    return end
+                except SessionBusyError:  # refused before its first phase: wait for the session
+                    session.awaiting, session.paused_calls, session._decisions = kept
+                    ownership.check()
+                    await asyncio.sleep(LEASE_POLL)
+
+        last = await run(lambda: session.arun_turn_stream(msgs))
+        pauses = 0
+        while _is_pause(last):  # a durable wait for decisions from any process (docs/serve.md)
+            pauses += 1
+
+            async def waiting(paused: TurnEvent = last, n: int = pauses) -> None:
+                # the calls are listed: now followers may see the pause (once: a recovered run
+                # does not publish again a pause an earlier run published)
+                if n > published_pauses:
+                    put(paused)  # (text a filter held back goes first)
+                    await box.flush()
+
+            decided = await receive_decisions(session, steps, waiting)
+            if not decided:
+                abort_waiting(session)
+            last = await run(session._continue_stream)
+            if not decided:
+                await steps._refusal_noted(DBOS.set_event_async(PENDING_EVENT, "[]"))
     except (GeneratorExit, asyncio.CancelledError):
         abandoned = _SHUTTING_DOWN.is_set()  # handed back to the queue: another process goes on
         raise
@@ -354,6 +404,7 @@ def start_served_worker(
         raise ConfigurationError("a served worker already runs in this process")
     me = executor_id or f"{socket.gethostname()}-{os.getpid()}"
     _SERVED = _Served(builder=builder, store=store, sink=sink, flush_every=flush_every, events=events)
+    recheck_messages()  # a decision reaches a waiting turn within a second, NOTIFY lost or not
     DBOS(config=config.dbos_config(executor_id=me))  # type: ignore[arg-type]
     try:
         DBOS.launch()

@@ -29,6 +29,12 @@ once).
 A run that lost its turn to another run (:mod:`foundation_ai.durable.ownership`) ends at its
 next step: DBOS refuses the step's checkpoint, or the runner sees the loss first and runs no
 more model or tool calls.
+
+Steering costs a read, not a recorded operation, when nobody steers: before each generation the
+runner looks whether a steering message waits for the turn (one read of DBOS's messages) and
+only then takes it with ``DBOS.recv`` (a recorded operation: two commits). A recovered run does
+at each position what the first run recorded there (a ``recv`` or not), so replay stays
+deterministic whatever was sent since.
 """
 
 from __future__ import annotations
@@ -60,6 +66,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+RECV = "DBOS.recv"
+"""The name DBOS records a ``recv`` under."""
 
 _CALL_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("foundation_ai_call_id", default=None)
 STEER_TOPIC = "foundation_ai.steer"
@@ -109,6 +118,39 @@ def current_call_id() -> str | None:
     """The id of the tool call running in this task (inside a durable turn's tool step; ``None``
     elsewhere): a tool can use it as an idempotency key for what it writes."""
     return _CALL_ID.get()
+
+
+class _Flag:
+    """What DBOS's message check signals (it calls ``set()`` when a message waits)."""
+
+    __slots__ = ("up",)
+
+    def __init__(self) -> None:
+        self.up = False
+
+    def set(self) -> None:
+        self.up = True
+
+
+def _dbos_run() -> tuple[Any, Any] | None:
+    """(the DBOS context of the workflow running in this task, DBOS's system database), or
+    ``None`` when this DBOS release keeps them elsewhere (steering then takes a ``recv``
+    before every generation, as it always could)."""
+    try:  # DBOS keeps the context and the system database internal
+        from dbos._context import get_local_dbos_context
+        from dbos._dbos import _get_dbos_instance
+
+        ctx = get_local_dbos_context()
+        sys_db = _get_dbos_instance()._sys_db
+    except (ImportError, AttributeError):  # pragma: no cover - another DBOS release
+        return None
+    usable = (
+        ctx is not None
+        and isinstance(getattr(ctx, "function_id", None), int)
+        and hasattr(sys_db, "recv_check")
+        and hasattr(sys_db, "list_workflow_steps")
+    )
+    return (ctx, sys_db) if usable else None
 
 
 class StepOrder:
@@ -181,13 +223,41 @@ class DurableSteps(StepRunner):
         self.steering = steering
         self.ownership = ownership
         self.order = StepOrder()
+        self._recorded: dict[int, str] | None = None
+        """Function id -> name of the operations DBOS had recorded for this workflow when this
+        run first looked (a first run: none), read at the first steering point."""
+        self.setup: tuple[Callable[[], str], Callable[[str], None]] | None = None
+        """``(record, apply)``: the next step also checkpoints ``record()`` (what the turn
+        offers the model) and hands the checkpointed value to ``apply`` when it returns
+        (:func:`~foundation_ai.durable.recorded.record_setup`)."""
 
     async def _step(self, options: StepOptions, fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        """``DBOS.run_step_async(options, fn)`` for a run that still owns the turn."""
-        own = self.ownership
+        """``DBOS.run_step_async(options, fn)`` for a run that still owns the turn. A step
+        whose function ran was checkpointed by DBOS only if this run still owned the turn:
+        that confirms the ownership (:meth:`Ownership.confirm`)."""
+        own, setup = self.ownership, self.setup
+        if own is None and setup is None:
+            return await self._refusal_noted(DBOS.run_step_async(options, fn))
         if own is not None:
             own.check()
-        return await self._refusal_noted(DBOS.run_step_async(options, fn))
+        self.setup = None
+        ran = False
+
+        async def body() -> Any:
+            nonlocal ran
+            recorded = None if setup is None else setup[0]()  # what this step's call is offered
+            out = await fn()
+            ran = True
+            return out if setup is None else [recorded, out]
+
+        out = await self._refusal_noted(DBOS.run_step_async(options, body))
+        if ran and own is not None:
+            own.confirm()
+        if setup is None:
+            return out  # type: ignore[no-any-return]
+        recorded, result = out
+        setup[1](recorded)
+        return result  # type: ignore[no-any-return]
 
     async def _refusal_noted(self, call: Awaitable[T]) -> T:
         """Await a DBOS call of this workflow; DBOS refusing it because another run owns the
@@ -199,8 +269,28 @@ class DurableSteps(StepRunner):
                 self.ownership.mark_lost()
             raise
 
+    async def _steering_waits(self) -> bool:
+        """Whether to take a steering message now (with ``DBOS.recv``): at a position the
+        first run of this turn recorded, whether it recorded a ``recv`` there; at a new one,
+        whether a message waits (one read; a failed read counts as none: the message is taken
+        at the next generation)."""
+        run = _dbos_run()
+        if run is None:
+            return True
+        ctx, sys_db = run
+        wf, position = ctx.workflow_id, ctx.function_id + 1  # DBOS numbers operations in order
+        if self._recorded is None:
+            steps = await asyncio.to_thread(sys_db.list_workflow_steps, wf, load_output=False)
+            self._recorded = {int(s["function_id"]): str(s["function_name"]) for s in steps}
+        name = self._recorded.get(position)
+        if name is not None:
+            return name == RECV
+        flag = _Flag()
+        await asyncio.to_thread(sys_db.recv_check, wf, STEER_TOPIC, flag)
+        return flag.up
+
     async def _take_steering(self, step: Generation) -> None:
-        while True:
+        while await self._steering_waits():
             msg = await self._refusal_noted(DBOS.recv_async(STEER_TOPIC, timeout_seconds=0))
             if msg is None:
                 return

@@ -43,7 +43,7 @@ from ..agentic.turn.persist import Replay
 from ..agentic.turn.state import TurnState
 from ..errors import ConfigurationError
 from ..types import Messages, SessionRecord, from_json
-from .approvals import settle_approvals
+from .approvals import recheck_messages, settle_approvals
 from .config import DurableConfig
 from .ownership import Ownership
 from .recorded import record_setup
@@ -345,6 +345,7 @@ def run_worker(
         store.close()
         raise
     _RUNTIME = _Runtime(agent=agent, store=store, steering=config.steering)
+    recheck_messages()  # approval decisions reach a waiting turn within a second
     DBOS(config=config.dbos_config(executor_id=me))  # type: ignore[arg-type]
     try:
         from .client import system_database_errors

@@ -113,7 +113,7 @@ async def chat_completions(request: Request) -> Response:
     }
     if live.paused:  # the turn waits for approvals (docs/serve.md): say which calls
         payload["foundation_ai"]["pending_approvals"] = [
-            call_json(c) for c in live.session.pending_approvals()
+            call_json(c) for c in live.asked.get(len(live.events) - 1, [])
         ]
     return JSONResponse(payload, headers=headers)
 

@@ -398,6 +398,11 @@ class SessionManager:
         t = self._turns.get(session_id)
         return t is not None and not t.done
 
+    def awaits_approval(self, meta: dict[str, Any]) -> bool:
+        """True when a tool call of the session (``meta``: its index entry) waits for a
+        decision (and no turn of it runs)."""
+        return bool(meta.get("waiting")) and not self.running(meta["id"])
+
     def start_turn(self, owner: str, session: AgentSession, prompts: list[Messages]) -> LiveTurn:
         """Start a turn in the background.
 

@@ -65,7 +65,7 @@ def _public(mgr: Any, meta: dict[str, Any]) -> dict[str, Any]:
         "created": meta["created"],
         "updated": meta["updated"],
         "running": mgr.running(meta["id"]),
-        "awaiting_approval": bool(meta.get("waiting")) and not mgr.running(meta["id"]),
+        "awaiting_approval": mgr.awaits_approval(meta),
     }
 
 

@@ -7,7 +7,9 @@ running turns in :mod:`foundation_ai.serve.shared_db`, and turns run as durable 
 workflows, :mod:`foundation_ai.durable.served`) on a queue that every serving process consumes.
 A turn started through one process is listed, followed (its events come from the shared event
 log), steered and aborted (DBOS messages, taken before the turn's next model call) through any
-other.
+other. A turn that pauses for approval waits durably (:mod:`foundation_ai.durable.approvals`):
+its calls are decided through any process (or ``foundation-ai approve``), and the turn goes on
+in whichever process holds it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from ..agentic.builder import AgentSessionBuilder
 from ..agentic.events import TurnOutcome, TurnSummary
 from ..errors import ConfigurationError
 from ..ids import new_scru128
-from ..types import AgenticError, Messages, ModelParams, TokenSnapshot, from_json, to_json
+from ..types import AgenticError, Messages, ModelParams, TokenSnapshot, ToolCall, from_json, to_json
 from .config import Agent, ServeConfig
 from .errors import ApiError
 from .masking import EventMasker, MaskingStore, SecretMask
@@ -119,14 +121,20 @@ class RemoteTurn:
         self.manager = manager
         self.events: list[TurnEvent] = []
         self.done = False
+        """True once the turn ended, and while it waits for approval decisions (:attr:`paused`)."""
         self.closed = False
-        self.paused = False  # served turns never pause for approval
         self.asked: dict[int, list[Any]] = {}
+        """``{index of a Done event: the tool calls that turn paused on}``, per pause."""
         self.turn: Any = None
         self._tick = asyncio.Event()
-        if ended:  # a finished turn: its whole log at once
-            bodies, _ = manager.log.read(turn_id, 0)
-            self.events = [from_json(b, TurnEvent) for b in bodies]
+        self._pauses = 0  # pauses for approval read so far
+        self._resumed = 0  # pauses whose last decision this process sent
+        bodies, _ = manager.log.read(turn_id, 0)  # what the turn published so far, at once
+        for b in bodies:
+            ev: TurnEvent = from_json(b, TurnEvent)
+            calls = manager.client.pending_approvals(turn_id) if _is_pause(ev) and not ended else None
+            ended = self._add(ev, calls) or ended
+        if ended:  # a finished turn
             if not self.events or not isinstance(self.events[-1], TurnEvent.Done | TurnEvent.Failed):
                 self.events.append(_failed("the turn ended without a result"))
             self.turn, self.done = _Answer(answer_of(self.events)), True
@@ -140,6 +148,20 @@ class RemoteTurn:
     def _notify(self) -> None:
         self._tick.set()
         self._tick = asyncio.Event()
+
+    def _add(self, ev: TurnEvent, calls: list[ToolCall] | None) -> bool:
+        """Add one event of the log (``calls``: those a pause waits on); True: the turn ended."""
+        if self.paused:  # the continuation after the decisions: running again
+            self.done, self.turn = False, None
+        if _is_pause(ev):
+            self._pauses += 1
+            self.asked[len(self.events)] = calls or []
+            self.events.append(ev)
+            if self._resumed < self._pauses:  # (its last decision was not sent from here already)
+                self.turn, self.done = _Answer(answer_of(self.events)), True
+            return False
+        self.events.append(ev)
+        return isinstance(ev, TurnEvent.Done | TurnEvent.Failed)
 
     async def _pump(self) -> None:
         log_, wakeups = self.manager.log, self.manager.wakeups
@@ -157,8 +179,10 @@ class RemoteTurn:
                 bodies, ended = await asyncio.to_thread(log_.read, self.id, len(self.events))
                 for b in bodies:
                     ev: TurnEvent = from_json(b, TurnEvent)
-                    self.events.append(ev)
-                    if isinstance(ev, TurnEvent.Done | TurnEvent.Failed):
+                    calls = None  # a pause's calls are listed before the pause is published
+                    if _is_pause(ev):
+                        calls = await asyncio.to_thread(self.manager.client.pending_approvals, self.id)
+                    if self._add(ev, calls):
                         return
                 if bodies:
                     self._notify()
@@ -196,16 +220,35 @@ class RemoteTurn:
             await self._tick.wait()
         return self.events[0]
 
-    async def follow(self, start: int = 0, **_: Any) -> AsyncIterator[TurnEvent]:
-        """The events from index ``start`` on, waiting for new ones until the turn ends."""
+    @property
+    def paused(self) -> bool:
+        """True while the turn waits for approval decisions (its last event is ``Done`` with
+        outcome ``awaiting_approval``)."""
+        return self.done and bool(self.events) and _is_pause(self.events[-1])
+
+    async def follow(self, start: int = 0, *, through_pauses: bool = False) -> AsyncIterator[TurnEvent]:
+        """The events from index ``start`` on, waiting for new ones until the turn ends, or
+        until it pauses for approval unless ``through_pauses`` (then it goes on with the
+        continuation, as an iteration starting after the pause does: the decisions may come
+        from another process)."""
         i = start
         while True:
             while i < len(self.events):
                 yield self.events[i]
                 i += 1
-            if self.done or self.closed:
+            if self.closed or (self.done and not self.paused):
+                return
+            if self.paused and not through_pauses and i > start:  # the pause was followed
                 return
             await self._tick.wait()
+
+    def resume(self) -> None:
+        """The last decision was sent: the turn goes on (its continuation is followed), also
+        when this process has not read its pause yet."""
+        self._resumed = self._pauses + (0 if self.paused else 1)
+        if self.paused:
+            self.done, self.turn = False, None
+            self._notify()
 
     def close(self) -> None:
         """End the followers' iterations now (the process stops; the turn goes on)."""
@@ -231,16 +274,52 @@ class SessionRef:
     ) -> None:
         self.manager, self.session_id, self.agent = manager, session_id, agent
         self.params: ModelParams | None = agent.params
-        self.awaiting: list[Any] = []  # no call ever waits for approval here
+        self._decided: set[str] = set()  # decisions this request sent
         self.ephemeral = ephemeral
         """Kept nowhere (Responses ``store: false``): no index entry; its records and events are
         deleted when its turn ends."""
         self.history: list[Messages] = []
         """An ephemeral session's messages before its turn (written when the turn starts)."""
 
-    def pending_approvals(self) -> list[Any]:
-        """No call ever waits for approval here (agents asking for approvals are refused)."""
-        return []
+    @property
+    def awaiting(self) -> list[ToolCall]:
+        """The calls the session's paused turn waits on (``[]`` when none), as the turn lists them."""
+        return self.manager.waiting_calls(self.session_id)[1]
+
+    def pending_approvals(self) -> list[ToolCall]:
+        """The calls waiting for a decision, in call order (``[]`` when none)."""
+        return [c for c in self.awaiting if c.id not in self._decided]
+
+    def approve_stream(self, call_id: str) -> RemoteTurn | None:
+        """Approve a pending call of the paused turn (a DBOS message: the turn's process takes
+        it). Returns the turn once no call waits any more (it goes on), else ``None``.
+
+        Raises:
+            ApprovalPendingError: no call ``call_id`` waits for a decision.
+        """
+        return self._decide(call_id, None)
+
+    def deny_stream(self, call_id: str, reason: str = "the user denied it") -> RemoteTurn | None:
+        """Deny a pending call (its error result says ``reason``); see :meth:`approve_stream`."""
+        return self._decide(call_id, reason)
+
+    def _decide(self, call_id: str, reason: str | None) -> RemoteTurn | None:
+        turn_id, _ = self.manager.waiting_calls(self.session_id)
+        if turn_id is None:
+            from ..agentic.errors import ApprovalPendingError
+
+            raise ApprovalPendingError(f"no tool call {call_id!r} is waiting for approval")
+        if reason is None:
+            self.manager.client.approve(turn_id, call_id)
+        else:
+            self.manager.client.deny(turn_id, call_id, reason)
+        self._decided.add(call_id)
+        if self.pending_approvals():
+            return None
+        turn: RemoteTurn | None = self.manager.turn_of(self.session_id)
+        if turn is not None:
+            turn.resume()
+        return turn
 
     def steer(self, message: str | Messages) -> None:
         """Steer the running turn (wherever it runs), or keep the message for the next turn.
@@ -258,13 +337,8 @@ class SessionRef:
             self.manager.log.queue_pending(self.session_id, to_json(msg))
 
 
-def _asks_approval(agent: Agent) -> bool:
-    rule = getattr(agent, "requires_approval", None)
-    if rule is False:
-        return False
-    if rule:  # True or a non-empty list of names
-        return True
-    return any(getattr(t, "requires_approval", False) for t in agent.tools)
+def _is_pause(ev: TurnEvent) -> bool:
+    return isinstance(ev, TurnEvent.Done) and ev.summary.outcome is TurnOutcome.AwaitingApproval
 
 
 class SharedSessionManager(SessionManager):
@@ -274,9 +348,7 @@ class SharedSessionManager(SessionManager):
 
     Raises:
         ConfigurationError: the database cannot be reached; a served worker already runs in
-            this process (one shared app per process); an agent's tool calls would wait for
-            approval (``requires_approval``, or tools marked so; not available across processes
-            yet).
+            this process (one shared app per process).
     """
 
     def __init__(self, config: ServeConfig) -> None:
@@ -286,13 +358,6 @@ class SharedSessionManager(SessionManager):
         from .shared_db import SharedDatabase, SharedIndex, TurnLog, Wakeups
 
         shared: SharedServe = config.shared
-        for a in config.agents:  # served turns cannot pause for approval: refuse, never run unasked
-            if _asks_approval(a):
-                raise ConfigurationError(
-                    f"agent {a.name!r}: approvals (requires_approval, or tools marked so, like the "
-                    "shell tools) are not available when serving from several processes (--db) yet; "
-                    "set requires_approval = false to run its tools without asking"
-                )
         self.config = config
         self.shared = shared
         self.stopping = False
@@ -303,6 +368,7 @@ class SharedSessionManager(SessionManager):
         self.followed: set[RemoteTurn] = set()
         """Turns whose events this process is reading (cancelled at shutdown)."""
         self._running: dict[str, int] = {}
+        self._waits: set[str] = set()  # sessions :meth:`running` saw waiting for decisions
         self.db = SharedDatabase(shared.db)
         self.index: SharedIndex = SharedIndex(self.db)  # type: ignore[assignment]
         self.log = TurnLog(self.db)
@@ -444,12 +510,52 @@ class SharedSessionManager(SessionManager):
             self.log.request_abort(turn_id)
 
     def running(self, session_id: str) -> bool:
-        """True while a turn of the session runs (on any process)."""
+        """True while a turn of the session runs (on any process), not while it waits for
+        approval decisions."""
         listed = self.index.listed_running.pop(session_id, None)  # a listing just read it (once)
         if listed is not None and time.monotonic() - listed[1] < 0.5:
-            return listed[0]
+            busy = bool(listed[0])
+        else:
+            latest = self.log.latest(session_id)
+            busy = latest is not None and not latest[2]
+        waits = busy and bool(self.waiting_calls(session_id)[1])
+        if waits:  # for awaits_approval, asked next
+            if len(self._waits) > 10_000:
+                self._waits.clear()
+            self._waits.add(session_id)
+        else:
+            self._waits.discard(session_id)
+        return busy and not waits
+
+    def awaits_approval(self, meta: dict[str, Any]) -> bool:
+        """True when the session's turn waits for approval decisions (in any process), as
+        :meth:`running`, asked just before (a listing asks both per session), saw it."""
+        waits = meta["id"] in self._waits
+        self._waits.discard(meta["id"])
+        return waits
+
+    def waiting_calls(self, session_id: str) -> tuple[str | None, list[ToolCall]]:
+        """``(turn id, calls)``: the session's unfinished turn and the calls it waits for a
+        decision on (``(None, [])`` when no turn runs; ``[]`` while it runs)."""
         latest = self.log.latest(session_id)
-        return latest is not None and not latest[2]
+        if latest is None or latest[2]:
+            return None, []
+        return latest[0], self.client.pending_approvals(latest[0])
+
+    def continue_turn(self, owner: str, session: Any, stream: Any) -> Any:
+        """The turn the last decision continued (``stream``, from ``SessionRef.approve_stream``):
+        it goes on in the process that holds it, nothing starts here."""
+        return stream
+
+    async def abort_paused(self, owner: str, session_id: str) -> Any:
+        """End the session's turn waiting for approvals as ``aborted`` (wherever it runs: each
+        pending call gets an "aborted" result, the model is not called again). Returns the
+        turn, ``None`` when none waits."""
+        turn_id, calls = await asyncio.to_thread(self.waiting_calls, session_id)
+        if turn_id is None or not calls:
+            return None
+        await asyncio.to_thread(self.client.abort, turn_id)
+        return self.turn_of(session_id)
 
     def start_turn(self, owner: str, session: Any, prompts: list[Messages]) -> Any:
         """Enqueue a durable turn of ``session`` and follow it.
@@ -477,6 +583,14 @@ class SharedSessionManager(SessionManager):
             )
         turn_id = f"turn-{new_scru128()}"
         if not self.log.begin(turn_id, sid, owner):
+            _, calls = self.waiting_calls(sid)
+            if calls:
+                raise ApiError(
+                    409,
+                    f"the last turn is waiting for approval of tool call(s) {', '.join(c.id for c in calls)}:"
+                    f" decide each with POST /v1/sessions/{sid}/approvals/{{call_id}} first",
+                    code="approval_pending",
+                )
             raise ApiError(
                 409, "this session is already running a turn (abort it or wait)", code="session_busy"
             )

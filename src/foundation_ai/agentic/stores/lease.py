@@ -492,8 +492,12 @@ def release_lease(lease: Lease) -> None:
 
 def lease_of(store: Any, session_id: str) -> SessionBusyError | None:
     """The live lease of ``session_id`` as the error a second turn would get, or ``None``
-    when the session is free."""
+    when the session is free. A lease this process gave back but has not written yet (the
+    keeper writes releases off the turn's path) is written first, so what this process sees
+    agrees with what its own next turn would get."""
     backend, target = _backend(store)
+    if backend is not _LOCAL:
+        _KEEPER.flush((id(target), session_id))
     row = backend.current(target, session_id)
     return None if row is None else SessionBusyError(session_id, row[0], row[1], row[3])
 

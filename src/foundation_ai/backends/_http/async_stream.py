@@ -19,7 +19,7 @@ from .failures import _STREAM_ERRORS, HttpStreamError, _is_json, _status_error
 from .log import log_request, log_response
 from .options import HttpOptions, _request_headers
 from .pool import _AsyncPool
-from .retry import _failed_attempt, _retry_wait
+from .retry import _closed_unanswered, _failed_attempt, _retry_wait
 from .sse import SseDecoder, check_sse_content_type
 from .sync_stream import stream_events
 
@@ -58,6 +58,7 @@ async def astream_events(
     clock = _Clock(opts)
     loop = asyncio.get_running_loop()
     attempt = 0
+    resent = False  # the request was sent again after a connection closed unanswered
     while True:
         clock.new_attempt()
         started = yielded = False
@@ -138,6 +139,9 @@ async def astream_events(
         except Exception as exc:
             if not isinstance(exc, (*_STREAM_ERRORS, _Expired)):
                 raise
+            if not resent and clock.expired is None and _closed_unanswered(exc, started):
+                resent = True  # a kept-alive connection closed by the server: again, at once
+                continue
             wait = _failed_attempt(exc, clock, opts, attempt, started, yielded)
         await asyncio.sleep(wait)
         attempt += 1

@@ -75,6 +75,29 @@ _RETRY_EXC = (
 """Transport failures retried when no event was yielded yet (connect, timeouts, resets)."""
 
 
+_UNANSWERED = "without sending a response"
+"""What httpcore's ``RemoteProtocolError`` says when the server closed the connection after the
+request was sent and before any byte of the response."""
+
+
+def _closed_unanswered(exc: BaseException, started: bool) -> bool:
+    """True when the server closed the connection without answering the request (no response
+    byte: ``RemoteProtocolError`` "Server disconnected without sending a response", or a reset
+    read, ``ReadError``, before the status line). On a kept-alive connection this is the server
+    closing it as idle while the request was on its way (RFC 9112, section 9.3.1: "connections
+    can be closed at any time"): an upstream's keep-alive timeout (uvicorn's is 5 s, as is
+    httpx's ``keepalive_expiry``) or its requests-per-connection cap. The request is then sent
+    again at once, once, on another connection (:func:`~.async_stream.astream_events`,
+    :func:`~.sync_stream.stream_events`), without waiting and without taking one of
+    ``max_retries``: a server that closed a connection unasked gets the request on a fresh
+    one, and a failure of that one is an ordinary failed attempt."""
+    if started:
+        return False
+    if isinstance(exc, httpx2.RemoteProtocolError):
+        return _UNANSWERED in str(exc)
+    return isinstance(exc, httpx2.ReadError)
+
+
 def _attempt_error(
     exc: Exception, clock: _Clock, opts: HttpOptions, attempt: int, started: bool, yielded: bool
 ) -> HttpStreamError | None:

@@ -18,7 +18,7 @@ from .events import MAX_EVENT_BYTES, SseEvent, _check_event_stream
 from .failures import _STREAM_ERRORS, HttpStreamError, _is_json, _status_error
 from .log import log_request, log_response
 from .options import HttpOptions, _request_headers
-from .retry import _failed_attempt, _retry_wait
+from .retry import _closed_unanswered, _failed_attempt, _retry_wait
 from .sse import SseDecoder, check_sse_content_type
 
 __all__ = ["stream_events"]
@@ -60,6 +60,7 @@ def stream_events(
     hdrs = _request_headers(opts, headers)
     clock = _Clock(opts)
     attempt = 0
+    resent = False  # the request was sent again after a connection closed unanswered
     while True:
         clock.new_attempt()
         watch = _Watch(clock)
@@ -109,6 +110,9 @@ def stream_events(
         except Exception as exc:
             if not isinstance(exc, _STREAM_ERRORS) and clock.expired is None:
                 raise
+            if not resent and clock.expired is None and _closed_unanswered(exc, started):
+                resent = True  # a kept-alive connection closed by the server: again, at once
+                continue
             wait = _failed_attempt(exc, clock, opts, attempt, started, yielded)
         finally:
             watch.disarm()
