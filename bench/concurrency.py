@@ -31,7 +31,10 @@ chunks/s = SSE events read (both requests of every session) / wall seconds. Memo
 session: after the turns, with the N sessions kept, ``gc.collect()`` and the growth of the
 traced heap (``tracemalloc``, in a separate run per N) and of RSS, divided by N; reported for
 sessions sharing one backend and for one backend per session (``AgentSession.builder(
-"openai:...")``-style, each session owning its model object).
+"openai:...")``-style, each session owning its model object). ``--idle N`` prints only the
+idle-session figures of N sessions, judged on the RSS growth of the live process (pool open, no
+``tracemalloc``; goal <= 20 KB per session), the traced heap beside it (``bench/memory.py`` runs
+it at 10,000 sessions every time).
 
 Run: ``.venv/bin/python bench/concurrency.py [--sessions 100,1000,10000 --repeat 3]``.
 """
@@ -450,6 +453,52 @@ def idle_memory(n: int, base: str, *, shared: bool) -> tuple[float, float, float
     return (with_pool[0] - before) / 1024 / n, (after - before) / 1024 / n, (rss1 - rss0) / n
 
 
+def live_idle_rss(n: int, base: str) -> float:
+    """RSS growth (KB) per idle session of a live process: ``n`` sessions sharing one backend,
+    one turn each, kept, the backend's pool still open (no ``tracemalloc``: its own records
+    would swell RSS)."""
+    gc.collect()
+    rss0 = rss_kb()
+    sessions, store = build_sessions(n, base, shared=True)
+    asyncio.run(run_sessions(sessions))
+    gc.collect()
+    grown = (rss_kb() - rss0) / n
+    del sessions, store
+    gc.collect()
+    return grown
+
+
+IDLE_GOAL_KB = 20.0
+
+
+def idle_report(n: int) -> bool:
+    """The idle-session memory of ``n`` sessions, judged on the RSS growth of this live process
+    (goal <= 20 KB per session), the traced heap printed beside it; a server of its own.
+    Returns whether the goal was met."""
+    fds = raise_fd_limit()
+    proc, base = start_server()
+    try:
+        warm, _ = build_sessions(10, base, shared=True)  # imports, first connections, caches
+        asyncio.run(run_sessions(warm))
+        del warm
+        rss = live_idle_rss(n, base)
+        ok = rss <= IDLE_GOAL_KB
+        print(
+            f"  N={n:,} idle sessions (one shared backend, one turn each, pool open): RSS growth "
+            f"{rss:.1f} KB per session (goal <= {IDLE_GOAL_KB:.0f} KB: {'met' if ok else 'NOT met'}) "
+            f"[RLIMIT_NOFILE {fds}, {load()}]"
+        )
+        with_pool, alone, rss_traced = idle_memory(n, base, shared=True)
+        print(
+            f"  N={n:,} traced heap (tracemalloc, a second set of sessions): {with_pool:.1f} KB per session with "
+            f"the pool open, {alone:.1f} KB once it closed; RSS growth with tracemalloc on {rss_traced:.1f} KB"
+        )
+        return ok
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
@@ -461,10 +510,13 @@ def main() -> None:
     ap.add_argument("--sessions", default="100,1000,10000")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-memory", action="store_true", help="skip the memory runs")
+    ap.add_argument("--idle", type=int, metavar="N", help="only the idle-session memory of N sessions")
     args = ap.parse_args()
     if args.serve:
         asyncio.run(_serve())
         return
+    if args.idle:
+        sys.exit(0 if idle_report(args.idle) else 1)
     fds = raise_fd_limit()
     proc, base = start_server()
     print(f"concurrency bench: server {base} (separate process), RLIMIT_NOFILE {fds}, {load()}")
@@ -525,7 +577,7 @@ def main() -> None:
                     print(
                         f"N={n:6d}  idle session memory ({how}): traced {alone:5.1f} KB per session "
                         f"(goal <= 20 KB: {'met' if ok else 'NOT met'}); {with_pool:5.1f} KB before the pool's "
-                        f"kept-alive connections were closed; RSS growth {rss:6.1f} KB  [{load()}]"
+                        f"kept-alive connections were closed; RSS growth (tracemalloc on) {rss:6.1f} KB  [{load()}]"
                     )
     finally:
         proc.terminate()

@@ -12,6 +12,9 @@
     2,000-message history. Goal: under 5 ms per turn, judged on the median process CPU time per
     turn (wall times are printed too; they swell when other work shares the machine).
 (c) embedding throughput of the default embedder (wordllama, uncached) on short texts.
+(d) idle-session memory at 10,000 sessions, every run: the RSS growth per session of a live
+    process (one turn each against a loopback server, the HTTP pool open; goal <= 20 KB), the
+    traced heap beside it (``bench/concurrency.py --idle 10000``, a fresh process).
 
 Usage: ``python bench/memory.py [--quick]`` (``--quick``: 10,000 vectors only). Prints the
 load average and "met"/"NOT met" for the goal.
@@ -34,6 +37,7 @@ DIM = 256
 QUERIES = 200
 K = 10
 GOAL_ASSEMBLY_MS = 5.0
+IDLE_SESSIONS = 10_000
 
 
 def dataset(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -315,6 +319,18 @@ def bench_embedding() -> None:
         print(f"  batch {batch:>6}: {done / dt:12,.0f} texts/s  ({dt / done * 1e6:8.2f} us per text)")
 
 
+def bench_idle_sessions(n: int = IDLE_SESSIONS) -> None:
+    """(d): ``bench/concurrency.py --idle N`` in a fresh process (its loopback server, its
+    sessions), so nothing of (a)-(c) is in the figures."""
+    import subprocess
+
+    print(f"(d) idle-session memory in a live process, {n:,} sessions (bench/concurrency.py --idle)")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "concurrency.py")
+    done = subprocess.run([sys.executable, script, "--idle", str(n)], check=False)
+    if done.returncode not in (0, 1):
+        print(f"  idle-session run failed (exit {done.returncode})")
+
+
 def main() -> None:
     quick = "--quick" in sys.argv
     print(
@@ -338,6 +354,7 @@ def main() -> None:
                 server.cleanup()
     bench_assembly()
     bench_embedding()
+    bench_idle_sessions()
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
 

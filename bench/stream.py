@@ -10,7 +10,9 @@ and ends with the assembled answer (text + two complete tool calls + usage):
   hand (the reference for the ratio), and the SDK's own ``chat.completions.stream(...)`` helper
   + ``get_final_completion()``;
 - pydantic-ai: ``OpenAIChatModel.request_stream`` drained, then ``response.get()``;
-- the floor: ``httpx2.EventSource`` + ``json.loads`` per event (no assembly).
+- the floor: the fastest plain client, bytes split by hand or ``httpx2.EventSource``, with
+  ``msgspec`` decoding each event, no assembly (``bench/stream_floors.py``; the old
+  ``json.loads`` floor printed for reference).
 
 Prints the best-of-``--repeat`` microseconds per event and the ratios to the floor and to the
 openai SDK. Goal (issue 3): foundation_ai within 1.5x of the floor, at least 8x faster than the
@@ -30,6 +32,7 @@ import asyncio
 import gc
 import importlib.util
 import json
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -37,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+
+import stream_floors
+from stream_floors import print_table
 
 BASE = "http://bench.invalid/v1"  # never contacted: every client uses the MockTransport
 MODEL = "gpt-4o-mini"
@@ -246,21 +252,6 @@ def pydantic_ai(body: bytes, expected: dict[str, Any]) -> Runner:
     return run
 
 
-def floor(body: bytes, expected: dict[str, Any]) -> Runner:
-    client = httpx2.AsyncClient(transport=transport(body))
-
-    async def run() -> Any:
-        n = 0
-        async with client.stream("POST", BASE + "/chat/completions", json={"model": MODEL}) as resp:
-            async for sse in httpx2.EventSource(resp):
-                if sse.data != "[DONE]":
-                    json.loads(sse.data)
-                n += 1
-        return n
-
-    return run
-
-
 async def best_of(run: Runner, repeat: int) -> float:
     await run()  # warm up (imports, caches, and correctness check)
     best = float("inf")
@@ -273,7 +264,6 @@ async def best_of(run: Runner, repeat: int) -> float:
 
 
 CONTENDERS: list[tuple[str, Callable[[bytes, dict[str, Any]], Runner]]] = [
-    ("floor (httpx2 SSE + json.loads)", floor),
     ("foundation_ai async", foundation_ai_async),
     ("foundation_ai sync", foundation_ai_sync),
     ("openai SDK", openai_sdk_raw),
@@ -284,8 +274,13 @@ CONTENDERS: list[tuple[str, Callable[[bytes, dict[str, Any]], Runner]]] = [
 
 async def main_async(repeat: int) -> None:
     body, n, expected = make_stream()
-    print(f"OpenAI Chat stream: {n} events, {len(body) / 1024:.0f} KiB, best of {repeat}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"OpenAI Chat stream: {n} events, {len(body) / 1024:.0f} KiB, best of {repeat}; load average {load}"
+    )
     results: dict[str, float] = {}
+    for name, build in stream_floors.contenders(lambda: transport(body), BASE + "/chat/completions", n):
+        results[name] = await best_of(build(), repeat) * 1e6 / n
     for name, make in CONTENDERS:
         try:
             run = make(body, expected)
@@ -294,19 +289,7 @@ async def main_async(repeat: int) -> None:
             continue
         secs = await best_of(run, repeat)
         results[name] = secs * 1e6 / n
-    fl = results.get("floor (httpx2 SSE + json.loads)")
-    sdk = results.get("openai SDK")
-    print(f"{'contender':<32}{'us/event':>10}{'x floor':>9}{'SDK / x':>9}")
-    for name, us in results.items():
-        xf = f"{us / fl:.2f}" if fl else "-"
-        xs = f"{sdk / us:.1f}" if sdk else "-"
-        print(f"{name:<32}{us:>10.2f}{xf:>9}{xs:>9}")
-    fai = results.get("foundation_ai async")
-    if fai and fl and sdk:
-        print(
-            f"goal within 1.5x of floor: {'met' if fai <= 1.5 * fl else 'NOT met'} ({fai / fl:.2f}x); "
-            f">= 8x faster than openai SDK: {'met' if sdk >= 8 * fai else 'NOT met'} ({sdk / fai:.1f}x)"
-        )
+    print_table(results, "openai SDK", "the openai SDK")
 
 
 # ============================================================================================

@@ -10,7 +10,9 @@ the assembled answer (text + two complete tool calls + usage):
 - anthropic SDK: ``AsyncAnthropic.messages.create(stream=True)`` typed events assembled by hand
   (the reference for the ratio), and the SDK's ``messages.stream(...)`` helper +
   ``get_final_message()``;
-- the floor: ``httpx2.EventSource`` + ``json.loads`` per event (no assembly).
+- the floor: the fastest plain client, bytes split by hand or ``httpx2.EventSource``, with
+  ``msgspec`` decoding each event, no assembly (``bench/stream_floors.py``; the old
+  ``json.loads`` floor printed for reference).
 
 Prints the best-of-``--repeat`` microseconds per event and the ratios to the floor and to the
 SDK. Run: ``.venv/bin/python bench/stream_anthropic.py [--repeat 20]`` (also run at the end of
@@ -30,6 +32,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx2
+
+import stream_floors
+from stream_floors import print_table
 
 BASE = "http://bench.invalid"  # never contacted: every client uses the MockTransport
 MODEL = "claude-opus-4-5"
@@ -243,20 +248,6 @@ def anthropic_sdk_helper(body: bytes, expected: dict[str, Any]) -> Runner:
     return run
 
 
-def floor(body: bytes, expected: dict[str, Any]) -> Runner:
-    client = httpx2.AsyncClient(transport=transport(body))
-
-    async def run() -> Any:
-        n = 0
-        async with client.stream("POST", BASE + "/v1/messages", json={"model": MODEL}) as resp:
-            async for sse in httpx2.EventSource(resp):
-                json.loads(sse.data)
-                n += 1
-        return n
-
-    return run
-
-
 async def best_of(run: Runner, repeat: int) -> float:
     await run()  # warm up (imports, caches, and the correctness check)
     best = float("inf")
@@ -269,7 +260,6 @@ async def best_of(run: Runner, repeat: int) -> float:
 
 
 CONTENDERS: list[tuple[str, Callable[[bytes, dict[str, Any]], Runner]]] = [
-    ("floor (httpx2 SSE + json.loads)", floor),
     ("foundation_ai async", foundation_ai_async),
     ("foundation_ai sync", foundation_ai_sync),
     ("anthropic SDK", anthropic_sdk_raw),
@@ -284,6 +274,8 @@ async def main_async(repeat: int) -> dict[str, float]:
         f"Anthropic Messages stream: {n} events, {len(body) / 1024:.0f} KiB, best of {repeat}; load average {load}"
     )
     results: dict[str, float] = {}
+    for name, build in stream_floors.contenders(lambda: transport(body), BASE + "/v1/messages", n):
+        results[name] = await best_of(build(), repeat) * 1e6 / n
     for name, make in CONTENDERS:
         try:
             run = make(body, expected)
@@ -291,19 +283,7 @@ async def main_async(repeat: int) -> dict[str, float]:
             print(f"{name:<32}{'not installed: ' + str(exc.name):>30}")
             continue
         results[name] = await best_of(run, repeat) * 1e6 / n
-    fl = results.get("floor (httpx2 SSE + json.loads)")
-    sdk = results.get("anthropic SDK")
-    print(f"{'contender':<32}{'us/event':>10}{'x floor':>9}{'SDK / x':>9}")
-    for name, us in results.items():
-        xf = f"{us / fl:.2f}" if fl else "-"
-        xs = f"{sdk / us:.1f}" if sdk else "-"
-        print(f"{name:<32}{us:>10.2f}{xf:>9}{xs:>9}")
-    fai = results.get("foundation_ai async")
-    if fai and fl and sdk:
-        print(
-            f"goal within 1.5x of floor: {'met' if fai <= 1.5 * fl else 'NOT met'} ({fai / fl:.2f}x); "
-            f">= 8x faster than anthropic SDK: {'met' if sdk >= 8 * fai else 'NOT met'} ({sdk / fai:.1f}x)"
-        )
+    print_table(results, "anthropic SDK", "the anthropic SDK")
     return results
 
 

@@ -218,6 +218,24 @@ def agent() -> Any:
     return AgentSession.builder(m).with_tools(record_fact, slow_lookup)
 
 
+def local_agent() -> Any:
+    """An agent factory on the bundled in-process model (SmolLM2-135M on xllamacpp), answers
+    of at most 16 tokens."""
+    return AgentSession.builder(_local_model()).with_params(max_tokens=16)
+
+
+_LOCAL: list[Any] = []
+
+
+def _local_model() -> Any:
+    """The bundled model, loaded once per worker process."""
+    if not _LOCAL:
+        from foundation_ai.backends import llamacpp
+
+        _LOCAL.append(llamacpp())
+    return _LOCAL[0]
+
+
 def _extra_tool(version: str) -> Any:
     @tool(name=f"extra_{version}")
     async def extra() -> str:

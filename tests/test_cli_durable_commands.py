@@ -5,6 +5,7 @@ the lines ``show`` prints; and the one-line error without the ``durable`` extra.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -31,6 +32,30 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+@contextlib.contextmanager
+def _worker(home: Path, env: dict[str, str], agent: str, db: str) -> Iterator[None]:
+    """A worker process (the installed script, ``--agent agent``) on the database file ``db``
+    in ``home``, ready when entered; stopped with SIGTERM on exit."""
+    log_path = home / f"worker-{db}.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [SCRIPT, "worker", "--agent", agent, "--db", db, "--poll", "0.05"],
+        cwd=home, env=env, stdout=log, stderr=log,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while b"worker ready" not in log_path.read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(log_path.read_text())
+            time.sleep(0.05)
+        yield
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        log.close()
+
+
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
     home = tmp_path_factory.mktemp("durable-cli")
@@ -40,21 +65,8 @@ def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dic
         from tests._durable_app import effects_table
 
         effects_table(env["FA_EFFECTS_DB"]).close()
-        log = open(home / "worker.log", "wb")  # noqa: SIM115 - closed below
-        proc = subprocess.Popen(
-            [SCRIPT, "worker", "--agent", "mymod:agent", "--db", "durable.sqlite3", "--poll", "0.05"],
-            cwd=home, env=env, stdout=log, stderr=log,
-        )  # fmt: skip
-        deadline = time.monotonic() + 90
-        while b"worker ready" not in (home / "worker.log").read_bytes():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError((home / "worker.log").read_text())
-            time.sleep(0.05)
-        yield home, env
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
-        log.close()
+        with _worker(home, env, "mymod:agent", "durable.sqlite3"):
+            yield home, env
 
 
 def _cli(home: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -85,6 +97,23 @@ def test_follow_prints_you_and_assistant_lines_as_show_does(worker) -> None:  # 
     assert out.returncode == 0, out.stderr
     assert "you> ping" in out.stdout and "assistant> done: ping" in out.stdout, out.stdout
     assert "UserMessage" not in out.stdout and "AssistantMessage" not in out.stdout
+
+
+def test_follow_prints_the_usage_line_show_prints_for_a_local_model(tmp_path: Path) -> None:
+    """A turn on the bundled in-process model: ``follow`` says ``$0 (local)`` as ``show`` does
+    (it printed ``n/a``: each record was printed without the turn's earlier ones)."""
+    pytest.importorskip("xllamacpp")
+    (tmp_path / "localmod.py").write_text("from tests._durable_app import local_agent  # noqa: F401\n")
+    env = _env(tmp_path)
+    with _worker(tmp_path, env, "localmod:local_agent", "local.sqlite3"):
+        sub = _cli(tmp_path, env, "submit", "s-local", "Hi", "--wait", "--db", "local.sqlite3")
+        assert sub.returncode == 0, sub.stderr
+        followed = _cli(tmp_path, env, "follow", sub.stdout.split()[0], "--db", "local.sqlite3")
+    shown = _cli(tmp_path, env, "show", "s-local", "--db", "local.sqlite3")
+    assert followed.returncode == 0 and shown.returncode == 0, (followed.stderr, shown.stderr)
+    usage = [[ln for ln in out.stdout.splitlines() if ln.startswith("tokens:")] for out in (followed, shown)]
+    assert len(usage[0]) == 1 and usage[0] == usage[1], (followed.stdout, shown.stdout)
+    assert usage[0][0].endswith("cost $0 (local)"), usage
 
 
 def test_status_and_follow_with_a_db_file_that_does_not_exist_are_one_line_exit_2(tmp_path: Path) -> None:

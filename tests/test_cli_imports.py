@@ -105,3 +105,25 @@ def test_the_checker_sees_lazy_imports_and_finds_a_cycle() -> None:
     planted[f"{PACKAGE}._cli.status"].add(f"{PACKAGE}._cli.commands")
     cycle = find_cycle(planted, _cli_modules(planted))
     assert cycle is not None and cycle[0] == cycle[-1]
+
+
+def test_a_piped_local_run_does_not_import_the_markdown_renderer(tmp_path: Path) -> None:
+    """``run`` piped (no terminal) prints plain text: rich's Markdown renderer and markdown-it,
+    a tenth of a second of imports, are not loaded before the model (issue 31, the cold run)."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    pytest.importorskip("xllamacpp")
+    from tests._cli_helpers import cli_env
+
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "foundation_ai", "run", "-q", "--max-tokens", "4", "hi"],
+        capture_output=True, text=True, env=cli_env(tmp_path), timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip()
+    imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+    assert "foundation_ai._cli.run_output" in imported
+    assert not {"rich.markdown", "markdown_it"} & imported

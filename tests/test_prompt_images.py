@@ -1,6 +1,7 @@
 """Images in one call: ``agent.ask(["What is this?", Image.from_path("cat.png")])`` sends the text
-and the image as one user turn (Anthropic: one message with two blocks; OpenAI Chat: the text
-and the image part back to back)."""
+and the image as one user message with two parts: Anthropic (a text and an image block), OpenAI
+Chat Completions (a ``text`` and an ``image_url`` part), OpenAI Responses (an ``input_text`` and
+an ``input_image`` part)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import httpx2
 import pytest
 
 from foundation_ai import AgentSession, Image
-from foundation_ai.backends import anthropic, openai_chat
+from foundation_ai.backends import anthropic, openai_chat, openai_responses
 from foundation_ai.types import MimeType
 
 PNG = base64.b64decode(
@@ -22,6 +23,13 @@ PNG = base64.b64decode(
 CHAT_SSE = (
     'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
     '"delta":{"role":"assistant","content":"a dot"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+)
+RESPONSES_SSE = (
+    'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","item_id":"msg_1",'
+    '"output_index":0,"content_index":0,"delta":"a dot"}\n\n'
+    'event: response.completed\ndata: {"type":"response.completed","response":{"id":"r","status":'
+    '"completed","model":"gpt-4.1","output":[{"type":"message","id":"msg_1","role":"assistant",'
+    '"content":[{"type":"output_text","text":"a dot"}]}],"usage":{"input_tokens":1,"output_tokens":1}}}\n\n'
 )
 ANTHROPIC_SSE = (
     'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message","role":'
@@ -67,13 +75,60 @@ def test_ask_sends_a_question_and_an_image_as_one_anthropic_message_with_two_blo
     assert user["content"][1]["source"]["media_type"] == "image/png"
 
 
-def test_ask_sends_a_question_and_an_image_back_to_back_on_openai_chat(tmp_path: Path) -> None:
+def test_ask_sends_a_question_and_an_image_as_one_openai_chat_message_with_two_parts() -> None:
     bodies: list[dict[str, Any]] = []
     model = openai_chat("gpt-4o-mini", api_key="sk-test", http_client=_client(CHAT_SSE, bodies))
     agent = AgentSession.builder(model).build()
     assert agent.ask(["What is this?", Image.from_bytes(PNG)]) == "a dot"
-    text, image = bodies[0]["messages"]
-    assert text == {"role": "user", "content": "What is this?"}
-    assert image["role"] == "user" and image["content"][0]["image_url"]["url"].startswith(
-        "data:image/png;base64,"
-    )
+    (user,) = bodies[0]["messages"]
+    url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    assert user == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": url}},
+        ],
+    }
+    # the next turn sends the first one as it was (the cached prefix included) and the new text alone
+    assert agent.ask("And now?") == "a dot"
+    assert bodies[1]["messages"][0] == user
+    assert bodies[1]["messages"][1:] == [
+        {"role": "assistant", "content": "a dot"},
+        {"role": "user", "content": "And now?"},
+    ]
+
+
+def test_an_image_before_its_question_and_two_texts_on_openai_chat() -> None:
+    """The parts keep the caller's order; two texts without an image stay two messages."""
+    bodies: list[dict[str, Any]] = []
+    model = openai_chat("gpt-4o-mini", api_key="sk-test", http_client=_client(CHAT_SSE, bodies))
+    agent = AgentSession.builder(model).build()
+    agent.ask([Image.from_bytes(PNG), "What is this?", "Be brief."])
+    (user,) = bodies[0]["messages"]
+    assert [p["type"] for p in user["content"]] == ["image_url", "text", "text"]
+    assert [p.get("text") for p in user["content"]] == [None, "What is this?", "Be brief."]
+    agent.ask(["One.", "Two."])
+    assert bodies[1]["messages"][-2:] == [
+        {"role": "user", "content": "One."},
+        {"role": "user", "content": "Two."},
+    ]
+
+
+def test_ask_sends_a_question_and_an_image_as_one_openai_responses_message() -> None:
+    bodies: list[dict[str, Any]] = []
+    model = openai_responses("gpt-4.1", api_key="sk-test", http_client=_client(RESPONSES_SSE, bodies))
+    agent = AgentSession.builder(model).build()
+    assert agent.ask(["What is this?", Image.from_bytes(PNG)]) == "a dot"
+    (user,) = bodies[0]["input"]
+    url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    assert user == {
+        "type": "message",
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "What is this?"},
+            {"type": "input_image", "image_url": url, "detail": "auto"},
+        ],
+    }
+    assert agent.ask("And now?") == "a dot"
+    assert bodies[1]["input"][0] == user
+    assert [i["role"] for i in bodies[1]["input"]] == ["user", "assistant", "user"]

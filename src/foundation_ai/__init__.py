@@ -43,7 +43,8 @@ __version__ = "0.1.0"
 
 Image = ImageContent
 """``ImageContent`` under a short name for prompts: ``agent.ask(["What is this?",
-Image.from_path("cat.png")])`` sends the text and the image in one user turn."""
+Image.from_path("cat.png")])`` sends the text and the image as one user message with two parts
+(Anthropic, OpenAI Chat Completions and Responses)."""
 
 _LAZY = {
     "AgentSession": "foundation_ai.agentic",

@@ -252,16 +252,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_follow(args: argparse.Namespace) -> int:
     from ..durable.client import TurnFailedError
     from ..types import to_json
-    from .render import make_console, render_records
+    from .render import RecordPrinter, make_console
 
-    console = make_console()
+    printer = RecordPrinter(make_console())
     with _client(args) as client:
         h = client.handle(args.turn_id)
         for rec in h.events():
             if args.json:
                 print(to_json(rec).decode(), flush=True)
             else:  # the lines `show` prints (you>, tool panels, the answer, usage)
-                render_records(console, [rec])
+                printer.record(rec)
                 sys.stdout.flush()
         try:
             res = h.result(timeout=5)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
-from collections.abc import Iterable
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 from rich.console import Console
@@ -40,6 +40,7 @@ __all__ = [
     "TurnRenderer",
     "format_usage",
     "make_console",
+    "RecordPrinter",
     "render_records",
     "short",
     "tool_call_panel",
@@ -288,30 +289,50 @@ def render_records(console: Console, records: Iterable[Any]) -> int:
         message = _message_of(rec)
         if message is not None:
             latest[message.id] = message
-    printed: set[str] = set()
-    turn_local = False  # the turn's model ran in-process (its assistant messages say so)
-    turn_priced = False  # an answer of the turn was priced (its usage cost is not Unknown)
-    turn_interrupted = False  # the turn was aborted (Ctrl-C, `abort()`)
+    printer = RecordPrinter(console)
     for rec in items:
+        printer.record(rec, latest, hidden)
+    return len(printer.printed)
+
+
+class RecordPrinter:
+    """Prints session records one at a time as :func:`render_records` prints a whole list,
+    keeping what a usage line needs from the turn's earlier records (whether its model ran
+    in-process, whether an answer was priced, whether it was aborted): ``follow`` prints a
+    turn's records as they arrive with one printer, so its usage line says what ``show``'s
+    says."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.printed: set[str] = set()  # ids of the messages printed
+        self._local = False  # the turn's model ran in-process (its assistant messages say so)
+        self._priced = False  # an answer of the turn was priced (its usage cost is not Unknown)
+        self._interrupted = False  # the turn was aborted (Ctrl-C, `abort()`)
+
+    def record(
+        self, rec: Any, latest: Mapping[str, Messages] | None = None, hidden: Container[str] = ()
+    ) -> None:
+        """Print ``rec`` (a ``SessionRecord`` or a bare ``Messages``): a message once, as its
+        version in ``latest`` (default: itself), unless its id is in ``hidden``; a ``Summary``
+        as a usage line."""
         message = _message_of(rec)
         if message is not None:
-            turn_interrupted = turn_interrupted or _interrupted(message)
+            self._interrupted = self._interrupted or _interrupted(message)
             if isinstance(message, AssistantMessage):
-                turn_local = message.provider in LOCAL_PROVIDERS
-                turn_priced = turn_priced or message.usage.cost.status is not CostStatus.Unknown
-            if message.id in hidden or message.id in printed:
-                continue
-            printed.add(message.id)
-            _message_lines(console, latest[message.id])
+                self._local = message.provider in LOCAL_PROVIDERS
+                self._priced = self._priced or message.usage.cost.status is not CostStatus.Unknown
+            if message.id in hidden or message.id in self.printed:
+                return
+            self.printed.add(message.id)
+            _message_lines(self.console, latest.get(message.id, message) if latest else message)
         elif isinstance(rec, SessionRecord.Summary):
-            if turn_interrupted:
-                console.print(Text(INTERRUPTED, style="yellow"))
+            if self._interrupted:
+                self.console.print(Text(INTERRUPTED, style="yellow"))
             u = rec.usage
-            cost = u.cost_usd if (u.cost_usd or turn_priced) else None  # nothing priced: n/a
-            line = format_usage(u.input, u.output, cost, u.cache_read, u.cache_write, local=turn_local)
-            console.print(Text(line, style="dim"), soft_wrap=True)
-            turn_local = turn_priced = turn_interrupted = False
-    return len(printed)
+            cost = u.cost_usd if (u.cost_usd or self._priced) else None  # nothing priced: n/a
+            line = format_usage(u.input, u.output, cost, u.cache_read, u.cache_write, local=self._local)
+            self.console.print(Text(line, style="dim"), soft_wrap=True)
+            self._local = self._priced = self._interrupted = False
 
 
 def _interrupted(message: Messages) -> bool:

@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 from rich.console import Console
-from rich.markdown import Markdown
 
 from ..types import to_json
 from .render import TurnRenderer
 from .safe_text import visible
+
+if TYPE_CHECKING:
+    from rich.markdown import Markdown
 
 __all__ = ["RunOutput", "answer_mode", "markdown", "rows_of", "silence_stdout"]
 
@@ -35,6 +37,8 @@ __all__ = ["RunOutput", "answer_mode", "markdown", "rows_of", "silence_stdout"]
 def markdown(text: str) -> Markdown:
     """``text`` (escaped) as rich Markdown; links are shown as text with their URL, not as
     terminal hyperlinks that could hide where they lead."""
+    from rich.markdown import Markdown  # markdown-it and rich's renderers: only on a terminal
+
     return Markdown(visible(text), hyperlinks=False)
 
 

@@ -43,7 +43,7 @@ from ._openai_chat_request import (
     wire_messages,
 )
 from ._openai_chat_stream import ChatStreamParser
-from ._sanitize import OPENAI_CHAT, sanitize_history
+from ._sanitize import OPENAI_CHAT, mergeable_users, sanitize_history
 from ._wire_cache import Prefix, PrefixCache
 from .base import ModelStream
 
@@ -337,13 +337,18 @@ class WireCache:
         key = (history[0].id, origin, tool_call_content)
         entry = self._cache.take(key, history) or Prefix(OPENAI_CHAT.id_max)
         start = len(entry.messages)
+        if 0 < start < len(history) and mergeable_users(history[start - 1], history[start]):
+            # the prefix ends on a user message the next one joins (text and an image)
+            entry, start = Prefix(OPENAI_CHAT.id_max), 0
         cut = _boundary(history, start)
         if cut > start:
             ids = entry.ids.child()
+            sources: list[int] = []
             fresh = wire_messages(
-                sanitize_history(history[start:cut], OPENAI_CHAT, ids=ids),
+                sanitize_history(history[start:cut], OPENAI_CHAT, ids=ids, sources=sources),
                 tool_call_content=tool_call_content,
                 origin=origin,
+                sources=sources,
             )
             last = next((w for w in reversed(fresh) if w["role"] == "assistant"), None)
             if last is not None and "tool_calls" in last:  # calls still being paired
@@ -357,10 +362,12 @@ class WireCache:
             ids.commit()
             entry.extend_messages(history, cut)
             entry.extend_wire(pair_tool_messages(fresh))
+        sources = []
         tail = wire_messages(
-            sanitize_history(history[cut:], OPENAI_CHAT, ids=entry.ids.child()),
+            sanitize_history(history[cut:], OPENAI_CHAT, ids=entry.ids.child(), sources=sources),
             tool_call_content=tool_call_content,
             origin=origin,
+            sources=sources,
         )
         out.extend(entry.wire)
         out.extend(pair_tool_messages(tail))

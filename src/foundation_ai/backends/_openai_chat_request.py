@@ -12,7 +12,8 @@ providers are invalid here), but the continuation tokens a compatible server doc
 to that same server only (``Messages.Assistant.origin``): a Gemini ``thought_signature`` on its
 tool call, OpenRouter ``reasoning_details``, Gemini's message ``extra_content`` and, on a turn
 that called tools, ``reasoning_content`` (docs/providers.md); tool results are ``role: tool`` messages; an image in a user message
-is an ``image_url`` data URL; a tool result holding an image becomes a placeholder text in the
+is an ``image_url`` data URL, and user messages given together with an image (``ask(["What is
+this?", image])``) are one user message with ``text`` and ``image_url`` parts; a tool result holding an image becomes a placeholder text in the
 tool message and a user message with the image after the run of tool messages.
 
 Forced tool calls: against a loopback server (llama-server, Ollama, LM Studio on 127.0.0.1) a
@@ -48,7 +49,7 @@ from ..types import (
 )
 from ..types.interaction import CacheRetention, is_set
 from ._responses_request import is_reasoning_model
-from ._sanitize import OPENAI_CHAT, sanitize_history
+from ._sanitize import OPENAI_CHAT, mergeable_users, sanitize_history
 
 if TYPE_CHECKING:
     from ._openai_chat import WireCache
@@ -113,27 +114,37 @@ def build_messages(
     system = interaction.full_system_prompt()
     if system:
         out.append({"role": "system", "content": system})
-    history = sanitize_history(interaction.messages, OPENAI_CHAT)
-    out.extend(wire_messages(history, tool_call_content=tool_call_content, origin=origin))
+    sources: list[int] = []
+    history = sanitize_history(interaction.messages, OPENAI_CHAT, sources=sources)
+    out.extend(wire_messages(history, tool_call_content=tool_call_content, origin=origin, sources=sources))
     return pair_tool_messages(out)
 
 
 def wire_messages(
-    history: Sequence[Any], *, tool_call_content: str | None = None, origin: str | None = None
+    history: Sequence[Any],
+    *,
+    tool_call_content: str | None = None,
+    origin: str | None = None,
+    sources: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
     """The wire messages of an already sanitized slice of a history (no system prompt, before
     :func:`pair_tool_messages`); see :func:`build_messages`. A slice that starts after a user
-    message maps exactly as it does inside the whole history."""
+    message maps exactly as it does inside the whole history. ``sources``: each message's index
+    in the history before sanitation (``sanitize_history(sources=...)``; default: none was
+    dropped): user messages join into one only where they were next to each other."""
     out: list[dict[str, Any]] = []
     turn: dict[str, Any] | None = None  # the assistant message being built
     images: list[dict[str, Any]] = []  # images from tool results, flushed after the tool run
+    last_user: dict[str, Any] | None = None  # the last plain user message mapped
 
     def flush_images() -> None:
         if images:
             out.extend(images)
             images.clear()
 
-    for m in history:
+    for j, m in enumerate(history):
+        follows = j > 0 and (sources is None or sources[j] == sources[j - 1] + 1)
+        joinable, last_user = (last_user if follows else None), None
         if isinstance(m, AssistantMessage):
             flush_images()
             c = m.content
@@ -176,13 +187,22 @@ def wire_messages(
         content: Any = _data_url(m.content) if isinstance(m.content, ImageContent) else m.content.content
         if isinstance(m.content, ImageContent):
             content = [content]
+        if (
+            m.role == MessageRole.User
+            and joinable is not None
+            and out[-1] is joinable
+            and _merge_parts(joinable, content)
+        ):  # text and an image given together: one user message
+            last_user = joinable
+            continue
         if m.role == MessageRole.System:
             if isinstance(content, list):
                 out.append({"role": "user", "name": "system", "content": content})
             else:
                 out.append({"role": "system", "content": content})
         elif m.role == MessageRole.User:
-            out.append({"role": "user", "content": content})
+            last_user = {"role": "user", "content": content}
+            out.append(last_user)
         else:  # agent, tool context, custom roles keep who spoke
             out.append({"role": "user", "name": _role_name(m.role), "content": content})
     if turn is not None and turn["content"] is None and "tool_calls" not in turn:
@@ -193,6 +213,25 @@ def wire_messages(
             if msg["role"] == "assistant" and msg["content"] is None:
                 msg["content"] = tool_call_content
     return out
+
+
+def _parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, list):
+        return content
+    return [{"type": "text", "text": content}] if content else []
+
+
+def _merge_parts(msg: dict[str, Any], content: Any) -> bool:
+    """Adds ``content`` to the user message ``msg`` just before it when either holds an image
+    (``ask(["What is this?", image])``: one user message with a text part and an
+    ``image_url`` part, https://platform.openai.com/docs/guides/images-vision); two texts
+    stay two messages. True when merged."""
+    if not isinstance(content, list) and not isinstance(msg["content"], list):
+        return False
+    if not isinstance(content, list) and not content:
+        return True  # an empty text adds nothing to the message with the image
+    msg["content"] = _parts(msg["content"]) + _parts(content)
+    return True
 
 
 _NOT_RUN = "No result: the tool call was not run."
@@ -242,9 +281,11 @@ def _orphan_tool(msg: dict[str, Any]) -> dict[str, Any]:
 def _boundary(messages: Sequence[Any], start: int) -> int:
     """The end of the longest prefix of ``messages`` (at least ``start``) that ends on a user
     message with text or an image: after it, the mapping starts afresh (no assistant message
-    being built, no image waiting)."""
+    being built, no image waiting, no user message joining the one before)."""
     for k in range(len(messages), start, -1):
         m = messages[k - 1]
+        if k < len(messages) and mergeable_users(m, messages[k]):
+            continue
         if isinstance(m, UserMessage):
             c = m.content
             if not (isinstance(c, TextContent) and not c.content.strip()):

@@ -36,14 +36,16 @@ from ._http import (
 from ._responses_request import (
     MappedInput,
     Pairing,
+    UserItem,
     accepts_reasoning,
+    add_items,
     build_request,
     input_items,
     message_items,
     pair_outputs,
 )
 from ._responses_stream import ResponsesStreamParser, parse_response
-from ._sanitize import OPENAI_RESPONSES, IdMapping, sanitize_history
+from ._sanitize import OPENAI_RESPONSES, IdMapping, mergeable_users, sanitize_history
 from ._wire_cache import Prefix, PrefixCache
 from ._wire_text import decode_event
 from .base import ModelDescriptor, ModelStream
@@ -83,12 +85,15 @@ def _items_by_message(
         history[start:], OPENAI_RESPONSES, keep_thinking=keep, ids=probe, sources=sources
     )
     items: list[dict[str, Any]] = []
+    last: UserItem | None = None
     ends = [0]
     k = 0
     for j in range(len(history) - start):
         if k < len(sources) and sources[k] == j:  # a message sanitation dropped maps to nothing
-            items += message_items(sanitized[k], store, keep)
+            last = add_items(items, last, sanitized[k], message_items(sanitized[k], store, keep))
             k += 1
+        else:
+            last = None  # user messages join only where they were next to each other
         ends.append(len(items))
     return items, ends, probe
 
@@ -120,6 +125,9 @@ class ResponsesWireCache:
             return MappedInput(items, False)
         key = (history[0].id, store, keep_reasoning)
         entry = self._cache.take(key, history) or _Paired()
+        start = len(entry.messages)
+        if 0 < start < len(history) and mergeable_users(history[start - 1], history[start]):
+            entry = _Paired()  # the prefix ends on a user message the next one joins
         fresh, ends, probe = _items_by_message(history, len(entry.messages), entry.ids, store, keep_reasoning)
         out, marks, conflict = pair_outputs(fresh, entry.pairing, into=entry.pairing)
         if conflict:  # a call of the prefix given a "not run" output is answered now

@@ -7,7 +7,8 @@ https://platform.openai.com/docs/api-reference/responses.
 - ``instructions`` carries ``system_prompt`` and ``soul`` (joined by a blank line).
 - ``input`` holds one item per message, in order: user messages as ``message`` items
   (``input_text`` / ``input_image``; System role as ``role: system``, Agent / Tool / custom roles
-  as ``user`` text wrapped in a tag naming the role), assistant text as ``message`` items with
+  as ``user`` text wrapped in a tag naming the role; user messages given together with an image
+  are one ``message`` item with ``input_text`` and ``input_image`` parts), assistant text as ``message`` items with
   ``output_text``, tool calls as ``function_call`` items (``call_id``, ``name``, ``arguments``:
   the JSON text of the original object), tool results as ``function_call_output`` items whose
   ``output`` is always a string (an image result becomes a text placeholder plus a user
@@ -58,11 +59,13 @@ from ..types import (
 )
 from ..types.interaction import is_set
 from ._anthropic_request import role_text
-from ._sanitize import OPENAI_RESPONSES, sanitize_history
+from ._sanitize import OPENAI_RESPONSES, mergeable_users, sanitize_history
 
 __all__ = [
     "MappedInput",
     "Pairing",
+    "UserItem",
+    "add_items",
     "accepts_reasoning",
     "build_request",
     "input_items",
@@ -228,9 +231,35 @@ def input_items(
     reasoning item is sent, nor the output-item ids that would ask for one.
     """
     items: list[dict[str, Any]] = []
-    for m in sanitize_history(messages, OPENAI_RESPONSES, keep_thinking=keep_reasoning):
-        items += message_items(m, store, keep_reasoning)
+    last: UserItem | None = None
+    sources: list[int] = []
+    sanitized = sanitize_history(messages, OPENAI_RESPONSES, keep_thinking=keep_reasoning, sources=sources)
+    for j, m in enumerate(sanitized):
+        if j and sources[j] != sources[j - 1] + 1:
+            last = None  # a message sanitation dropped was between them
+        last = add_items(items, last, m, message_items(m, store, keep_reasoning))
     return pair_outputs(items)[0]
+
+
+UserItem = tuple[UserMessage, dict[str, Any]]
+"""A user message and the input item it mapped to, the last item of the items built so far."""
+
+
+def add_items(
+    items: list[dict[str, Any]], last: UserItem | None, m: Any, new: list[dict[str, Any]]
+) -> UserItem | None:
+    """Appends ``new``, the items of message ``m``, to ``items``; returns what ``last`` is for
+    the next message. A user message given together with an image (``ask(["What is this?",
+    image])``: ``m`` a user message right after the user message ``last``, either holding an
+    image) joins ``last``'s item: one input message with an ``input_text`` and an
+    ``input_image`` part."""
+    if last is not None and len(new) == 1 and mergeable_users(last[0], m):
+        before, part = last[1]["content"], new[0]["content"]
+        if any(p["type"] == "input_image" for p in (*before, *part)):
+            last[1]["content"] = [*before, *part]
+            return last
+    items += new
+    return (m, new[0]) if isinstance(m, UserMessage) and len(new) == 1 else None
 
 
 _NONE: frozenset[str] = frozenset()

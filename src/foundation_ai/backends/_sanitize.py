@@ -36,11 +36,13 @@ import hashlib
 import re
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
 from ..types import (
     AssistantMessage,
+    MessageRole,
     Messages,
     TextContent,
     ThinkingContent,
@@ -57,6 +59,7 @@ __all__ = [
     "WireRules",
     "anthropic_accepts_thinking",
     "fit_id",
+    "mergeable_users",
     "sanitize_history",
 ]
 
@@ -311,3 +314,15 @@ def sanitize_history(
             if sources is not None:
                 sources.append(i)
     return out
+
+
+def mergeable_users(before: Any, after: Any) -> bool:
+    """True when ``after`` may be mapped into the same user message as ``before`` (both user
+    messages of the user's role): a cached wire prefix that ends on ``before`` cannot be
+    extended by mapping ``after`` on its own."""
+    return (
+        isinstance(before, UserMessage)
+        and isinstance(after, UserMessage)
+        and before.role == MessageRole.User
+        and after.role == MessageRole.User
+    )

@@ -331,13 +331,26 @@ def _backend(store: Any) -> tuple[Any, Any]:
 
     if isinstance(store, SqliteSessionStore) and store.path != ":memory:" and not store.read_only:
         return _SQLITE, store
-    try:
-        from .postgres import PostgresSessionStore
-    except ImportError:  # the postgres extra is not installed
-        PostgresSessionStore = None  # type: ignore[assignment,misc]
-    if PostgresSessionStore is not None and isinstance(store, PostgresSessionStore):
+    postgres = _postgres_store_class()
+    if postgres is not None and isinstance(store, postgres):
         return _POSTGRES, store
     return _LOCAL, store
+
+
+_PG_CLASS: list[Any] = []  # [PostgresSessionStore or None] once looked up
+
+
+def _postgres_store_class() -> Any:
+    """``PostgresSessionStore``, or ``None`` without the postgres extra; looked up once (a
+    failed import is not cached by Python: retried per turn it cost ~8 ms each time)."""
+    if not _PG_CLASS:
+        try:
+            from .postgres import PostgresSessionStore
+        except ImportError:  # the postgres extra is not installed
+            _PG_CLASS.append(None)
+        else:
+            _PG_CLASS.append(PostgresSessionStore)
+    return _PG_CLASS[0]
 
 
 # -- the keeper ---------------------------------------------------------------------------------
