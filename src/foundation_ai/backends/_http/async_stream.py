@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx2
 import msgspec
+from httpx2 import EventSource
 
 from .deadline import _Clock, _Expired, _ReadDeadline, _task_getter
 from .drain import _drain, _unlink
@@ -20,7 +21,6 @@ from .log import log_request, log_response
 from .options import HttpOptions, _request_headers
 from .pool import _AsyncPool
 from .retry import _closed_unanswered, _failed_attempt, _retry_wait
-from .sse import SseDecoder, check_sse_content_type
 from .sync_stream import stream_events
 
 __all__ = ["astream_events"]
@@ -86,15 +86,13 @@ async def astream_events(
                             yield SseEvent("json", raw.decode("utf-8", "replace"))
                             return
                         _check_event_stream(resp, opts)
-                        check_sse_content_type(resp.headers.get("content-type", ""))
-                        chunks = aiter(resp.aiter_bytes())
-                        decoder = SseDecoder(MAX_EVENT_BYTES)
+                        events = aiter(EventSource(resp, max_event_size=MAX_EVENT_BYTES))
                         guard = _ReadDeadline(loop, end)
                         current_task = _task_getter(loop)
                         try:
                             while True:
                                 # one read under the stream's deadline timer (_ReadDeadline),
-                                # inlined: this runs once per chunk (one or more events)
+                                # inlined: this runs once per event
                                 if guard.fired:
                                     raise TimeoutError
                                 task = current_task()
@@ -102,28 +100,23 @@ async def astream_events(
                                 base = task.cancelling()
                                 guard.task = task
                                 try:
-                                    chunk = await anext(chunks)
+                                    sse = await anext(events)
                                 except StopAsyncIteration:
-                                    chunk = None
+                                    break
                                 except asyncio.CancelledError:
                                     if guard.cancelled and task.uncancel() <= base:
                                         raise TimeoutError from None
                                     raise
                                 finally:
                                     guard.task = None
-                                events = decoder.flush() if chunk is None else decoder.feed(chunk)
-                                for sse in events:
-                                    yielded = True
-                                    if sse.data == final:
-                                        await _drain(chunks, loop, end)
-                                        yield sse
-                                        return
-                                    yield sse
-                                if chunk is None:
-                                    break
+                                data = sse.data  # a property: read once
+                                if data == final:
+                                    await _drain(events, loop, end)
+                                yielded = True
+                                yield SseEvent(sse.event, data)
                         finally:
                             guard.cancel()
-                            await _aclose_quietly(chunks)
+                            await _aclose_quietly(events)
                         return
                 except TimeoutError:
                     clock.expire("deadline")

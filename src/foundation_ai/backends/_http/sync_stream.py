@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx2
 import msgspec
+from httpx2 import EventSource
 
 from ..base import _sync_iter
 from .deadline import _Clock, _Watch
@@ -19,7 +20,6 @@ from .failures import _STREAM_ERRORS, HttpStreamError, _is_json, _status_error
 from .log import log_request, log_response
 from .options import HttpOptions, _request_headers
 from .retry import _closed_unanswered, _failed_attempt, _retry_wait
-from .sse import SseDecoder, check_sse_content_type
 
 __all__ = ["stream_events"]
 
@@ -90,20 +90,14 @@ def stream_events(
                         yield SseEvent("json", raw.decode("utf-8", "replace"))
                         return
                     _check_event_stream(resp, opts)
-                    check_sse_content_type(resp.headers.get("content-type", ""))
-                    chunks = resp.iter_bytes()
-                    decoder = SseDecoder(MAX_EVENT_BYTES)
-                    for chunk in chunks:
+                    events = iter(EventSource(resp, max_event_size=MAX_EVENT_BYTES))
+                    for sse in events:
                         clock.check()
-                        for sse in decoder.feed(chunk):
-                            yielded = True
-                            if final is not None and sse.data == final:
-                                _drain_sync(chunks, watch, clock)
-                                yield sse
-                                return
-                            yield sse
+                        if final is not None and sse.data == final:
+                            _drain_sync(events, watch, clock)
+                        yielded = True
+                        yield SseEvent(sse.event, sse.data)
                     clock.check()  # a socket shut by the watchdog can look like a clean end
-                    yield from decoder.flush()
                     return
         except HttpStreamError:
             raise
