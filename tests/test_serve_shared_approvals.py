@@ -6,6 +6,7 @@ decision taken before the holder is killed is kept by the run that recovers the 
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Iterator
@@ -202,6 +203,13 @@ def test_the_cli_approves_a_served_turn_and_a_new_turn_is_refused_while_it_waits
     assert events[-2][1]["summary"]["outcome"] == "completed", events
     assert "".join(d["text"] for k, d in events if k == "text") == f"done {task} => ran 4"
     assert len(_ran(cluster, 4)) == 1
+    # the durable commands read a served turn as they read a worker's
+    r = cluster.cli("status", turn_id, "--db", cluster.url, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"turn_id": turn_id, "session_id": sid, "status": "SUCCESS"}
+    r = cluster.cli("follow", turn_id, "--db", cluster.url)
+    assert r.returncode == 0, r.stderr
+    assert f"done {task} => ran 4" in r.stdout
 
 
 def test_a_decision_on_one_of_two_pending_calls_is_kept_when_the_holder_is_killed(cluster: Cluster) -> None:

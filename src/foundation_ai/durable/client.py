@@ -27,7 +27,7 @@ from ..types import Messages, SessionRecord, ToolCall, from_json, to_json
 from .approvals import APPROVAL_TOPIC, PENDING_EVENT
 from .config import APP_VERSION, DurableConfig
 from .steps import STEER_TOPIC
-from .worker import WORKFLOW_NAME, TurnResult
+from .worker import WORKFLOW_NAME, TurnResult, _tag
 
 __all__ = [
     "DurableClient",
@@ -154,8 +154,13 @@ class TurnHandle:
     first prompt message's id). ``status()``, ``result()``, ``events()``, ``steer()``,
     ``abort()`` work from any process (rebuild a handle with :meth:`DurableClient.handle`)."""
 
-    def __init__(self, client: DurableClient, turn_id: str, session_id: str, prompt_id: str) -> None:
+    def __init__(
+        self, client: DurableClient, turn_id: str, session_id: str, prompt_id: str, *, served: bool = False
+    ) -> None:
         self.client, self.turn_id, self.session_id, self.prompt_id = client, turn_id, session_id, prompt_id
+        self.served = served
+        """A turn of ``serve --db`` (its workflow returns the turn's last event, not a
+        :class:`TurnResult`: :meth:`result` builds one from it and the stored answer)."""
 
     def __repr__(self) -> str:
         return f"TurnHandle({self.turn_id!r}, session={self.session_id!r})"
@@ -176,12 +181,37 @@ class TurnHandle:
         while True:
             st = self.client.dbos.retrieve_workflow(self.turn_id).get_status()
             if st.status == "SUCCESS":
-                return _RESULT.decode(str(st.output))
+                return self._served_result(str(st.output)) if self.served else _RESULT.decode(str(st.output))
             if st.status in TERMINAL:
                 raise TurnFailedError(self.turn_id, str(st.status), str(st.error or ""))
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"turn {self.turn_id} still {st.status} after {timeout} s")
             time.sleep(poll)
+
+    def _served_result(self, output: str) -> TurnResult:
+        from ..agentic.events import TurnEvent, TurnOutcome
+
+        last: TurnEvent = from_json(output, TurnEvent)
+        summary = getattr(last, "summary", None)
+        if summary is None:  # not a served turn's last event
+            raise FoundationAIError(f"turn {self.turn_id}: its result is not a turn's last event")
+        recs = self.client.store.load(self.session_id)
+        start = _index_of(recs, self.prompt_id)
+        answers = [
+            r.message
+            for r in ([] if start is None else _this_turn(recs[start:]))
+            if isinstance(r, SessionRecord.Conversation) and isinstance(r.message, Messages.Assistant)
+        ]
+        error = summary.error
+        return TurnResult(
+            session_id=self.session_id,
+            ok=error is None and summary.outcome is TurnOutcome.Completed,
+            outcome=_tag(summary.outcome),
+            stop_reason="" if not answers else _tag(answers[-1].stop_reason),
+            text="" if not answers else answers[-1].text() or "",
+            messages=summary.message_count,
+            error="" if error is None else error.message,
+        )
 
     def events(self, poll: float = 0.2, timeout: float | None = None) -> Iterator[SessionRecord]:
         """The records the turn stores, as they are stored (read from the session store,
@@ -223,9 +253,17 @@ def _index_of(recs: list[SessionRecord], message_id: str) -> int | None:
 
 
 def _this_turn(recs: list[SessionRecord]) -> list[SessionRecord]:
+    """The records of the turn ``recs`` starts with: up to its summary. A pause for approval
+    writes a summary too; the turn's continuation after it starts with the decided calls'
+    results (never with a user message, as the next turn does), so it is part of the turn."""
     for i, r in enumerate(recs):
         if isinstance(r, SessionRecord.Summary):
-            return recs[: i + 1]
+            after = recs[i + 1] if i + 1 < len(recs) else None
+            if not (
+                isinstance(after, SessionRecord.Conversation)
+                and isinstance(after.message, Messages.ToolResult)
+            ):
+                return recs[: i + 1]
     return recs
 
 
@@ -312,9 +350,15 @@ class DurableClient:
         st = self.dbos.retrieve_workflow(turn_id).get_status() if self._exists(turn_id) else None
         if st is None or not st.input or len(st.input["args"]) < 2:
             raise FoundationAIError(f"no durable turn {turn_id!r}")
-        session_id, prompt = st.input["args"][0], st.input["args"][1]
+        from .served import SERVED_WORKFLOW
+
+        served = st.name == SERVED_WORKFLOW  # (agent, session_id, prompt, params)
+        args = st.input["args"][1:] if served else st.input["args"]
+        if len(args) < 2:
+            raise FoundationAIError(f"no durable turn {turn_id!r}")
+        session_id, prompt = args[0], args[1]
         first: Messages = from_json(prompt, list[Messages])[0]
-        return TurnHandle(self, turn_id, str(session_id), first.id)
+        return TurnHandle(self, turn_id, str(session_id), first.id, served=served)
 
     def _exists(self, turn_id: str) -> bool:
         return bool(self.dbos.list_workflows(workflow_ids=[turn_id]))
