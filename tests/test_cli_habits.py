@@ -364,11 +364,12 @@ def test_attachments_image_and_url_reach_the_server_as_such(tmp_path: Path) -> N
         assert r.returncode == 0, r.stderr
         assert len(srv.requests) == 1  # the URL was passed on, never fetched by the CLI
         messages = sent(srv)["messages"]
-    contents = [m["content"] for m in messages if m["role"] == "user"]
-    image = next(c for c in contents if isinstance(c, list))[0]
+    # the attachments and the prompt, given together, are one user message with three parts
+    [content] = [m["content"] for m in messages if m["role"] == "user"]
+    image, url, prompt = content
     assert image["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(PNG_1PX).decode()
-    assert "Attachment (URL): https://example.test/cat.jpg" in contents
-    assert contents[-1] == "What is this?"
+    assert url == {"type": "text", "text": "Attachment (URL): https://example.test/cat.jpg"}
+    assert prompt == {"type": "text", "text": "What is this?"}
 
 
 def test_attachment_errors_are_usage_errors(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -243,3 +244,45 @@ def test_a_stored_real_result_is_rebuilt_next_to_its_call_whatever_came_between(
     assert sent[k + 1].id == real.id  # the real result right after its call
     results = [m for m in sent if isinstance(m, ToolResultMessage)]
     assert [r.id for r in results] == [real.id]  # no "not run", no placeholder, no stray copy
+
+
+class _DeafWake:
+    """Stands in for the keeper's wake-up event: it never wakes the keeper, so a given-back
+    lease stays pending (unwritten) until something flushes it."""
+
+    def __init__(self) -> None:
+        self._never = threading.Event()
+
+    def set(self) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._never.wait(timeout)
+
+
+def test_a_store_closed_right_after_a_turn_leaves_no_lease_for_the_next_store(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the keeper writes a turn's release off the turn's path; a store closed before it did
+    # (agent.close(); store.close(), then a new store object, as a script or a test does) must
+    # still leave the session free, not held by a lease nobody can give back for 30 s
+    from foundation_ai.agentic.stores import lease as lease_module
+
+    monkeypatch.setattr(lease_module._KEEPER, "wake", _DeafWake())
+    store = open_store(where)
+    agent = AgentSession.builder(ScriptedModel([say("one")])).with_store(store).build()
+    assert agent.run_turn("first").ok
+    sid = str(agent.session_id)
+    assert lease_module._KEEPER.pending, "the release is still pending (the keeper was not woken)"
+    agent.close()
+    store.close()
+    other = open_store(where)
+    try:
+        assert lease_of(other, sid) is None
+        resumed = AgentSession.builder(ScriptedModel([say("two")])).with_store(other).resume(sid)
+        assert resumed.run_turn("second").text() == "two"
+    finally:
+        other.close()

@@ -317,6 +317,13 @@ class _Postgres:
 _SQLITE, _POSTGRES = _Sqlite(), _Postgres()
 
 
+def flush_store_leases(store: Any) -> None:
+    """Write the releases this process gave back through ``store`` and has not written yet
+    (the keeper writes them off the turn's path): a store calls this before it closes, so a
+    closed store leaves no lease to expire behind."""
+    _KEEPER.flush_store(store)
+
+
 def close_sqlite_leases(store: Any) -> None:
     """Close the lease connection kept for a ``SqliteSessionStore`` (its ``close`` calls this)."""
     _SQLITE.close(store)
@@ -356,6 +363,14 @@ def _postgres_store_class() -> Any:
 # -- the keeper ---------------------------------------------------------------------------------
 
 
+def _write_releases(leases: list[Lease]) -> None:
+    for lease in leases:
+        try:
+            release_lease(lease)
+        except Exception as exc:  # it expires by itself
+            log.warning("could not release the lease of session %s: %s", lease.session_id, exc)
+
+
 class _Keeper:
     """One daemon thread per process renewing the held leases every third of their duration."""
 
@@ -377,20 +392,30 @@ class _Keeper:
                 self.thread.start()
         self.wake.set()
 
-    def flush(self, key: tuple[int, str] | None = None) -> None:
-        """Write the pending releases (of ``key`` only, when given)."""
+    def flush(self, session_id: str | None = None) -> None:
+        """Write the pending releases (of ``session_id`` only, when given: through whichever
+        store object gave them back, since another store object of this process may open the
+        same database)."""
         with self.releasing:
             with self.lock:
-                if key is None:
+                if session_id is None:
                     todo, self.pending = list(self.pending.values()), {}
                 else:
-                    one = self.pending.pop(key, None)
-                    todo = [] if one is None else [one]
-            for lease in todo:
-                try:
-                    release_lease(lease)
-                except Exception as exc:  # it expires by itself
-                    log.warning("could not release the lease of session %s: %s", lease.session_id, exc)
+                    keys = [k for k in self.pending if k[1] == session_id]
+                    todo = [self.pending.pop(k) for k in keys]
+            _write_releases(todo)
+
+    def flush_store(self, store: Any) -> None:
+        """Write the pending releases given back through ``store`` (or a wrapper of it)."""
+        with self.releasing:
+            with self.lock:
+                keys = [
+                    k
+                    for k, held in self.pending.items()
+                    if held.store is store or _backend(held.store)[1] is store
+                ]
+                todo = [self.pending.pop(k) for k in keys]
+            _write_releases(todo)
 
     def add(self, lease: Lease) -> None:
         with self.lock:
@@ -457,7 +482,7 @@ def take_lease(
     turn = turn_id or new_scru128()
     who = holder or lease_holder()
     if backend is not _LOCAL:
-        _KEEPER.flush((id(target), session_id))  # this process's last turn of it is over
+        _KEEPER.flush(session_id)  # this process's last turn of it is over
     try:
         token, busy = backend.take(target, session_id, turn, who, seconds)
     except Exception as exc:
@@ -497,7 +522,7 @@ def lease_of(store: Any, session_id: str) -> SessionBusyError | None:
     agrees with what its own next turn would get."""
     backend, target = _backend(store)
     if backend is not _LOCAL:
-        _KEEPER.flush((id(target), session_id))
+        _KEEPER.flush(session_id)
     row = backend.current(target, session_id)
     return None if row is None else SessionBusyError(session_id, row[0], row[1], row[3])
 

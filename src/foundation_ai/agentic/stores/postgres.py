@@ -381,6 +381,10 @@ class PostgresSessionStore:
 
     def close(self) -> None:
         """Close the pool (idempotent); later calls raise ``SessionClosedError``."""
+        from .lease import flush_store_leases
+
+        if not self._closed:
+            flush_store_leases(self)  # a lease given back but not yet written goes first
         with self._lock:
             if not self._closed:
                 self._closed = True

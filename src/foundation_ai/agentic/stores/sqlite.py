@@ -547,10 +547,13 @@ class SqliteSessionStore:
 
     def close(self) -> None:
         """Close the connection (idempotent); later calls raise ``SessionClosedError``."""
+        from .lease import close_sqlite_leases, flush_store_leases
+
+        if not self._closed:
+            flush_store_leases(self)  # a lease given back but not yet written goes first
         with self._lock:
             if not self._closed:
                 self._closed = True
-                from .lease import close_sqlite_leases
 
                 close_sqlite_leases(self)  # the lease table's own connection to this file
                 self._conn.close()
