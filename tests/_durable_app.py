@@ -201,6 +201,8 @@ async def slow_lookup(key: str) -> str:
         try:
             c.execute("CREATE TABLE IF NOT EXISTS probe (pid INTEGER, key TEXT)")
             c.execute("INSERT INTO probe VALUES (?, ?)", (os.getpid(), key))
+            c.execute("CREATE TABLE IF NOT EXISTS slow_started (pid INTEGER, key TEXT, at REAL)")
+            c.execute("INSERT INTO slow_started VALUES (?, ?, ?)", (os.getpid(), key, time.time()))
         finally:
             c.close()
     await asyncio.sleep(float(os.environ.get("FA_SLOW", "0")))

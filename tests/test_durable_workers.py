@@ -100,12 +100,16 @@ def test_three_workers_complete_every_turn_in_session_order_with_each_side_effec
     _check_effects(env["FA_EFFECTS_DB"], [p for ps in plan.values() for p in ps])
 
 
-def _busy_in_slow_tool(path: str, seen: int) -> tuple[int, int] | None:
+def _busy_in_slow_tool(path: str, seen: int) -> tuple[int, int, float] | None:
+    """The newest ``slow_lookup`` start after row ``seen``: (its row, the worker's pid, when it
+    started, ``time.time()``)."""
     c = effects_table(path)
-    c.execute("CREATE TABLE IF NOT EXISTS probe (pid INTEGER, key TEXT)")
-    rows = c.execute("SELECT rowid, pid FROM probe WHERE rowid > ? ORDER BY rowid", (seen,)).fetchall()
+    c.execute("CREATE TABLE IF NOT EXISTS slow_started (pid INTEGER, key TEXT, at REAL)")
+    rows = c.execute(
+        "SELECT rowid, pid, at FROM slow_started WHERE rowid > ? ORDER BY rowid", (seen,)
+    ).fetchall()
     c.close()
-    return (rows[-1][0], rows[-1][1]) if rows else None
+    return (rows[-1][0], rows[-1][1], rows[-1][2]) if rows else None
 
 
 def test_sigkilled_workers_turns_resume_elsewhere_with_no_side_effect_repeated(
@@ -136,11 +140,17 @@ def test_sigkilled_workers_turns_resume_elsewhere_with_no_side_effect_repeated(
                     hit = _busy_in_slow_tool(env["FA_EFFECTS_DB"], seen)
                     time.sleep(0.02)
                 assert hit is not None, "no turn reached the slow tool"
-                seen, pid = hit
+                seen, pid, started = hit
                 wid = pool.pid_of(pid)
                 if wid is None:  # that worker is already gone
                     continue
-                time.sleep(rng.uniform(0.05, slow * 0.8))  # a random point inside the slow tool
+                # a random point inside the slow tool (which has no side effect), counted from
+                # its start: seen late on a loaded machine, the worker may be past it already,
+                # in the next turn's side-effecting call, which recovery rightly does not re-run
+                pause = started + rng.uniform(0.05, slow * 0.8) - time.time()
+                if pause <= 0:
+                    continue
+                time.sleep(pause)
                 pool.kill(wid)
                 handed = client.recover([wid])  # what an orchestrator does for a dead worker
                 killed_turns += len(handed)
