@@ -308,3 +308,62 @@ def test_a_revoked_keys_turn_waiting_for_approval_is_ended_within_a_second(tmp_p
         assert time.monotonic() - revoked < 1.5
         assert live.events[-1].summary.outcome.value == "aborted"
         assert mgr._sessions[sid].pending_approvals() == []  # nothing waits any more, nothing ran
+
+
+def test_a_stream_whose_turn_ends_as_its_key_is_revoked_still_ends_with_the_revocation(
+    tmp_path: Path,
+) -> None:
+    """The watcher aborts a revoked key's turns right after it marks its streams: a body that
+    then ends at once (its last chunk ready with the revocation) must not end the stream as if
+    nothing happened (seen on a loaded CI machine: the client saw a normal end, no error)."""
+    import asyncio
+
+    from foundation_ai.serve.http import StreamGuard
+
+    keys = KeyStore(tmp_path / "keys.json")
+    kid, _ = keys.create("doomed")
+
+    async def main() -> list[bytes]:
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+        async def body() -> Any:
+            while (chunk := await queue.get()) is not None:
+                yield chunk
+
+        def abort(owner: str) -> None:  # as the manager's abort: the turn's last chunk and its end
+            assert owner == kid
+            queue.put_nowait(b"data: last\n\n")
+            queue.put_nowait(None)
+
+        guard = StreamGuard(keys, on_revoked=abort)
+        guard.interval = 0.01
+        queue.put_nowait(b"data: first\n\n")
+        out: list[bytes] = []
+        async for chunk in guard.guard(kid, body(), b"data: revoked\n\n"):
+            out.append(chunk)
+            if len(out) == 1:
+                await asyncio.to_thread(keys.revoke, kid)
+        return out
+
+    out = asyncio.run(main())
+    assert out[0] == b"data: first\n\n" and out[-1] == b"data: revoked\n\n"
+
+
+def test_a_stream_ends_as_revoked_when_the_turn_watcher_finds_the_revocation_first(tmp_path: Path) -> None:
+    """Two watchers look for revoked keys: the stream guard's and the manager's (for turns no
+    stream follows). When the manager's finds it first and aborts the turn, the open stream must
+    still end with the revocation error, not as a normal (aborted) answer."""
+    with serving(tmp_path) as (srv, keys):
+        srv.app.state.serve.streams.interval = 3600.0  # only the manager's watcher looks
+        srv.app.state.serve.manager.revocation_check = 0.05
+        kid, key = keys.create("doomed")
+        c = openai.OpenAI(base_url=srv.url + "/v1", api_key=key, max_retries=0)
+        stream = c.chat.completions.create(
+            model="bot", messages=[{"role": "user", "content": "slow please"}], stream=True
+        )
+        it = iter(stream)
+        assert "Starting" in (next(it).choices[0].delta.content or "") + (next(it).choices[0].delta.content or "")
+        KeyStore(keys.path).revoke(kid)
+        with pytest.raises(openai.APIError, match="revoked"):
+            for _ in it:
+                pass

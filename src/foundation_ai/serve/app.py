@@ -152,7 +152,9 @@ def create_app(config: ServeConfig) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         manager.loop = asyncio.get_running_loop()
-        watcher = None if keys is None else asyncio.create_task(manager.watch_revocations(keys))
+        watcher = (
+            None if keys is None else asyncio.create_task(manager.watch_revocations(keys, streams.revoke))
+        )
         yield
         if watcher is not None:
             watcher.cancel()

@@ -179,7 +179,10 @@ class StreamGuard:
             while True:
                 nxt = asyncio.ensure_future(it.__anext__())
                 await asyncio.wait({nxt, waiter}, return_when=asyncio.FIRST_COMPLETED)
-                if not nxt.done():  # revoked: stop the body where it waits
+                # A revocation wins over a chunk ready at the same moment: the watcher aborts the
+                # key's turns right after it sets ``revoked``, and that abort may end the body
+                # before this loop runs again (the stream must still end with the farewell).
+                if revoked.is_set():
                     await _cancel(nxt)
                     yield farewell
                     return
@@ -196,6 +199,15 @@ class StreamGuard:
             aclose = getattr(body, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+    def revoke(self, owner: str) -> None:
+        """End ``owner``'s open streams now, with the farewell (another watcher, such as the
+        manager's check of running turns, found the key revoked before this guard's did:
+        called before that watcher aborts the key's turns, so their streams end as revoked,
+        never as a normal end)."""
+        for who, event in list(self._open.values()):
+            if who == owner:
+                event.set()
 
     async def _watch(self) -> None:
         while self._open:
@@ -216,8 +228,8 @@ class StreamGuard:
 
 async def _cancel(fut: asyncio.Future[Any]) -> None:
     fut.cancel()
-    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-        await fut
+    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
+        await fut  # a body that failed as it was stopped: the farewell says why it ends
 
 
 def revoked_sse(event: str | None = None) -> bytes:

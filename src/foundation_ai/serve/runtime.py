@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
@@ -515,10 +515,12 @@ class SessionManager:
     def _owners_at_work(self) -> set[str]:
         return {t.owner for t in self._turns.values() if not t.done or t.paused}
 
-    async def watch_revocations(self, keys: Any) -> None:
+    async def watch_revocations(self, keys: Any, end_streams: Callable[[str], None] | None = None) -> None:
         """Until cancelled: every :attr:`revocation_check` seconds while turns run or wait for
         approval, abort those of revoked keys (``keys.list()``: the valid ones, read again
-        when another process changed them), whether or not a stream follows them."""
+        when another process changed them), whether or not a stream follows them.
+        ``end_streams`` (``StreamGuard.revoke``) is called with a revoked key id first, so
+        that its open streams end as revoked."""
         while True:
             await asyncio.sleep(self.revocation_check)
             try:
@@ -527,6 +529,8 @@ class SessionManager:
                     continue
                 valid = {k["id"] for k in await asyncio.to_thread(keys.list)}
                 for owner in owners - valid:
+                    if end_streams is not None:
+                        end_streams(owner)
                     self.abort_turns_of(owner)
             except Exception:  # the key store is unreachable: try again
                 log.warning("could not check the API keys for revocations", exc_info=True)

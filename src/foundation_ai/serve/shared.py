@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -485,7 +485,7 @@ class SharedSessionManager(SessionManager):
     def _owners_at_work(self) -> set[str]:
         return set()  # the shared turn log says which turns run (watch_revocations)
 
-    async def watch_revocations(self, keys: Any) -> None:
+    async def watch_revocations(self, keys: Any, end_streams: Callable[[str], None] | None = None) -> None:
         """Until cancelled: every :attr:`revocation_check` seconds, abort the turns not ended
         (running in any process, or waiting in the queue) whose key was revoked: one query of
         the shared database, the same in every process (each aborts them; a second abort does
@@ -494,9 +494,11 @@ class SharedSessionManager(SessionManager):
         while True:
             await asyncio.sleep(self.revocation_check)
             try:
-                for turn_id, _owner in await asyncio.to_thread(self.log.of_revoked_keys):
+                for turn_id, owner in await asyncio.to_thread(self.log.of_revoked_keys):
                     if turn_id in done:
                         continue
+                    if end_streams is not None:  # this process's streams of the key end as revoked
+                        end_streams(owner)
                     done[turn_id] = None
                     if len(done) > 10_000:
                         done.popitem(last=False)
