@@ -362,7 +362,9 @@ def test_a_stream_ends_as_revoked_when_the_turn_watcher_finds_the_revocation_fir
             model="bot", messages=[{"role": "user", "content": "slow please"}], stream=True
         )
         it = iter(stream)
-        assert "Starting" in (next(it).choices[0].delta.content or "") + (next(it).choices[0].delta.content or "")
+        assert "Starting" in (next(it).choices[0].delta.content or "") + (
+            next(it).choices[0].delta.content or ""
+        )
         KeyStore(keys.path).revoke(kid)
         with pytest.raises(openai.APIError, match="revoked"):
             for _ in it:

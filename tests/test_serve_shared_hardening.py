@@ -55,6 +55,40 @@ def _stored(url: str) -> bytes:
     return out
 
 
+def _checkpointed(url: str) -> bytes:
+    """Every text DBOS keeps of the turns: workflow inputs and outputs, step records, events,
+    messages (whichever of its tables this DBOS version has)."""
+    out = b""
+    for table, column in (
+        ("workflow_status", "inputs"),
+        ("workflow_status", "output"),
+        ("workflow_input", "inputs"),
+        ("workflow_output", "output"),
+        ("operation_outputs", "output"),
+        ("workflow_events", "value"),
+        ("workflow_events_history", "value"),
+        ("notifications", "message"),
+        ("streams", "value"),
+    ):
+        exists = _rows(url, "SELECT to_regclass(%s)", (f"dbos.{table}",))[0][0]
+        if exists is not None:
+            rows = _rows(url, f"SELECT coalesce({column}, '') FROM dbos.{table}")
+            out += b"\n".join(_decoded(r[0]) for r in rows)
+    return out
+
+
+def _decoded(value: str) -> bytes:
+    """A DBOS value as text: DBOS writes pickles in base64 (our own data here: safe to load)."""
+    import base64
+    import binascii
+    import pickle
+
+    try:
+        return repr(pickle.loads(base64.b64decode(value, validate=True))).encode()
+    except (binascii.Error, pickle.UnpicklingError, EOFError, ValueError):
+        return value.encode()
+
+
 class _SplitHandler(_Handler):
     """The gated model, and for a task with ``split``: a first answer ending with the first
     half of :data:`SECRET` and a ``wait_gate`` call, then (after the tool result) a second
@@ -165,7 +199,9 @@ def test_secrets_are_masked_in_everything_a_db_server_serves_and_stores(cluster:
     # the model echoes the task (a word per chunk: the phrase arrives split over four chunks)
     # in its tool call and its answer, and the tool result holds it too
     task = f"task: my key {SECRET} and {PHRASE}"
-    cluster.open_gate(task)
+    # the prompt is masked before the turn is enqueued (DBOS keeps a workflow's inputs), so the
+    # model is given the masked task; the model's own secrets are the split test's
+    cluster.open_gate("task: my key [REDACTED] and [REDACTED]")
     served: list[str] = []
     body = {"model": "worker", "messages": [{"role": "user", "content": task}]}
     plain = httpx2.post(f"{a}/v1/chat/completions", json=body, headers=_h(key), timeout=60)
@@ -201,6 +237,9 @@ def test_secrets_are_masked_in_everything_a_db_server_serves_and_stores(cluster:
     stored = _stored(cluster.url)
     assert b"[REDACTED]" in stored
     assert SECRET.encode() not in stored and b"horse" not in stored
+    checkpointed = _checkpointed(cluster.url)  # DBOS's own tables: inputs and step records
+    assert b"[REDACTED]" in checkpointed and b"gate" in checkpointed  # (the tool's step was read)
+    assert SECRET.encode() not in checkpointed and b"horse" not in checkpointed
 
 
 def test_store_false_on_a_db_server_keeps_nothing_and_cannot_be_continued(cluster: Cluster) -> None:
@@ -320,5 +359,7 @@ def test_a_secret_split_over_two_answers_of_a_db_turn_is_masked_in_each(cluster:
     served = [r.text, httpx2.get(f"{b}/v1/sessions/{sid}", headers=_h(key)).text]
     served.append(repr(Events(f"{b}/v1/sessions/{sid}/events", key).finish()))
     stored = _stored(cluster.url).decode("utf-8", "replace")
-    for text in (*served, stored):
+    checkpointed = _checkpointed(cluster.url).decode("utf-8", "replace")  # DBOS's step records
+    assert "The key begins [REDACTED]" in checkpointed
+    for text in (*served, stored, checkpointed):
         assert SECRET[:17] not in text and SECRET[17:] not in text, text[:400]

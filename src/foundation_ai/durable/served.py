@@ -82,6 +82,7 @@ class _Served:
     sink: EventSink
     flush_every: float
     events: Callable[[], Any] | None = None
+    checkpoints: Callable[[str], str] | None = None
 
 
 _SERVED: _Served | None = None
@@ -279,6 +280,7 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
         history, replay = split_replay(records, msgs[0].id)
         stale, published_pauses = await asyncio.to_thread(_published_outputs, rt.sink, turn_id)
         steps = _StreamingSteps(put, stale=stale, ownership=ownership)
+        steps.checkpoint_filter = rt.checkpoints
         store = _GuardedStore(rt.store, ownership)
         builder = rt.builder(agent).with_store(store).with_step_runner(steps)
         session = open_session(builder.with_phase_hooks(_ShutdownGuard(store)), session_id)
@@ -380,6 +382,7 @@ def start_served_worker(
     executor_id: str | None = None,
     flush_every: float = 0.05,
     events: Callable[[], Any] | None = None,
+    checkpoints: Callable[[str], str] | None = None,
 ) -> ServedWorker:
     """Launch DBOS in this process and consume ``config.queue`` with :func:`served_turn`.
 
@@ -395,6 +398,8 @@ def start_served_worker(
         events: makes, per turn, a filter of its events before they are published: ``feed(ev)``
             gives the events to publish for ``ev``, ``flush()`` what it held back (the serving
             process masks its secrets with it, ``serve.masking.EventMasker``).
+        checkpoints: applied to the JSON of each model call and tool call before DBOS
+            checkpoints it (the serving process masks its secrets: ``SecretMask.json``).
 
     Raises:
         ConfigurationError: a worker already runs in this process (DBOS is one per process).
@@ -403,7 +408,14 @@ def start_served_worker(
     if _SERVED is not None:
         raise ConfigurationError("a served worker already runs in this process")
     me = executor_id or f"{socket.gethostname()}-{os.getpid()}"
-    _SERVED = _Served(builder=builder, store=store, sink=sink, flush_every=flush_every, events=events)
+    _SERVED = _Served(
+        builder=builder,
+        store=store,
+        sink=sink,
+        flush_every=flush_every,
+        events=events,
+        checkpoints=checkpoints,
+    )
     recheck_messages()  # a decision reaches a waiting turn within a second, NOTIFY lost or not
     DBOS(config=config.dbos_config(executor_id=me))  # type: ignore[arg-type]
     try:

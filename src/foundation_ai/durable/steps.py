@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from dbos import DBOS, StepOptions
 from dbos import error as dbos_errors
@@ -226,6 +226,10 @@ class DurableSteps(StepRunner):
         self._recorded: dict[int, str] | None = None
         """Function id -> name of the operations DBOS had recorded for this workflow when this
         run first looked (a first run: none), read at the first steering point."""
+        self.checkpoint_filter: Callable[[str], str] | None = None
+        """Applied to each step's JSON before DBOS checkpoints it (``serve --db``: its
+        secrets masked, ``serve.masking.SecretMask.json``); the run goes on with what was
+        checkpointed, as a recovered run would."""
         self.setup: tuple[Callable[[], str], Callable[[str], None]] | None = None
         """``(record, apply)``: the next step also checkpoints ``record()`` (what the turn
         offers the model) and hands the checkpointed value to ``apply`` when it returns
@@ -235,7 +239,15 @@ class DurableSteps(StepRunner):
         """``DBOS.run_step_async(options, fn)`` for a run that still owns the turn. A step
         whose function ran was checkpointed by DBOS only if this run still owned the turn:
         that confirms the ownership (:meth:`Ownership.confirm`)."""
-        own, setup = self.ownership, self.setup
+        own, setup, filt = self.ownership, self.setup, self.checkpoint_filter
+        if filt is not None:
+            inner = fn
+
+            async def filtered() -> T:
+                out = await inner()
+                return cast(T, filt(out)) if isinstance(out, str) else out
+
+            fn = filtered
         if own is None and setup is None:
             return await self._refusal_noted(DBOS.run_step_async(options, fn))
         if own is not None:

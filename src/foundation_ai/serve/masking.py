@@ -108,6 +108,18 @@ class SecretMask:
         tree = msgspec.json.decode(self.text(data.decode()).encode())
         return from_json(msgspec.json.encode(self._walk(tree)), kind)
 
+    def json(self, raw: str) -> str:
+        """A JSON text (a DBOS step's record) with the secrets masked in all its strings, each
+        as a complete output (:meth:`whole`: a secret's start or end at a string's edge
+        too); ``raw`` itself when it holds no secret nor a fragment of one."""
+        if self._re is None:
+            return raw
+        data = raw.encode()
+        if not any(m in data for m in self._marks):
+            return raw
+        tree = msgspec.json.decode(self.text(raw).encode())
+        return msgspec.json.encode(self._walk(tree)).decode()
+
     def _walk(self, node: Any) -> Any:
         if isinstance(node, str):
             return self.edges(node)

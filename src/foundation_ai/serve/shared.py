@@ -395,6 +395,7 @@ class SharedSessionManager(SessionManager):
             self.log,
             executor_id=shared.executor_id,
             events=(lambda: EventMasker(mask)) if mask else None,
+            checkpoints=mask.json if mask else None,  # DBOS's step records hold no secret either
         )
 
     def builder_of(self, name: str) -> AgentSessionBuilder:
@@ -610,6 +611,8 @@ class SharedSessionManager(SessionManager):
                 "app_version": APP_VERSION,
             }
             params = to_json(session.params).decode()
+            if self.mask:  # the workflow's inputs (DBOS keeps them) hold no secret
+                msgs = [self.mask.value(m, Messages) for m in msgs]
             self.client.dbos.enqueue(opts, session.agent.name, sid, to_json(msgs).decode(), params)
         except BaseException:
             self.log.finish(turn_id)
