@@ -268,9 +268,12 @@ def test_store_false_on_a_db_server_keeps_nothing_and_cannot_be_continued(cluste
             assert raised.value.code == "previous_response_not_found"
     assert all(task not in s["title"] for s in httpx2.get(f"{b}/v1/sessions", headers=_h(key)).json()["data"])
     deadline = time.monotonic() + 10
-    while b"Wq3Lz" in _stored(cluster.url) and time.monotonic() < deadline:  # deleted as the turn ends
+    while (
+        b"Wq3Lz" in _stored(cluster.url) + _checkpointed(cluster.url) and time.monotonic() < deadline
+    ):  # deleted as the turn ends, in DBOS's tables too (its workflow's inputs and steps)
         time.sleep(0.1)
     assert b"Wq3Lz" not in _stored(cluster.url)
+    assert b"Wq3Lz" not in _checkpointed(cluster.url)
 
 
 def test_a_revoked_keys_turn_with_no_open_stream_is_aborted_within_a_second(cluster: Cluster) -> None:
@@ -328,10 +331,11 @@ def test_a_deleted_session_leaves_the_shared_store_and_cannot_be_resumed(cluster
     body = {"model": "worker", "messages": [{"role": "user", "content": task}]}
     r = httpx2.post(f"{a}/v1/chat/completions", json=body, headers=_h(key), timeout=60)
     sid = r.headers["x-session-id"]
-    assert b"Jm4Rt" in _stored(cluster.url)
+    assert b"Jm4Rt" in _stored(cluster.url) and b"Jm4Rt" in _checkpointed(cluster.url)
     gone = httpx2.delete(f"{b}/v1/sessions/{sid}", headers=_h(key))
     assert gone.status_code == 200 and gone.json()["deleted"] is True
     assert b"Jm4Rt" not in _stored(cluster.url)
+    assert b"Jm4Rt" not in _checkpointed(cluster.url)  # DBOS's records of its turns are gone too
     assert _rows(cluster.url, "SELECT count(*) FROM foundation_ai_records WHERE session_id = %s", (sid,)) == [
         (0,)
     ]

@@ -478,7 +478,7 @@ class SharedSessionManager(SessionManager):
             recent.pop(session_id, None)
 
         def delete() -> None:
-            self.log.forget_session(session_id)
+            self._drop_workflows(self.log.forget_session(session_id))
             self.store.delete_session(session_id)
 
         await asyncio.to_thread(delete)
@@ -629,7 +629,7 @@ class SharedSessionManager(SessionManager):
     def _forget_later(self, session_id: str) -> None:
         def delete() -> None:
             try:
-                self.log.forget_session(session_id)
+                self._drop_workflows(self.log.forget_session(session_id))
                 self.store.delete_session(session_id)
             except Exception:
                 log.warning("could not delete the store: false session %s", session_id, exc_info=True)
@@ -638,6 +638,30 @@ class SharedSessionManager(SessionManager):
             fut = asyncio.get_running_loop().run_in_executor(None, delete)
             self._forgetting.add(fut)
             fut.add_done_callback(self._forgetting.discard)
+
+    def _drop_workflows(self, turn_ids: list[str], wait: float = 10.0) -> None:
+        """Delete what DBOS keeps of ended turns (their inputs, step checkpoints, outputs and
+        events: ``DBOSClient.delete_workflows``), so a deleted or ``store: false`` session
+        leaves nothing there either. A turn whose workflow is still finishing (its last event
+        is published just before DBOS records its end) is waited for up to ``wait`` seconds;
+        one still running after that is left, with a warning."""
+        if not turn_ids:
+            return
+        dbos = self.client.dbos
+        deadline = time.monotonic() + wait
+        ended: list[str] = []
+        for turn_id in turn_ids:
+            while True:
+                rows = dbos.list_workflows(workflow_ids=[turn_id], load_input=False, load_output=False)
+                if not rows or rows[0].status not in ("PENDING", "ENQUEUED"):
+                    ended.append(turn_id)
+                    break
+                if time.monotonic() > deadline:
+                    log.warning("turn %s still runs: DBOS keeps its records", turn_id)
+                    break
+                time.sleep(0.05)
+        if ended:
+            dbos.delete_workflows(ended)
 
     def _stop_streams(self) -> None:
         # the process stops: end the streams it serves, abort nothing (their turns go on

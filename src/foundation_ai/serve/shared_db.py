@@ -355,16 +355,20 @@ class TurnLog:
         )
         return [(str(r[0]), str(r[1])) for r in rows]
 
-    def forget_session(self, session_id: str) -> None:
-        """Delete the session's turns, their event logs and its kept steering messages."""
+    def forget_session(self, session_id: str) -> list[str]:
+        """Delete the session's turns, their event logs and its kept steering messages; the
+        ids of the turns deleted."""
         with self.db.pool.connection() as conn, conn.transaction():
             conn.execute(
                 "DELETE FROM foundation_ai_serve_events WHERE turn_id IN"
                 " (SELECT turn_id FROM foundation_ai_serve_turns WHERE session_id = %s)",
                 (session_id,),
             )
-            conn.execute("DELETE FROM foundation_ai_serve_turns WHERE session_id = %s", (session_id,))
+            gone = conn.execute(
+                "DELETE FROM foundation_ai_serve_turns WHERE session_id = %s RETURNING turn_id", (session_id,)
+            ).fetchall()
             conn.execute("DELETE FROM foundation_ai_serve_pending WHERE session_id = %s", (session_id,))
+        return [str(r[0]) for r in gone]
 
     def request_abort(self, turn_id: str) -> None:
         """Tell every process (``NOTIFY``) to abort turn ``turn_id`` now if it runs it."""
