@@ -478,7 +478,9 @@ class SharedSessionManager(SessionManager):
             recent.pop(session_id, None)
 
         def delete() -> None:
-            self._drop_workflows(self.log.forget_session(session_id))
+            # no turn of it runs: a workflow still pending is one paused for approval (left,
+            # with a warning) or one recording its end (a moment): a request waits 1 s at most
+            self._drop_workflows(self.log.forget_session(session_id), wait=1.0)
             self.store.delete_session(session_id)
 
         await asyncio.to_thread(delete)
