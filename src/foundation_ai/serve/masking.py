@@ -102,11 +102,8 @@ class SecretMask:
         none."""
         if self._re is None:
             return value
-        data = to_json(value)
-        if not any(m in data for m in self._marks):  # no secret, nor a fragment of one
-            return value
-        tree = msgspec.json.decode(self.text(data.decode()).encode())
-        return from_json(msgspec.json.encode(self._walk(tree)), kind)
+        masked = self._masked_json(to_json(value))
+        return value if masked is None else from_json(masked, kind)
 
     def json(self, raw: str) -> str:
         """A JSON text (a DBOS step's record) with the secrets masked in all its strings, each
@@ -114,11 +111,16 @@ class SecretMask:
         too); ``raw`` itself when it holds no secret nor a fragment of one."""
         if self._re is None:
             return raw
-        data = raw.encode()
+        masked = self._masked_json(raw.encode())
+        return raw if masked is None else masked.decode()
+
+    def _masked_json(self, data: bytes) -> bytes | None:
+        """The JSON ``data`` with every secret masked, then each string's :meth:`edges`;
+        ``None`` when it holds no secret nor a fragment of one (nothing to mask)."""
         if not any(m in data for m in self._marks):
-            return raw
-        tree = msgspec.json.decode(self.text(raw).encode())
-        return msgspec.json.encode(self._walk(tree)).decode()
+            return None
+        tree = msgspec.json.decode(self.text(data.decode()).encode())
+        return msgspec.json.encode(self._walk(tree))
 
     def _walk(self, node: Any) -> Any:
         if isinstance(node, str):

@@ -477,13 +477,9 @@ class SharedSessionManager(SessionManager):
         for recent in self._recent.values():
             recent.pop(session_id, None)
 
-        def delete() -> None:
-            # no turn of it runs: a workflow still pending is one paused for approval (left,
-            # with a warning) or one recording its end (a moment): a request waits 1 s at most
-            self._drop_workflows(self.log.forget_session(session_id), wait=1.0)
-            self.store.delete_session(session_id)
-
-        await asyncio.to_thread(delete)
+        # no turn of it runs: a workflow still pending is one paused for approval (left, with a
+        # warning) or one recording its end (a moment): a request waits 1 s at most
+        await asyncio.to_thread(self._erase, session_id, 1.0)
 
     def _owners_at_work(self) -> set[str]:
         return set()  # the shared turn log says which turns run (watch_revocations)
@@ -631,8 +627,7 @@ class SharedSessionManager(SessionManager):
     def _forget_later(self, session_id: str) -> None:
         def delete() -> None:
             try:
-                self._drop_workflows(self.log.forget_session(session_id))
-                self.store.delete_session(session_id)
+                self._erase(session_id, 10.0)
             except Exception:
                 log.warning("could not delete the store: false session %s", session_id, exc_info=True)
 
@@ -641,27 +636,33 @@ class SharedSessionManager(SessionManager):
             self._forgetting.add(fut)
             fut.add_done_callback(self._forgetting.discard)
 
-    def _drop_workflows(self, turn_ids: list[str], wait: float = 10.0) -> None:
+    def _erase(self, session_id: str, wait: float) -> None:
+        """Delete a session's turns and event logs, what DBOS keeps of them
+        (:meth:`_drop_workflows`, waiting ``wait`` seconds) and its records in the store."""
+        self._drop_workflows(self.log.forget_session(session_id), wait)
+        self.store.delete_session(session_id)
+
+    def _drop_workflows(self, turn_ids: list[str], wait: float) -> None:
         """Delete what DBOS keeps of ended turns (their inputs, step checkpoints, outputs and
         events: ``DBOSClient.delete_workflows``), so a deleted or ``store: false`` session
         leaves nothing there either. A turn whose workflow is still finishing (its last event
-        is published just before DBOS records its end) is waited for up to ``wait`` seconds;
-        one still running after that is left, with a warning."""
+        is published just before DBOS records its end) is waited for up to ``wait`` seconds
+        (one read of all their statuses every 50 ms); one still running after that is left,
+        with a warning."""
         if not turn_ids:
             return
         dbos = self.client.dbos
         deadline = time.monotonic() + wait
-        ended: list[str] = []
-        for turn_id in turn_ids:
-            while True:
-                rows = dbos.list_workflows(workflow_ids=[turn_id], load_input=False, load_output=False)
-                if not rows or rows[0].status not in ("PENDING", "ENQUEUED"):
-                    ended.append(turn_id)
-                    break
-                if time.monotonic() > deadline:
-                    log.warning("turn %s still runs: DBOS keeps its records", turn_id)
-                    break
-                time.sleep(0.05)
+        running = list(turn_ids)
+        while True:
+            rows = dbos.list_workflows(workflow_ids=running, load_input=False, load_output=False)
+            running = [r.workflow_id for r in rows if r.status in ("PENDING", "ENQUEUED")]
+            if not running or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        for turn_id in running:
+            log.warning("turn %s still runs: DBOS keeps its records", turn_id)
+        ended = [t for t in turn_ids if t not in running]
         if ended:
             dbos.delete_workflows(ended)
 
