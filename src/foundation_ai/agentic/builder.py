@@ -53,8 +53,26 @@ def _unique_prefix(store: Any, prefix: str) -> str:
     return matches[0]
 
 
+_ROUTER: list[Any] = []
+"""``[foundation_ai.router]`` once :func:`_router` imported it (on the first build, not at
+import: an import statement run per build cost some 12,000 instructions each time)."""
+
+
+def _router() -> Any:
+    """The ``foundation_ai.router`` module (``ProviderRouter``, ``as_model``)."""
+    if not _ROUTER:
+        from .. import router
+
+        _ROUTER.append(router)
+    return _ROUTER[0]
+
+
 def _is_model(obj: Any) -> bool:
     return hasattr(obj, "astream") and hasattr(obj, "descriptor")
+
+
+_NAMES = (str, ModelId)
+"""What names a model (an ``isinstance`` tuple: ``str | ModelId`` made a union per call)."""
 
 
 def _resolve_model(obj: Any, model_id: Any = None, router: Any = None) -> Any:
@@ -65,11 +83,10 @@ def _resolve_model(obj: Any, model_id: Any = None, router: Any = None) -> Any:
     Raises:
         ConfigurationError: none of these (or the router cannot resolve it).
     """
-    from ..router import ProviderRouter, as_model
-
-    if isinstance(obj, ProviderRouter):
-        return as_model(obj, model_id)
-    if isinstance(obj, str | ModelId):
+    router_module = _ROUTER[0] if _ROUTER else _router()
+    if isinstance(obj, router_module.ProviderRouter):
+        return router_module.as_model(obj, model_id)
+    if isinstance(obj, _NAMES):
         if router is None and isinstance(obj, str):
             from .._model_string import model
 
@@ -419,8 +436,6 @@ class AgentSessionBuilder:
     def _make(
         self, store: SessionStore, session_id: str, model: Any, system: str | None, tools: list[Any]
     ) -> AgentSession:
-        from ..router import ProviderRouter
-
         if model is None:
             raise ConfigurationError(
                 "no model: pass one to AgentSession.builder(...) (resume(id) can use the one the session recorded)"
@@ -441,7 +456,7 @@ class AgentSessionBuilder:
 
             hooks = dataclasses.replace(hooks, gate=can_use_tool_gate(self._can_use_tool, registry))
         tool_choice = _tool_choices(self._tool_choice, registry)
-        router = model if isinstance(model, ProviderRouter) else None
+        router = model if isinstance(model, (_ROUTER[0] if _ROUTER else _router()).ProviderRouter) else None
         models = [_resolve_model(model, self._model_id)] + [
             _resolve_model(m, None if router is None else m, router) for m in self._fallbacks
         ]
