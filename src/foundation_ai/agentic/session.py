@@ -115,6 +115,18 @@ class AgentSession:
     _closed = False
     _running = False  # a turn holds the session (see ``_enter``)
     _lease: Any = None  # the store's session lease the running turn holds (stores/lease.py)
+    context_start = 0
+    """Index of the first message sent to the model (moves forward on context overflow)."""
+    context_cut: tuple[int, int] | None = None
+    """Within the running turn, after an overflow with no older exchange left: send
+    ``messages[context_start:head_end] + messages[cut:]`` (the prompt, then the latest rounds)."""
+    stored_header: SessionHeader | None = None
+    """What the store last recorded about this session (model string, system prompt, tools)."""
+    _header: tuple[Any, Any, Any, int, SessionHeader] | None = None  # ``session_header``'s cache
+    awaiting: Sequence[ToolCall] = ()
+    """The tool calls the last turn paused on, waiting for :meth:`approve`/:meth:`deny`."""
+    paused_calls: Sequence[ToolCall] = ()
+    """Every call of the paused response (run, or denied, once the turn continues)."""
     lease_seconds: float = LEASE_SECONDS
     """How long the session's lease lives without renewal (``docs/sessions.md``)."""
     lease_turn_id: str | None = None
@@ -160,21 +172,9 @@ class AgentSession:
         self.steering = Steering()
         self.messages: list[Messages] = []
         """The conversation, oldest first (what ``resume`` rebuilds)."""
-        self.context_start = 0
-        """Index of the first message sent to the model (moves forward on context overflow)."""
-        self.context_cut: tuple[int, int] | None = None
-        """Within the running turn, after an overflow with no older exchange left: send
-        ``messages[context_start:head_end] + messages[cut:]`` (the prompt, then the latest rounds)."""
         self.pending_records: list[SessionRecord] = []
         """Records kept in memory but not yet in the store (a write failed): the next turn, or
         :meth:`flush`, writes them first."""
-        self.stored_header: SessionHeader | None = None
-        """What the store last recorded about this session (model string, system prompt, tools)."""
-        self._header: tuple[Any, Any, Any, int, SessionHeader] | None = None
-        self.awaiting: Sequence[ToolCall] = ()
-        """The tool calls the last turn paused on, waiting for :meth:`approve`/:meth:`deny`."""
-        self.paused_calls: Sequence[ToolCall] = ()
-        """Every call of the paused response (run, or denied, once the turn continues)."""
         self._decisions: dict[str, Any] = {}
 
     @staticmethod
