@@ -37,3 +37,22 @@ def test_a_missing_postgres_extra_is_looked_up_once(monkeypatch: pytest.MonkeyPa
         backend, inner = lease._backend(store)
         assert backend is lease._LOCAL and inner is store
     assert finder.tries == 1
+
+
+def test_the_holder_is_made_once_and_again_in_a_forked_child() -> None:
+    """``lease_holder()`` is kept once made; a forked child names its own pid, not its parent's."""
+    import os
+
+    mine = lease.lease_holder()
+    assert mine.endswith(f":{os.getpid()}") and lease.lease_holder() is mine
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its holder and leave at once
+        os.close(read)
+        os.write(write, lease.lease_holder().encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        child = f.read().decode()
+    os.waitpid(pid, 0)
+    assert child.endswith(f":{pid}") and child != mine

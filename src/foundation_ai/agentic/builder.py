@@ -53,8 +53,26 @@ def _unique_prefix(store: Any, prefix: str) -> str:
     return matches[0]
 
 
+_ROUTER: list[Any] = []
+"""``[foundation_ai.router]`` once :func:`_router` imported it (on the first build, not at
+import: an import statement run per build cost some 12,000 instructions each time)."""
+
+
+def _router() -> Any:
+    """The ``foundation_ai.router`` module (``ProviderRouter``, ``as_model``)."""
+    if not _ROUTER:
+        from .. import router
+
+        _ROUTER.append(router)
+    return _ROUTER[0]
+
+
 def _is_model(obj: Any) -> bool:
     return hasattr(obj, "astream") and hasattr(obj, "descriptor")
+
+
+_NAMES = (str, ModelId)
+"""What names a model (an ``isinstance`` tuple: ``str | ModelId`` made a union per call)."""
 
 
 def _resolve_model(obj: Any, model_id: Any = None, router: Any = None) -> Any:
@@ -65,11 +83,10 @@ def _resolve_model(obj: Any, model_id: Any = None, router: Any = None) -> Any:
     Raises:
         ConfigurationError: none of these (or the router cannot resolve it).
     """
-    from ..router import ProviderRouter, as_model
-
-    if isinstance(obj, ProviderRouter):
-        return as_model(obj, model_id)
-    if isinstance(obj, str | ModelId):
+    router_module = _ROUTER[0] if _ROUTER else _router()
+    if isinstance(obj, router_module.ProviderRouter):
+        return router_module.as_model(obj, model_id)
+    if isinstance(obj, _NAMES):
         if router is None and isinstance(obj, str):
             from .._model_string import model
 
@@ -146,29 +163,32 @@ _MEMORY_TOOLS = frozenset({"memory", "search_context"})
 class AgentSessionBuilder:
     """Configures an :class:`AgentSession`; every ``with_*`` returns the builder."""
 
+    # The settings a ``with_*`` call replaces are class-level defaults (an instance sets its own
+    # on first write): a builder made per session costs only its model and its lists.
+    _memory: Any = None
+    _model_id: Any = None
+    _system: str | None = None
+    _soul: str | None = None
+    _params: ModelParams | None = None
+    _inner = 25
+    _outer = 10
+    _budget: TokenBudget | None = None
+    _store: SessionStore | None = None
+    _tool_timeout: float | None = None
+    _tool_choice: Any = None
+    _chat_template: str | None = None
+    _cooldown = 30.0
+    _output: OutputSpec | None = None
+    _shed: Any = None
+    _can_use_tool: Any = None
+    _hooks = _NO_HOOKS  # frozen: shared until a ``with_*`` replaces it
+
     def __init__(self, model_or_router: Any = None) -> None:
         self._model = model_or_router
         self._catalog: list[Any] = []
-        self._memory: Any = None
-        self._model_id: Any = None
-        self._system: str | None = None
-        self._soul: str | None = None
         self._tools: list[Any] = []
-        self._params: ModelParams | None = None
-        self._inner = 25
-        self._outer = 10
         self._fallbacks: list[Any] = []
-        self._budget: TokenBudget | None = None
-        self._store: SessionStore | None = None
-        self._tool_timeout: float | None = None
-        self._tool_choice: Any = None
-        self._chat_template: str | None = None
-        self._cooldown = 30.0
-        self._output: OutputSpec | None = None
-        self._shed: Any = None
         self._factories: list[Any] = []
-        self._can_use_tool: Any = None
-        self._hooks = _NO_HOOKS  # frozen: shared until a ``with_*`` replaces it
 
     def with_model_id(self, model_id: Any) -> AgentSessionBuilder:
         """For a ``ProviderRouter``: the ``ModelId`` (or name) to route to (default: the
@@ -419,8 +439,6 @@ class AgentSessionBuilder:
     def _make(
         self, store: SessionStore, session_id: str, model: Any, system: str | None, tools: list[Any]
     ) -> AgentSession:
-        from ..router import ProviderRouter
-
         if model is None:
             raise ConfigurationError(
                 "no model: pass one to AgentSession.builder(...) (resume(id) can use the one the session recorded)"
@@ -441,10 +459,10 @@ class AgentSessionBuilder:
 
             hooks = dataclasses.replace(hooks, gate=can_use_tool_gate(self._can_use_tool, registry))
         tool_choice = _tool_choices(self._tool_choice, registry)
-        router = model if isinstance(model, ProviderRouter) else None
-        models = [_resolve_model(model, self._model_id)] + [
-            _resolve_model(m, None if router is None else m, router) for m in self._fallbacks
-        ]
+        router = model if isinstance(model, (_ROUTER[0] if _ROUTER else _router()).ProviderRouter) else None
+        models = [_resolve_model(model, self._model_id)]
+        if self._fallbacks:
+            models += [_resolve_model(m, None if router is None else m, router) for m in self._fallbacks]
         if isinstance(model, str) and getattr(models[0], "model_string", None) is None:
             try:
                 models[0].model_string = model  # recorded as given ("local", "gguf:PATH", ...)

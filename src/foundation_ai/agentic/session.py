@@ -115,6 +115,18 @@ class AgentSession:
     _closed = False
     _running = False  # a turn holds the session (see ``_enter``)
     _lease: Any = None  # the store's session lease the running turn holds (stores/lease.py)
+    context_start = 0
+    """Index of the first message sent to the model (moves forward on context overflow)."""
+    context_cut: tuple[int, int] | None = None
+    """Within the running turn, after an overflow with no older exchange left: send
+    ``messages[context_start:head_end] + messages[cut:]`` (the prompt, then the latest rounds)."""
+    stored_header: SessionHeader | None = None
+    """What the store last recorded about this session (model string, system prompt, tools)."""
+    _header: tuple[Any, Any, Any, int, SessionHeader] | None = None  # ``session_header``'s cache
+    awaiting: Sequence[ToolCall] = ()
+    """The tool calls the last turn paused on, waiting for :meth:`approve`/:meth:`deny`."""
+    paused_calls: Sequence[ToolCall] = ()
+    """Every call of the paused response (run, or denied, once the turn continues)."""
     lease_seconds: float = LEASE_SECONDS
     """How long the session's lease lives without renewal (``docs/sessions.md``)."""
     lease_turn_id: str | None = None
@@ -160,21 +172,9 @@ class AgentSession:
         self.steering = Steering()
         self.messages: list[Messages] = []
         """The conversation, oldest first (what ``resume`` rebuilds)."""
-        self.context_start = 0
-        """Index of the first message sent to the model (moves forward on context overflow)."""
-        self.context_cut: tuple[int, int] | None = None
-        """Within the running turn, after an overflow with no older exchange left: send
-        ``messages[context_start:head_end] + messages[cut:]`` (the prompt, then the latest rounds)."""
         self.pending_records: list[SessionRecord] = []
         """Records kept in memory but not yet in the store (a write failed): the next turn, or
         :meth:`flush`, writes them first."""
-        self.stored_header: SessionHeader | None = None
-        """What the store last recorded about this session (model string, system prompt, tools)."""
-        self._header: tuple[Any, Any, Any, int, SessionHeader] | None = None
-        self.awaiting: Sequence[ToolCall] = ()
-        """The tool calls the last turn paused on, waiting for :meth:`approve`/:meth:`deny`."""
-        self.paused_calls: Sequence[ToolCall] = ()
-        """Every call of the paused response (run, or denied, once the turn continues)."""
         self._decisions: dict[str, Any] = {}
 
     @staticmethod
@@ -182,9 +182,8 @@ class AgentSession:
         """Start configuring a session on a ``Model``, a ``ProviderRouter`` or a model string
         (``"openai:gpt-4o-mini"``, ``"local"``: ``foundation_ai.model``, ``docs/models.md``).
         Without one, only ``resume`` works (with the model the session recorded)."""
-        from .builder import AgentSessionBuilder
-
-        return AgentSessionBuilder(model_or_router)
+        make = _BUILDER[0] if _BUILDER else _builder_class()
+        return make(model_or_router)
 
     def session_header(self) -> SessionHeader:
         """What this session records about itself in the store now: the primary model's model
@@ -808,6 +807,20 @@ class AgentSession:
 
     def __repr__(self) -> str:
         return f"AgentSession(id={self.session_id!r}, model={self.model.descriptor.name!r}, messages={len(self.messages)})"
+
+
+_BUILDER: list[type[AgentSessionBuilder]] = []
+"""``[AgentSessionBuilder]`` once :func:`_builder_class` imported it (``agentic/builder.py``
+imports this module): an import statement run per call costs some 12,000 instructions."""
+
+
+def _builder_class() -> type[AgentSessionBuilder]:
+    """``AgentSessionBuilder``, imported on the first :meth:`AgentSession.builder` call."""
+    from .builder import AgentSessionBuilder
+
+    if not _BUILDER:
+        _BUILDER.append(AgentSessionBuilder)
+    return AgentSessionBuilder
 
 
 def __getattr__(name: str) -> Any:

@@ -66,9 +66,11 @@ def base_url_of(model: Any) -> str | None:
     provider's own (``docs/models.md``), without user name, password, query or fragment; else
     ``None`` (the provider's own host, an in-process model, anything without these attributes)."""
     url = getattr(getattr(model, "options", None), "base_url", None)
+    if not isinstance(url, str):  # no HTTP options (an in-process or scripted model)
+        return None
     descriptor = getattr(model, "descriptor", None)
     prefix = _PREFIX.get(str(getattr(descriptor, "provider", "")))
-    if not isinstance(url, str) or prefix is None:
+    if prefix is None:
         return None
     from .._model_string import PROVIDERS
 

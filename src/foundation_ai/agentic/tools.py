@@ -549,6 +549,11 @@ class MultiCommandTool:
         return await self.commands[definition.name].run(definition, arguments)
 
 
+_TOOL_CLASSES = (FunctionTool, BaseTool, MultiCommandTool)
+"""The tool classes :func:`as_agent_tool` takes as they are (an ``isinstance`` tuple: made once,
+where ``FunctionTool | BaseTool | MultiCommandTool`` made a union per call)."""
+
+
 def as_agent_tool(obj: Any) -> AgentTool:
     """Accept a ``FunctionTool``, ``BaseTool``, ``MultiCommandTool``, any object with
     ``definition`` + ``execute``, or a plain typed function (wrapped with :func:`tool`). Every
@@ -559,7 +564,7 @@ def as_agent_tool(obj: Any) -> AgentTool:
         ConfigurationError: ``obj`` is none of these, or one of its argument schemas is not a
             valid JSON Schema (the message names the tool).
     """
-    if isinstance(obj, FunctionTool | BaseTool | MultiCommandTool):
+    if isinstance(obj, _TOOL_CLASSES):
         return _schemas_checked(obj)
     if hasattr(obj, "definition") and hasattr(obj, "execute"):
         return _schemas_checked(_ObjectTool(obj))

@@ -91,8 +91,16 @@ class Lease:
 
 
 def lease_holder() -> str:
-    """This process as a lease holder: ``"<host>:<pid>"``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """This process as a lease holder: ``"<host>:<pid>"`` (made once per process: a forked
+    child makes its own)."""
+    if not _HOLDER:
+        _HOLDER.append(f"{socket.gethostname()}:{os.getpid()}")
+    return _HOLDER[0]
+
+
+_HOLDER: list[str] = []  # [lease_holder()] once made; emptied in a forked child
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_HOLDER.clear)
 
 
 def holder_is_gone(holder: str) -> bool:
@@ -334,14 +342,26 @@ def _backend(store: Any) -> tuple[Any, Any]:
     inner = getattr(store, "inner", None)
     if inner is not None:
         store = inner
-    from .sqlite import SqliteSessionStore
-
-    if isinstance(store, SqliteSessionStore) and store.path != ":memory:" and not store.read_only:
+    sqlite = _SQLITE_CLASS[0] if _SQLITE_CLASS else _sqlite_store_class()
+    if isinstance(store, sqlite) and store.path != ":memory:" and not store.read_only:
         return _SQLITE, store
-    postgres = _postgres_store_class()
+    postgres = _PG_CLASS[0] if _PG_CLASS else _postgres_store_class()
     if postgres is not None and isinstance(store, postgres):
         return _POSTGRES, store
     return _LOCAL, store
+
+
+_SQLITE_CLASS: list[Any] = []  # [SqliteSessionStore] once imported
+
+
+def _sqlite_store_class() -> Any:
+    """``SqliteSessionStore`` (``stores/sqlite.py`` imports this module), imported once: an
+    import statement run per lookup cost some 14,000 instructions, four lookups a turn."""
+    from .sqlite import SqliteSessionStore
+
+    if not _SQLITE_CLASS:
+        _SQLITE_CLASS.append(SqliteSessionStore)
+    return SqliteSessionStore
 
 
 _PG_CLASS: list[Any] = []  # [PostgresSessionStore or None] once looked up
@@ -454,6 +474,8 @@ class _Keeper:
                     self.drop(lease)
 
 
+_FOREVER = float("inf")
+"""The duration of a lease kept in this process for a session (it never expires)."""
 _KEEPER = _Keeper()
 atexit.register(_KEEPER.flush)  # a process that ends normally leaves no lease behind
 
@@ -479,8 +501,21 @@ def take_lease(
         StoreError: the database failed (``retryable``).
     """
     backend, target = _backend(store)
+    return _take(backend, target, session_id, turn_id, seconds, holder, keep)
+
+
+def _take(
+    backend: Any,
+    target: Any,
+    session_id: str,
+    turn_id: str | None,
+    seconds: float,
+    holder: str | None,
+    keep: bool,
+) -> Lease:
+    """:func:`take_lease` once the store's backend is known (``_backend``)."""
     turn = turn_id or new_scru128()
-    who = holder or lease_holder()
+    who = holder or (_HOLDER[0] if _HOLDER else lease_holder())
     if backend is not _LOCAL:
         _KEEPER.flush(session_id)  # this process's last turn of it is over
     try:
@@ -540,9 +575,9 @@ async def atake_session_lease(
     Raises:
         SessionBusyError: another turn holds the session.
     """
-    backend, _ = _backend(store)
-    if backend is _LOCAL:
-        return take_lease(store, session_id, turn_id, seconds=float("inf"), keep=False)
+    backend, target = _backend(store)
+    if backend is _LOCAL:  # take_lease's path, the backend known
+        return _take(_LOCAL, target, session_id, turn_id, _FOREVER, None, False)
     try:
         return await asyncio.to_thread(take_lease, store, session_id, turn_id, seconds=seconds)
     except StoreError as exc:
@@ -563,8 +598,10 @@ def give_back_lease(lease: Lease) -> None:
     this process at once, a database lease by the keeper thread (at once, and at the latest
     when this process exits; a next turn of this process on the session releases it first).
     A database failure is logged: the lease then expires by itself."""
-    backend, _ = _backend(lease.store)
-    if backend is _LOCAL:
-        release_lease(lease)
+    backend, target = _backend(lease.store)
+    if backend is _LOCAL:  # release_lease's path, the backend known
+        if id(lease) in _KEEPER.held:  # a lease the keeper renews (never a session's own)
+            _KEEPER.drop(lease)
+        _LOCAL.release(target, lease.session_id, lease.token)
     else:
         _KEEPER.release_later(lease)
