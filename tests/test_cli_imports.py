@@ -109,7 +109,10 @@ def test_the_checker_sees_lazy_imports_and_finds_a_cycle() -> None:
 
 def test_a_piped_local_run_does_not_import_the_markdown_renderer(tmp_path: Path) -> None:
     """``run`` piped (no terminal) prints plain text: rich's Markdown renderer and markdown-it,
-    a tenth of a second of imports, are not loaded before the model (issue 31, the cold run)."""
+    a tenth of a second of imports, are not loaded before the model (issue 31, the cold run).
+    With ``-q`` nothing is rendered at all, so rich is not loaded; and a local model needs no
+    HTTP client library: httpx2 (and httpcore2, which loads trio when it is installed) stay
+    unloaded, as do the built-in tools nobody asked for and the modules of other commands."""
     import subprocess
     import sys
 
@@ -127,3 +130,24 @@ def test_a_piped_local_run_does_not_import_the_markdown_renderer(tmp_path: Path)
     imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if "|" in line}
     assert "foundation_ai._cli.run_output" in imported
     assert not {"rich.markdown", "markdown_it"} & imported
+    unneeded = {"rich", "httpx2", "httpcore2", "trio", "foundation_ai.agentic.toolsets.builtin"}
+    unneeded |= {"foundation_ai._cli.serve_cmd", "foundation_ai._cli.durable_cmds"}  # other commands
+    assert not unneeded & imported, sorted(unneeded & imported)
+
+
+def test_the_http_layer_loads_each_re_exported_name_on_use() -> None:
+    """``backends._http`` re-exports lazily: every name in ``__all__`` resolves, and the names
+    the CLI needs before any model call (``mask_url``, ``resolve_endpoint``) do not load httpx."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from foundation_ai.backends._http import mask_url, resolve_endpoint\n"
+        "assert 'httpx2' not in sys.modules, 'httpx2 loaded'\n"
+        "import foundation_ai.backends._http as h\n"
+        "missing = [n for n in h.__all__ if getattr(h, n, None) is None]\n"
+        "assert not missing, missing\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]

@@ -131,6 +131,37 @@ def test_parser_options() -> None:
         p.parse_args(["run", "hi", "--max-tokens", "0"])
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "hi", "-q", "--max-tokens", "4", "--temperature", "0", "--seed", "1"],
+        ["-v", "run", "-m", "openai:x", "--tools", "files", "-S", "abc", "--json", "hi"],
+        ["chat", "-c", "-s", "be brief", "--tools", "shell", "--yes"],
+        ["run"],
+    ],
+)
+def test_a_parser_built_for_one_command_parses_it_as_the_full_parser(argv: list[str]) -> None:
+    """The entry point builds only ``run``'s (or ``chat``'s) subparser for those commands: the
+    same namespace as the parser of every command (issue 31: the others are not built)."""
+    from foundation_ai._cli.parser import command_of, with_default_command
+
+    words = with_default_command(argv)
+    command = command_of(words)
+    assert command in ("run", "chat")
+    only = build_parser(command)
+    assert set(only._subparsers._group_actions[0].choices) == {command}  # type: ignore[union-attr]
+    assert vars(only.parse_args(words)) == vars(build_parser().parse_args(words))
+
+
+def test_command_of_finds_the_command_after_the_verbose_flags() -> None:
+    from foundation_ai._cli.parser import command_of, with_default_command
+
+    assert command_of(with_default_command(["-v", "Hi"])) == "run"
+    assert command_of(["serve", "--port", "1"]) == "serve"
+    assert command_of(["--help"]) is None and command_of([]) is None
+    assert set(build_parser(command_of(["serve"]))._subparsers._group_actions[0].choices) > {"serve", "run"}  # type: ignore[union-attr]
+
+
 def test_error_line_is_one_line() -> None:
     assert error_line("bad\n  thing\n") == "foundation-ai: error: bad thing"
 

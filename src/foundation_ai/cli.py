@@ -42,7 +42,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from ._cli.parser import build_parser, with_default_command
+from ._cli.parser import build_parser, command_of, with_default_command
 from ._cli.status import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -69,18 +69,18 @@ __all__ = [
 
 def _handler(command: str) -> Callable[[argparse.Namespace], int]:
     """The ``cmd_<command>`` function, imported on use so ``--help`` and ``--version`` stay fast."""
-    from ._cli.durable_cmds import DURABLE_COMMANDS
-
-    if command in DURABLE_COMMANDS:
-        return DURABLE_COMMANDS[command]
-    if command in ("models", "keys"):
-        from ._cli import setup_commands as module
+    if command in ("run", "chat", "sessions", "show"):
+        from ._cli import commands as module
+    elif command in ("models", "keys"):
+        from ._cli import setup_commands as module  # type: ignore[no-redef]
     elif command in ("aliases", "templates"):
         from ._cli import saved as module  # type: ignore[no-redef]
     elif command == "serve":
         from ._cli import serve_cmd as module  # type: ignore[no-redef]
     else:
-        from ._cli import commands as module  # type: ignore[no-redef]
+        from ._cli.durable_cmds import DURABLE_COMMANDS
+
+        return DURABLE_COMMANDS[command]
     handler: Callable[[argparse.Namespace], int] = getattr(module, f"cmd_{command}")
     return handler
 
@@ -99,8 +99,9 @@ def _log_http() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (see the module docstring). A first argument that
     is not a command runs it as a prompt (``foundation-ai "Hi"``)."""
-    parser = build_parser()
-    args = parser.parse_args(with_default_command(sys.argv[1:] if argv is None else argv))
+    words = with_default_command(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(command_of(words))  # `run ...`: only run's options are built
+    args = parser.parse_args(words)
     if args.command is None:
         parser.print_help()
         print(

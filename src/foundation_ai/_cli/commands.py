@@ -14,25 +14,25 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
-
-from ..agentic.toolsets.builtin import files_tools, shell_tools
-from ..agentic.toolsets.errors import ToolRefused
 from ..errors import ConfigurationError, FoundationAIError
 from ..types import ModelParams, OutputFormat, to_json
-from .approval import shell_question
 from .config import KEY_ENV, PROVIDER_KEY, Config, load_config, read_keys
 from .model_choice import ModelChoice, check_reachable, load_model, parse_model_spec
 from .prompt_input import attachment_messages, parse_schema, read_prompt
-from .render import INTERRUPTED, TurnRenderer, make_console, render_records
-from .report import failure_message, usage_line
 from .run_output import RunOutput, answer_mode, silence_stdout
 from .safe_text import visible_line
-from .session_index import SessionInfo, describe_sessions, resolve_session_id, search_sessions
 from .status import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, error_line
 from .turns import QuestionBox, TurnRunner, shell_decision
+
+if TYPE_CHECKING:
+    from .report import failure_message, usage_line
+    from .session_index import SessionInfo
+
+# Imported where used: rich's renderers (``render``, ``report``), the built-in tools and the
+# session index, so a piped ``run -q`` on the local model loads none of them (issue 31).
+_LAZY = {"failure_message": "report", "usage_line": "report"}
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
@@ -47,6 +47,17 @@ __all__ = [
     "silence_stdout",
     "usage_line",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 def open_store(path: str | None, *, read_only: bool = False) -> Any:
@@ -210,6 +221,10 @@ def _stored_key_env(choice: ModelChoice) -> dict[str, str] | None:
 
 
 def _session_to_resume(args: argparse.Namespace, store: Any) -> str | None:
+    if not getattr(args, "continue_", False) and not args.session:
+        return None
+    from .session_index import describe_sessions, resolve_session_id
+
     if getattr(args, "continue_", False):
         newest = describe_sessions(store, limit=1)
         if not newest:
@@ -284,6 +299,12 @@ def setup_session(args: argparse.Namespace) -> SessionSetup:
 def _builtin_tools(args: argparse.Namespace, questions: QuestionBox) -> tuple[list[Any], list[str]]:
     """The ``--tools`` sets as agent tools, and a description of each set for the banner."""
     tool_sets = list(dict.fromkeys(args.tools))
+    if not tool_sets and not getattr(args, "mcp", None):
+        return [], []
+    from ..agentic.toolsets.builtin import files_tools, shell_tools
+    from ..agentic.toolsets.errors import ToolRefused
+    from .approval import shell_question
+
     if tool_sets and args.root and not os.path.isdir(args.root):
         raise ConfigurationError(f"--root {args.root}: not a directory")
     root = os.path.abspath(args.root or os.getcwd())
@@ -394,11 +415,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     turn_input = _turn_input(args)
     setup = setup_session(args)
-    err = None if args.quiet else TurnRenderer(make_console(stderr=True))
     mode = answer_mode(
         terminal=sys.stdout.isatty(), plain=args.plain, no_stream=args.no_stream, structured=bool(args.schema)
     )
-    out = RunOutput(args.json, mode, err, setup.session.abort, make_console())
+    err = None
+    console = None
+    if not args.quiet or mode in ("live", "markdown"):  # rich is loaded only to render
+        from .render import TurnRenderer, make_console
+
+        err = None if args.quiet else TurnRenderer(make_console(stderr=True))
+        console = make_console() if mode in ("live", "markdown") else None
+    out = RunOutput(args.json, mode, err, setup.session.abort, console)
     runner = TurnRunner(setup.session, out.handle, questions=setup.questions)
     try:
         runner.run(lambda: setup.session.run_turn_stream(turn_input).events())
@@ -416,10 +443,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_BROKEN_PIPE
         shows_usage = end is not None and (end.summary.usage.total_tokens or isinstance(end, TurnEvent.Done))
         if err is not None and isinstance(end, TurnEvent.Done) and end.summary.outcome is TurnOutcome.Aborted:
+            from .render import INTERRUPTED
+
             err.notice(INTERRUPTED, style="yellow")  # as `show` marks it in the transcript
         if err is not None and shows_usage:
+            from .report import usage_line
+
             err.usage(usage_line(end.summary, setup.choice, setup.session.model))
     if isinstance(end, TurnEvent.Failed):
+        from .report import failure_message
+
         print(error_line(failure_message(end.error, setup.choice)), file=sys.stderr)
         return EXIT_FAILED
     if runner.interrupted or (end is not None and end.summary.outcome is TurnOutcome.Aborted):
@@ -434,6 +467,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_sessions(args: argparse.Namespace) -> int:
     """``foundation-ai sessions``: stored sessions, newest first (id, updated, messages, first
     prompt). The store is opened read-only."""
+    from .render import make_console
+    from .session_index import describe_sessions, search_sessions
+
     store = open_store(args.db, read_only=True)
     try:
         if args.query:
@@ -477,6 +513,11 @@ def session_table(rows: list[SessionInfo], width: int = 100) -> list[str]:
 def cmd_show(args: argparse.Namespace) -> int:
     """``foundation-ai show ID``: a stored session's transcript (``--json``: its records as JSON
     lines). The store is opened read-only."""
+    from rich.text import Text
+
+    from .render import make_console, render_records
+    from .session_index import resolve_session_id
+
     store = open_store(args.db, read_only=True)
     try:
         session_id = resolve_session_id(store, args.session_id)

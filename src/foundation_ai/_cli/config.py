@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,12 +106,18 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """
     file = Path(path) if path is not None else config_dir() / "config.toml"
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
+        text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
         if path is not None:
             raise ConfigurationError(f"no such config file: {file}") from None
         return Config()
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(f"cannot read the config file {file}: {exc}") from None
+    import tomllib  # only when there is a file to parse
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigurationError(f"cannot read the config file {file}: {exc}") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively
         raise ConfigurationError(

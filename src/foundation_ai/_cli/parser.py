@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from ..errors import ConfigurationError
 from . import option_values
@@ -17,7 +17,7 @@ from .status import EXIT_USAGE, PROG, error_line
 
 T = TypeVar("T")
 
-__all__ = ["COMMANDS", "build_parser", "with_default_command"]
+__all__ = ["COMMANDS", "build_parser", "command_of", "with_default_command"]
 
 COMMANDS = (
     "chat", "run", "sessions", "show", "models", "keys", "serve",
@@ -246,9 +246,16 @@ def _add_verbose_option(p: argparse.ArgumentParser, default: object) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser of ``foundation-ai`` (commands chat, run, sessions, show, models,
-    keys, serve). Parse ``with_default_command(argv)`` so a bare prompt runs it."""
+    keys, serve). Parse ``with_default_command(argv)`` so a bare prompt runs it.
+
+    ``command``: ``"run"`` or ``"chat"`` builds only that command's subparser (the entry point
+    passes the command it found in ``argv``, see :func:`command_of`): the same parse of that
+    command's arguments without building, or importing the modules of, the other commands
+    (issue 31, the cold run). Anything else builds them all.
+    """
+    only = command if command in ("run", "chat") else None
     parser = _Parser(
         prog=PROG,
         description="LLM agents on one normalized message model. Runs the bundled SmolLM2 by default. "
@@ -261,7 +268,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     _add_verbose_option(parser, 0)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    if only != "run":
+        _add_chat_parser(sub)
+    if only != "chat":
+        _add_run_parser(sub)
+    if only is None:
+        _add_other_parsers(sub)
+    return parser
 
+
+def _add_chat_parser(sub: Any) -> None:
     chat = sub.add_parser(
         "chat",
         help="interactive chat (streams tokens; /steer TEXT, /exit; Ctrl-C interrupts a turn)",
@@ -272,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_session_options(chat, "resume")
     _add_agent_options(chat)
 
+
+def _add_run_parser(sub: Any) -> None:
     run = sub.add_parser(
         "run",
         help="run one turn and print the answer (the default command)",
@@ -305,6 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--plain", action="store_true", help="plain text on a terminal too (no Markdown)")
     _add_agent_options(run)
 
+
+def _add_other_parsers(sub: Any) -> None:
     sessions = sub.add_parser(
         "sessions",
         help="list stored sessions",
@@ -363,7 +383,15 @@ def build_parser() -> argparse.ArgumentParser:
     from .saved import add_saved_commands
 
     add_saved_commands(sub)
-    return parser
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` (as :func:`with_default_command` returns it) names: its first
+    argument after ``-v`` flags, when that is a command; ``None`` otherwise (help, version)."""
+    for arg in argv:
+        if arg not in ("-v", "-vv", "--verbose"):
+            return arg if arg in COMMANDS else None
+    return None
 
 
 def with_default_command(argv: Sequence[str]) -> list[str]:

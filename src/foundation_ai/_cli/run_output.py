@@ -21,15 +21,14 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rich.cells import cell_len
-from rich.console import Console
-
 from ..types import to_json
-from .render import TurnRenderer
 from .safe_text import visible
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # rich is imported where it draws: a piped ``run`` never loads it
+    from rich.console import Console
     from rich.markdown import Markdown
+
+    from .render import TurnRenderer
 
 __all__ = ["RunOutput", "answer_mode", "markdown", "rows_of", "silence_stdout"]
 
@@ -45,6 +44,8 @@ def markdown(text: str) -> Markdown:
 def rows_of(text: str, width: int) -> int:
     """Terminal rows ``text`` occupies when written from column 0 on a ``width``-column
     terminal that wraps long lines (tabs every 8 columns)."""
+    from rich.cells import cell_len
+
     rows = 0
     for line in text.split("\n"):
         cells = cell_len(line.expandtabs(8))

@@ -5,6 +5,7 @@ cancelled; the HTTP connections kept alive on it closed; async generators finali
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,9 +38,9 @@ def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
             t.cancel()
         if pending:
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        from ..backends._http import close_pools  # the HTTP connections kept alive on this loop
-
-        loop.run_until_complete(close_pools(loop))
+        pools = sys.modules.get("foundation_ai.backends._http.pool")  # never loaded: no pools
+        if pools is not None:  # the HTTP connections kept alive on this loop
+            loop.run_until_complete(pools.close_pools(loop))
         loop.run_until_complete(loop.shutdown_asyncgens())
     except Exception:  # closing must not fail (it may run at interpreter exit)
         pass

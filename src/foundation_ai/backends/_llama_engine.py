@@ -11,21 +11,25 @@ enforces ``json_schema`` grammars (LLGuidance) and reuses the cached prompt pref
 The wheel also starts llama.cpp's HTTP listener; it is bound to 127.0.0.1 on a port the OS
 picks and guarded by a random API key that never leaves this object, and it is used only for
 the endpoints the wheel does not bind in Python: ``/tokenize``, ``/apply-template``, ``/props``
-(llama.cpp server README, "API Endpoints").
+(llama.cpp server README, "API Endpoints"). Those loopback calls go through the standard
+library's ``http.client`` (one connection per call), not an HTTP client library: a local model
+then loads no network stack (httpx and what it pulls in cost a cold ``foundation-ai run`` about
+0.2 s of imports, issue 31).
 """
 
 from __future__ import annotations
 
 import functools
+import http.client
 import importlib
+import json
 import os
 import secrets
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-import httpx2
+from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError
 
@@ -165,28 +169,16 @@ class LlamaEngine:
         self.tokens_generated = 0
         self.active = 0
         self.last_cached_tokens = 0
-        self._http = httpx2.Client(
-            base_url=str(self._server.listening_address),
-            headers={"Authorization": f"Bearer {key}"},
-            timeout=120.0,
-            trust_env=False,
-        )
+        self._http = _Loopback(str(self._server.listening_address), key)
         self.props: dict[str, Any] = self._get("/props")
 
     # -- utility endpoints (loopback HTTP, see the module docstring) ----------------------------
 
     def _get(self, path: str) -> dict[str, Any]:
-        response = self._http.get(path)
-        response.raise_for_status()
-        value: dict[str, Any] = response.json()
-        return value
+        return self._http.call("GET", path)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        response = self._http.post(path, json=body)
-        if response.status_code >= 400:
-            raise ValueError(f"llama.cpp {path}: {response.text[:500]}")
-        value: dict[str, Any] = response.json()
-        return value
+        return self._http.call("POST", path, body)
 
     def tokenize(self, text: str, *, special: bool = True) -> list[int]:
         """The token ids of ``text`` (no BOS added; ``special``: ``<|im_start|>`` and the like
@@ -242,6 +234,50 @@ class LlamaEngine:
 
     def close(self) -> None:
         """Stop llama.cpp's threads and free the model."""
-        self._http.close()
         server, self._server = self._server, None
         del server
+
+
+class _Loopback:
+    """JSON calls to llama.cpp's listener at ``address`` (``http://127.0.0.1:PORT``), with its
+    API key; thread-safe (a fresh ``http.client`` connection per call, no proxy, no redirects).
+
+    Args:
+        address: the listener's base URL.
+        key: the API key llama.cpp was started with.
+        timeout: seconds for connecting and for each read.
+    """
+
+    def __init__(self, address: str, key: str, timeout: float = 120.0) -> None:
+        parts = urlsplit(address)
+        self.host = parts.hostname or _HOST
+        self.port = parts.port or 80
+        self.timeout = timeout
+        self._headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The JSON object answered to ``method path`` (``body`` sent as JSON).
+
+        Raises:
+            ValueError: an HTTP error status (the message holds the start of the body) or an
+                answer that is not a JSON object.
+            OSError, http.client.HTTPException: the listener cannot be reached or answers garbage.
+        """
+        headers = dict(self._headers)
+        data = None
+        if body is not None:
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        try:
+            conn.request(method, path, body=data, headers=headers)
+            response = conn.getresponse()
+            payload = response.read()
+        finally:
+            conn.close()
+        if response.status >= 400:
+            raise ValueError(f"llama.cpp {path}: {payload[:500].decode('utf-8', 'replace')}")
+        value = json.loads(payload)
+        if not isinstance(value, dict):
+            raise ValueError(f"llama.cpp {path}: not a JSON object: {payload[:200]!r}")
+        return value

@@ -85,7 +85,6 @@ from ..types import (
     Stream,
     UsageReport,
 )
-from ._http.failures import error_items
 from ._llama_engine import LlamaEngine
 from ._llama_prompt import ChatTemplateError, ensure_single_bos, openai_tools, render_prompt
 from ._llama_request import (
@@ -306,6 +305,8 @@ class LlamaCppModel(BaseModel):
                 engine.active -= 1
 
     def _error(self, detail: str, usage: UsageReport) -> Iterator[ModelStream]:
+        from ._http.failures import error_items  # on failure only: the HTTP layer loads httpx
+
         yield from error_items(detail, self._model_id, _PROVIDER, usage)  # the contract's failure tail
 
     def _prepare(self, interaction: ModelInteraction, params: ModelParams) -> Any:

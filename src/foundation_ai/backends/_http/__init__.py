@@ -83,16 +83,64 @@ Typical backend code::
 
 from __future__ import annotations
 
-from .async_stream import astream_events
-from .drain import DRAIN_SECONDS
-from .endpoint import Endpoint, join_url, resolve_api_key, resolve_endpoint
-from .events import SseEvent, Timer
-from .failures import RETRY_STATUSES, HttpStreamError, WireError, error_items, error_text
-from .options import DEFAULT_DEADLINE, DEFAULT_FIRST_BYTE_TIMEOUT, HttpOptions
-from .pool import MAX_CONNECTIONS, SHARD_CONNECTIONS, close_pools, shared_pool, shared_ssl_context
-from .retry import retry_delay
-from .secrets import header_secrets, mask_url, redact, secret_forms, url_secrets
-from .sync_stream import stream_events
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .async_stream import astream_events
+    from .drain import DRAIN_SECONDS
+    from .endpoint import Endpoint, join_url, resolve_api_key, resolve_endpoint
+    from .events import SseEvent, Timer
+    from .failures import RETRY_STATUSES, HttpStreamError, WireError, error_items, error_text
+    from .options import DEFAULT_DEADLINE, DEFAULT_FIRST_BYTE_TIMEOUT, HttpOptions
+    from .pool import MAX_CONNECTIONS, SHARD_CONNECTIONS, close_pools, shared_pool, shared_ssl_context
+    from .retry import retry_delay
+    from .secrets import header_secrets, mask_url, redact, secret_forms, url_secrets
+    from .sync_stream import stream_events
+
+_WHERE = {
+    "astream_events": "async_stream",
+    "DRAIN_SECONDS": "drain",
+    "Endpoint": "endpoint",
+    "join_url": "endpoint",
+    "resolve_api_key": "endpoint",
+    "resolve_endpoint": "endpoint",
+    "SseEvent": "events",
+    "Timer": "events",
+    "RETRY_STATUSES": "failures",
+    "HttpStreamError": "failures",
+    "WireError": "failures",
+    "error_items": "failures",
+    "error_text": "failures",
+    "DEFAULT_DEADLINE": "options",
+    "DEFAULT_FIRST_BYTE_TIMEOUT": "options",
+    "HttpOptions": "options",
+    "MAX_CONNECTIONS": "pool",
+    "SHARD_CONNECTIONS": "pool",
+    "close_pools": "pool",
+    "shared_pool": "pool",
+    "shared_ssl_context": "pool",
+    "retry_delay": "retry",
+    "header_secrets": "secrets",
+    "mask_url": "secrets",
+    "redact": "secrets",
+    "secret_forms": "secrets",
+    "url_secrets": "secrets",
+    "stream_events": "sync_stream",
+}
+"""Where each re-exported name lives: imported on first use, so a caller needing only
+``mask_url`` or ``resolve_endpoint`` (the CLI, model strings, the local llama.cpp backend) does
+not load httpx (issue 31, the cold run)."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_DEADLINE",
