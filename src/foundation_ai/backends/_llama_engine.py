@@ -12,6 +12,11 @@ The wheel also starts llama.cpp's HTTP listener; it is bound to 127.0.0.1 on a p
 picks and guarded by a random API key that never leaves this object, and it is used only for
 the endpoints the wheel does not bind in Python: ``/tokenize``, ``/apply-template``, ``/props``
 (llama.cpp server README, "API Endpoints").
+
+On the CPU (``n_gpu_layers=0``) llama.cpp's flash attention is off (its default, ``auto``, turns
+it on): with it, evaluating the ~20 new tokens of a chat turn costs more the longer the cached
+history (17 new tokens after 1550 cached: 4.5x the cost after 30, against 1.7x without it, on 2
+shared cores; ``bench/local_turns.py``). ``flash_attn_type`` in ``options`` overrides this.
 """
 
 from __future__ import annotations
@@ -141,6 +146,8 @@ class LlamaEngine:
         if extra_buffer_types is None:
             extra_buffer_types = not cpu_advertises_amx()
         params.no_extra_bufts = not extra_buffer_types
+        if n_gpu_layers == 0:  # CPU: flash attention's cost grows with the cached context (module docstring)
+            params.flash_attn_type = xlc.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED
         if chat_template:
             params.chat_template = chat_template
         if embedding:
