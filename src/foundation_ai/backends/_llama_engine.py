@@ -15,8 +15,9 @@ the endpoints the wheel does not bind in Python: ``/tokenize``, ``/apply-templat
 
 On the CPU (``n_gpu_layers=0``) llama.cpp's flash attention is off (its default, ``auto``, turns
 it on): with it, evaluating the ~20 new tokens of a chat turn costs more the longer the cached
-history (17 new tokens after 1550 cached: 4.5x the cost after 30, against 1.7x without it, on 2
-shared cores; ``bench/local_turns.py``). ``flash_attn_type`` in ``options`` overrides this.
+history (17 new tokens after 1550 cached: 2.1-4.5x the cost after 30, against 1.2-1.7x without
+it, two interleaved runs on 2 shared cores; ``bench/local_turns.py`` prints this phase as
+``eval``). ``flash_attn_type`` in ``options`` overrides this.
 """
 
 from __future__ import annotations
