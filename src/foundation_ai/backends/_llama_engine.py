@@ -15,6 +15,12 @@ the endpoints the wheel does not bind in Python: ``/tokenize``, ``/apply-templat
 library's ``http.client`` (one connection per call), not an HTTP client library: a local model
 then loads no network stack (httpx and what it pulls in cost a cold ``foundation-ai run`` about
 0.2 s of imports, issue 31).
+
+On the CPU (``n_gpu_layers=0``) llama.cpp's flash attention is off (its default, ``auto``, turns
+it on): with it, evaluating the ~20 new tokens of a chat turn costs more the longer the cached
+history (17 new tokens after 1550 cached: 2.1-4.5x the cost after 30, against 1.2-1.7x without
+it, two interleaved runs on 2 shared cores; ``bench/local_turns.py`` prints this phase as
+``eval``). ``flash_attn_type`` in ``options`` overrides this.
 """
 
 from __future__ import annotations
@@ -145,6 +151,8 @@ class LlamaEngine:
         if extra_buffer_types is None:
             extra_buffer_types = not cpu_advertises_amx()
         params.no_extra_bufts = not extra_buffer_types
+        if n_gpu_layers == 0:  # CPU: flash attention's cost grows with the cached context (module docstring)
+            params.flash_attn_type = xlc.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED
         if chat_template:
             params.chat_template = chat_template
         if embedding:
