@@ -102,7 +102,10 @@ class LiveTurn:
                     self.events += self._release()
                     held = ev
                     continue
-                self.events += self._masked(ev)
+                if self._masker is None:
+                    self.events.append(ev)
+                else:
+                    self.events += self._masker.feed(ev)
                 self._notify()
         except Exception:  # the loop itself crashed: followers get a Failed event, clients no trace
             held = None
@@ -219,17 +222,18 @@ async def first_event(live: Any) -> TurnEvent | None:
     return await wait() if wait is not None else None
 
 
-async def event_batches(
-    live: Any, *, through_pauses: bool = False
-) -> AsyncIterator[tuple[int, list[TurnEvent]]]:
-    """``live.batches(...)`` for a :class:`LiveTurn`; for another followed turn (one with only
-    ``follow``, e.g. a turn running in another process) its events one at a time, as
-    ``(index, [event])``."""
+def event_batches(live: Any, *, through_pauses: bool = False) -> AsyncIterator[tuple[int, list[TurnEvent]]]:
+    """``live.batches(...)`` for a :class:`LiveTurn` (itself: no hop per step); for another
+    followed turn (one with only ``follow``, e.g. a turn running in another process) its events
+    one at a time, as ``(index, [event])``."""
     batches = getattr(live, "batches", None)
     if batches is not None:
-        async for item in batches(through_pauses=through_pauses):
-            yield item
-        return
+        it: AsyncIterator[tuple[int, list[TurnEvent]]] = batches(through_pauses=through_pauses)
+        return it
+    return _one_by_one(live, through_pauses)
+
+
+async def _one_by_one(live: Any, through_pauses: bool) -> AsyncIterator[tuple[int, list[TurnEvent]]]:
     i = 0
     async for ev in live.follow(through_pauses=through_pauses):
         yield i, [ev]
