@@ -36,7 +36,16 @@ running from one round to the next (kept-alive connections to the model included
   before them) / N.
 - **One core's worth of streams**: from the server CPU per chunk at the first level, the most
   streams one core carries at this token rate (``--core-level auto``; rounded down to tens);
-  a last level runs at that count and judges the added latency there.
+  a last level runs at that count and judges the added latency there, under *sustained* load:
+  the slots' starts are spread over one stream's length (``--tokens`` x ``--delay``) and each
+  slot runs three streams back to back, so about that many streams are open at any time and
+  their chunks arrive spread out. (Before, all N turns started at the same instant: every
+  chunk then queued behind N turn starts and a burst of N chunks every ``--delay``, which at
+  one core's worth takes the whole ``--delay`` to relay; that measures a thundering herd, and
+  its p50 could not be below ~``--delay``/2 even on an idle machine.) The figure is judged
+  only when the server's threads waited for a CPU at most 20 % of the time (``/proc``
+  schedstat): on a machine where other processes take the CPU the latency is theirs, and the
+  bench says "not judged" with the figure.
 
 The machine may have as few as 2 cores shared with the load generator, the fake model and
 other jobs, so the script prints the load average and each process's CPU use during the
@@ -44,6 +53,10 @@ rounds: a server at ~100 % of a core is saturated and its added latency is queue
 whose threads wait for a CPU much of the time is starved by other processes, and its latency
 is theirs. CPU time per chunk does not depend on that waiting, so the ratio to the floor is
 the figure to compare between runs.
+
+Between two served rounds come a direct and a floor round: with rounds longer than a few
+seconds the upstream connections of both servers outlive httpx's keep-alive expiry (5 s), so
+both open them again in each round (the same for both; it is in both figures).
 
 Goals (issue 31, set before measuring, never tuned to the figures): at every level every
 stream of every round completes with all its chunks (five rounds at 1,000 streams); server CPU
@@ -75,6 +88,12 @@ ROOT = Path(__file__).resolve().parents[1]
 GOAL_CPU_RATIO = 1.5
 GOAL_CORE_P50_MS = 20.0
 GOAL_KIB_PER_STREAM = 256.0
+CORE_REPEAT = 3
+"""Streams each slot of the sustained level runs back to back."""
+MAX_RUNQ_SHARE = 0.2
+"""The added latency at one core's worth of streams is judged only when the server's threads
+waited for a CPU at most this share of the served rounds' time (else another process's work
+is measured)."""
 
 
 def _raise_fd_limit() -> None:
@@ -281,7 +300,12 @@ async def one_stream(port: int, request: bytes, tokens: int) -> tuple[list[float
     return times, transit
 
 
-async def clients_main(port: int, model: str, n: int, tokens: int) -> dict[str, Any]:
+async def clients_main(
+    port: int, model: str, n: int, tokens: int, stagger: float = 0.0, repeat: int = 1
+) -> dict[str, Any]:
+    """``n`` stream slots; slot ``k`` starts ``k * stagger / n`` s after the first and runs
+    ``repeat`` streams one after the other. Results per stream, slot by slot (``repeat`` per
+    slot), so two runs with the same arguments pair stream for stream."""
     body = json.dumps(
         {"model": model, "messages": [{"role": "user", "content": "go"}], "stream": True}
     ).encode()
@@ -290,9 +314,19 @@ async def clients_main(port: int, model: str, n: int, tokens: int) -> dict[str, 
         b"accept: text/event-stream\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
     )
     t0 = time.perf_counter()
-    results = await asyncio.gather(
-        *(one_stream(port, request, tokens) for _ in range(n)), return_exceptions=True
-    )
+
+    async def slot(k: int) -> list[Any]:
+        await asyncio.sleep(k * stagger / n)
+        out: list[Any] = []
+        for _ in range(repeat):
+            try:
+                out.append(await one_stream(port, request, tokens))
+            except Exception as exc:  # counted as a failed stream
+                out.append(exc)
+        return out
+
+    per_slot = await asyncio.gather(*(slot(k) for k in range(n)))
+    results = [r for rs in per_slot for r in rs]
     wall = time.perf_counter() - t0
     errors = [repr(r) for r in results if isinstance(r, BaseException)]
     nan = [float("nan")] * tokens
@@ -357,9 +391,17 @@ class Round:
     """One run of the load generator; samples the watched processes while it runs."""
 
     def __init__(
-        self, env: dict[str, str], port: int, model: str, n: int, tokens: int, watch: dict[str, int]
+        self,
+        env: dict[str, str],
+        port: int,
+        model: str,
+        n: int,
+        tokens: int,
+        watch: dict[str, int],
+        sustained: tuple[float, int] = (0.0, 1),
     ):
         self.env, self.port, self.model, self.n, self.tokens, self.watch = env, port, model, n, tokens, watch
+        self.stagger, self.repeat = sustained
         self.peak_rss = 0
         self.cpu: dict[str, float] = {}
         self.cpu_s: dict[str, float] = {}
@@ -367,6 +409,7 @@ class Round:
     def run(self, out: Path, server_pid: int) -> dict[str, Any]:
         cmd = [sys.executable, __file__, "--role", "clients", "--port", str(self.port), "--model", self.model]
         cmd += ["--clients", str(self.n), "--tokens", str(self.tokens), "--out", str(out)]
+        cmd += ["--stagger", str(self.stagger), "--repeat", str(self.repeat)]
         before = {name: cpu_s(pid) for name, pid in self.watch.items()}
         waited = runq_wait_s(server_pid)
         t0 = time.perf_counter()
@@ -398,9 +441,12 @@ def level(
     ports: dict[str, int],
     pids: dict[str, int],
     tmp: Path,
+    sustained: tuple[float, int] = (0.0, 1),
 ) -> dict[str, Any]:
     """``rounds`` sets of rounds at ``n`` streams: direct, served and through the raw relay
-    floor, in an order that turns each set (so no kind always follows another)."""
+    floor, in an order that turns each set (so no kind always follows another).
+    ``sustained`` ``(stagger, repeat)``: the slots' starts spread over ``stagger`` s, each
+    running ``repeat`` streams back to back (default: all ``n`` at once, one each)."""
     added: list[float] = []
     first: list[float] = []
     relay: list[float] = []
@@ -417,7 +463,7 @@ def level(
         got: dict[str, Any] = {}
         for kind in order:
             model = {"direct": "fake", "served": "bench", "floor": "fake"}[kind]
-            rd = Round(env, ports[kind], model, n, tokens, pids)
+            rd = Round(env, ports[kind], model, n, tokens, pids, sustained)
             watched = pids["serve"] if kind != "floor" else pids["floor"]
             got[kind] = rd.run(tmp / f"round-{n}-{r}-{kind}.json", watched)
             if kind == "served":
@@ -432,8 +478,11 @@ def level(
                 print(f"  {kind} stream failed: {e}")
             done = sum(1 for ts in got[kind]["times"] if all(t == t for t in ts))
             complete[kind] += done
-            if kind == "served" and done < n:
-                print(f"  served round {r + 1}: {done}/{n} streams complete ({got[kind]['wall']:.1f} s)")
+            if kind == "served" and done < n * sustained[1]:
+                print(
+                    f"  served round {r + 1}: {done}/{n * sustained[1]} streams complete"
+                    f" ({got[kind]['wall']:.1f} s)"
+                )
         for d_ts, s_ts in zip(got["direct"]["times"], got["served"]["times"], strict=True):
             for i, (d, s) in enumerate(zip(d_ts, s_ts, strict=True)):
                 if d == d and s == s:
@@ -442,10 +491,11 @@ def level(
                         first.append(s - d)
         for d_tr, s_tr in zip(got["direct"]["transit"], got["served"]["transit"], strict=True):
             relay += [s - d for d, s in zip(d_tr, s_tr, strict=True) if d == d and s == s]
-    chunks = n * rounds * tokens
+    chunks = n * sustained[1] * rounds * tokens
     return {
         "n": n,
-        "rounds": rounds,
+        "streams": n * sustained[1] * rounds,
+        "sustained": sustained,
         "complete": complete,
         "failed": failed,
         "added": added,
@@ -458,6 +508,7 @@ def level(
         "server_us_per_chunk": cpu_s["served"] / chunks * 1e6,
         "floor_us_per_chunk": cpu_s["floor"] / chunks * 1e6,
         "walls": walls,
+        "rounds": rounds,
     }
 
 
@@ -500,6 +551,8 @@ def main() -> int:
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--clients", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--stagger", type=float, default=0.0, help=argparse.SUPPRESS)
+    p.add_argument("--repeat", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     p.add_argument("--model-url", help=argparse.SUPPRESS)
     p.add_argument("--data-dir", help=argparse.SUPPRESS)
@@ -513,7 +566,9 @@ def main() -> int:
         elif args.role == "floor":
             floor_main(args)
         else:
-            res = asyncio.run(clients_main(args.port, args.model, args.clients, args.tokens))
+            res = asyncio.run(
+                clients_main(args.port, args.model, args.clients, args.tokens, args.stagger, args.repeat)
+            )
             Path(args.out).write_text(json.dumps(res))
         return 0
 
@@ -569,12 +624,17 @@ def main() -> int:
                     if args.core_level == "auto"
                     else int(args.core_level)
                 )
+                # sustained load: the streams' starts spread over one stream's length, each
+                # slot running CORE_REPEAT streams back to back, so ~n_core are open at once
+                # (not n_core turns starting at the same instant and their chunks in one burst)
+                sustained = (args.tokens * args.delay, CORE_REPEAT)
                 print(
                     f"one core carries ~{n_core} streams ({results[0]['server_us_per_chunk']:.0f} us of"
                     f" server CPU per chunk at {results[0]['n']} streams, a chunk per stream every"
-                    f" {args.delay * 1000:.0f} ms): added latency is judged at {n_core} streams"
+                    f" {args.delay * 1000:.0f} ms): added latency is judged at {n_core} streams,"
+                    f" sustained"
                 )
-                core = level(n_core, args.rounds, args.tokens, env, ports, pids, tmp)
+                core = level(n_core, args.rounds, args.tokens, env, ports, pids, tmp, sustained)
                 core["load"] = os.getloadavg()[0]
                 report(core, args)
         finally:
@@ -589,7 +649,7 @@ def main() -> int:
     goals: list[tuple[str, bool]] = []
     for res in results:
         n = res["n"]
-        total = n * res["rounds"]
+        total = res["streams"]
         c = res["complete"]["served"]
         goals.append(
             (f"{n} streams: all {total} served streams complete ({res['rounds']} rounds)", c == total)
@@ -610,28 +670,38 @@ def main() -> int:
                 kib <= GOAL_KIB_PER_STREAM,
             )
         )
+    judged: list[tuple[str, bool | None]] = list(goals)
     if core is not None:
         a50 = pct(core["added"], 0.5) * 1000
-        goals.append(
-            (
-                f"{core['n']} streams (one core's worth): added latency p50 <= {GOAL_CORE_P50_MS:g} ms per"
-                f" chunk over the direct round (got {a50:.1f})",
-                a50 <= GOAL_CORE_P50_MS,
-            )
+        waited = core["cpu_served"].get("serve_runq", 0.0)
+        label = (
+            f"{core['n']} streams (one core's worth, sustained): added latency p50 <= {GOAL_CORE_P50_MS:g} ms"
+            f" per chunk over the direct round (got {a50:.1f}; server threads waiting for a CPU"
+            f" {waited * 100:.0f} % of the time)"
         )
-    for label, good in goals:
-        print(f"  {'met' if good else 'NOT met'}: {label}")
+        # the goal assumes the server has its core: a server whose threads wait for a CPU
+        # (other processes run) shows their time, not its own; then the figure is not judged
+        judged.append((label, a50 <= GOAL_CORE_P50_MS if waited <= MAX_RUNQ_SHARE else None))
+    for label, good in judged:
+        verdict = "met" if good else "NOT met" if good is not None else "not judged (server starved of CPU)"
+        print(f"  {verdict}: {label}")
     everything = [*results, *([core] if core is not None else [])]
-    return 0 if all(r["complete"]["served"] == r["n"] * r["rounds"] for r in everything) else 1
+    return 0 if all(r["complete"]["served"] == r["streams"] for r in everything) else 1
 
 
 def report(res: dict[str, Any], args: argparse.Namespace) -> None:
     n, rounds = res["n"], res["rounds"]
-    total = n * rounds
+    total = res["streams"]
     a, f = res["added"], res["first"]
     cpu = res["cpu_served"]
-    rate = n * args.tokens / max(1e-9, sum(res["walls"]["served"]) / rounds)
-    print(f"{n} concurrent streams ({rounds} rounds of each kind), loadavg {res['load']:.2f}:")
+    rate = total / rounds * args.tokens / max(1e-9, sum(res["walls"]["served"]) / rounds)
+    stagger, repeat = res["sustained"]
+    how = (
+        f"sustained: starts spread over {stagger:.2f} s, {repeat} streams back to back per slot, "
+        if repeat > 1 or stagger > 0
+        else ""
+    )
+    print(f"{n} concurrent streams ({how}{rounds} rounds of each kind), loadavg {res['load']:.2f}:")
     c, fl = res["complete"], res["failed"]
     print(
         f"  complete: direct {c['direct']}/{total}, served {c['served']}/{total}, floor {c['floor']}/{total}"

@@ -140,6 +140,31 @@ def test_finished_sessions_and_turns_leave_memory_beyond_the_per_key_cap_and_res
             assert sids[0] in mgr._sessions and len(mgr._sessions) <= 3
 
 
+def test_running_turns_do_not_push_a_key_s_idle_sessions_out_of_memory(tmp_path: Path) -> None:
+    # a new session counts as idle until its turn starts: three fit beside the two idle ones
+    limits = Limits(idle_sessions_per_key=3, max_turns_per_key=10)
+    with serving(tmp_path, no_auth=True, limits=limits) as (srv, _):
+        mgr = srv.app.state.serve.manager
+        with httpx2.Client(base_url=srv.url, timeout=30) as c:
+            idle = [c.post("/v1/chat/completions", json=TURN).headers["x-session-id"] for _ in range(2)]
+            running = []
+            for _ in range(3):  # turns that go on for a minute: never idle during the test
+                sid = c.post("/v1/sessions", json={"model": "bot"}).json()["id"]
+                c.post(f"/v1/sessions/{sid}/turns", json={"input": "slow story"})
+                running.append(sid)
+            assert all(mgr.running(sid) for sid in running)
+            # the cap counts finished sessions only: both idle ones stay, however many run
+            assert all(sid in mgr._sessions for sid in idle)
+            for sid in running:
+                c.post(f"/v1/sessions/{sid}/abort")
+            for _ in range(200):
+                if not any(mgr.running(sid) for sid in running):
+                    break
+                time.sleep(0.05)
+            # ended, they are idle too: the three most recently used of the five stay
+            assert len([s for s in [*idle, *running] if s in mgr._sessions]) == 3
+
+
 def test_a_paused_turn_stays_in_memory_while_it_waits_for_approval(tmp_path: Path) -> None:
     agent = Agent(
         "bot", model=ScriptedModel([reply] * 100, chunk_mode="delta"), tools=[add], requires_approval=True

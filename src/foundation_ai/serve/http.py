@@ -160,13 +160,15 @@ class StreamGuard:
         self._open: dict[object, tuple[str, asyncio.Event]] = {}
         self._watcher: asyncio.Task[None] | None = None
 
-    async def guard(self, owner: str, body: AsyncIterator[bytes], farewell: bytes) -> AsyncIterator[bytes]:
+    def guard(self, owner: str, body: AsyncIterator[bytes], farewell: bytes) -> AsyncIterator[bytes]:
         """``body``'s chunks until it ends or ``owner``'s key is revoked; then ``farewell`` (an
-        SSE error message) and the end. Closing the result closes ``body``."""
+        SSE error message) and the end. Closing the result closes ``body``. Without keys
+        (``no_auth``: nothing to revoke) the result is ``body`` itself (no hop per chunk)."""
         if self.keys is None:
-            async for chunk in body:
-                yield chunk
-            return
+            return body
+        return self._guarded(owner, body, farewell)
+
+    async def _guarded(self, owner: str, body: AsyncIterator[bytes], farewell: bytes) -> AsyncIterator[bytes]:
         revoked = asyncio.Event()
         token = object()
         self._open[token] = (owner, revoked)

@@ -58,6 +58,15 @@ class SessionIndex:
         with self._lock:
             self._db.execute("UPDATE sessions SET updated=? WHERE session_id=?", (time.time(), session_id))
 
+    def turn_ended(self, session_id: str, waiting: int) -> None:
+        """:meth:`set_waiting` and :meth:`touch` in one write (a turn of the session ended with
+        ``waiting`` tool calls waiting for approval, 0: none)."""
+        with self._lock:
+            self._db.execute(
+                "UPDATE sessions SET waiting=?, updated=? WHERE session_id=?",
+                (waiting, time.time(), session_id),
+            )
+
     def set_waiting(self, session_id: str, count: int) -> None:
         """Record how many tool calls of the session wait for approval (0: none)."""
         with self._lock:

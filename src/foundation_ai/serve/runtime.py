@@ -62,7 +62,8 @@ class LiveTurn:
         self.events: list[TurnEvent] = []
         self.done = False
         self.turn: Any = None
-        self._tick = asyncio.Event()
+        self._waiters: list[asyncio.Future[None]] = []
+        """One future per follower waiting for the next event (``_notify`` wakes them)."""
         self.task: asyncio.Task[None] | None = None
         self.closed = False
         self.asked: dict[int, list[ToolCall]] = {}
@@ -72,8 +73,19 @@ class LiveTurn:
         self._stream = stream if stream is not None else session.arun_turn_stream(prompts)
 
     def _notify(self) -> None:
-        self._tick.set()
-        self._tick = asyncio.Event()
+        # called once per published event: nothing to allocate when no follower waits
+        waiters = self._waiters
+        if waiters:
+            self._waiters = []
+            for w in waiters:
+                if not w.done():  # a follower cancelled while it waited
+                    w.set_result(None)
+
+    async def _tick(self) -> None:
+        """Wait for the next :meth:`_notify`."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        await fut
 
     async def run(self) -> None:
         """Run the turn to its end, publishing each event. A ``Done`` with outcome
@@ -90,7 +102,10 @@ class LiveTurn:
                     self.events += self._release()
                     held = ev
                     continue
-                self.events += self._masked(ev)
+                if self._masker is None:
+                    self.events.append(ev)
+                else:
+                    self.events += self._masker.feed(ev)
                 self._notify()
         except Exception:  # the loop itself crashed: followers get a Failed event, clients no trace
             held = None
@@ -152,7 +167,7 @@ class LiveTurn:
                 i += 1
             if self.done:
                 return None
-            await self._tick.wait()
+            await self._tick()
 
     def close(self) -> None:
         """Wake followers waiting at a pause for good (the server shuts down)."""
@@ -173,7 +188,7 @@ class LiveTurn:
                 i += 1
             if self.done and (self.closed or not (through_pauses and self.paused)):
                 return
-            await self._tick.wait()
+            await self._tick()
 
     async def batches(
         self, start: int = 0, *, through_pauses: bool = False
@@ -190,7 +205,7 @@ class LiveTurn:
                 continue
             if self.done and (self.closed or not (through_pauses and self.paused)):
                 return
-            await self._tick.wait()
+            await self._tick()
 
     def abort(self) -> None:
         """Ask the turn to stop at its next safe point (its output so far is kept). Asked
@@ -207,17 +222,18 @@ async def first_event(live: Any) -> TurnEvent | None:
     return await wait() if wait is not None else None
 
 
-async def event_batches(
-    live: Any, *, through_pauses: bool = False
-) -> AsyncIterator[tuple[int, list[TurnEvent]]]:
-    """``live.batches(...)`` for a :class:`LiveTurn`; for another followed turn (one with only
-    ``follow``, e.g. a turn running in another process) its events one at a time, as
-    ``(index, [event])``."""
+def event_batches(live: Any, *, through_pauses: bool = False) -> AsyncIterator[tuple[int, list[TurnEvent]]]:
+    """``live.batches(...)`` for a :class:`LiveTurn` (itself: no hop per step); for another
+    followed turn (one with only ``follow``, e.g. a turn running in another process) its events
+    one at a time, as ``(index, [event])``."""
     batches = getattr(live, "batches", None)
     if batches is not None:
-        async for item in batches(through_pauses=through_pauses):
-            yield item
-        return
+        it: AsyncIterator[tuple[int, list[TurnEvent]]] = batches(through_pauses=through_pauses)
+        return it
+    return _one_by_one(live, through_pauses)
+
+
+async def _one_by_one(live: Any, through_pauses: bool) -> AsyncIterator[tuple[int, list[TurnEvent]]]:
     i = 0
     async for ev in live.follow(through_pauses=through_pauses):
         yield i, [ev]
@@ -332,19 +348,31 @@ class SessionManager:
         recent.move_to_end(session_id)
         self._retire(owner)
 
+    def _busy(self, owner: str, session_id: str) -> None:
+        """A turn of the session starts: it leaves the key's idle sessions (:attr:`_recent`)
+        until the turn ends (``_used`` again), so that the idle ones alone are counted and
+        scanned, however many turns run."""
+        recent = self._recent.get(owner)
+        if recent is not None:
+            recent.pop(session_id, None)
+            if not recent:
+                del self._recent[owner]
+
     def _retire(self, owner: str) -> None:
-        """Drop the key's least recently used sessions and finished turns from memory beyond
-        ``limits.idle_sessions_per_key`` (they stay in the store; ``open_session`` resumes
-        them). Running turns and turns paused for approval stay (their followers wait on them)."""
+        """Drop the key's least recently used idle sessions and finished turns from memory
+        beyond ``limits.idle_sessions_per_key`` (they stay in the store; ``open_session``
+        resumes them). Running turns and turns paused for approval stay (their followers wait
+        on them); they are not counted (a running one leaves the idle list when its turn starts,
+        :meth:`_busy`, and comes back when it ends)."""
         recent = self._recent.get(owner)
         if recent is None:
             return
-        extra = len(recent) - self.config.limits.idle_sessions_per_key
-        for sid in list(recent)[: max(0, extra)]:
+        limit = self.config.limits.idle_sessions_per_key
+        while len(recent) > limit:
+            sid, _ = recent.popitem(last=False)
             live = self._turns.get(sid)
             if live is not None and (not live.done or live.paused):
-                continue
-            del recent[sid]
+                continue  # not idle: stays in memory (a finished turn of it calls _used again)
             self._turns.pop(sid, None)
             self._sessions.pop(sid, None)
         if not recent:
@@ -472,13 +500,18 @@ class SessionManager:
     def _launch(self, owner: str, live: LiveTurn) -> None:
         sid = live.session_id
         self._running[owner] = self._running.get(owner, 0) + 1
+        self._busy(owner, sid)
+        recorded = False
 
         async def run() -> None:
+            nonlocal recorded
             try:
                 await live.run()
             finally:  # in the same step as the turn's end: before any follower hears of a pause
                 with contextlib.suppress(Exception):
-                    self.index.set_waiting(sid, len(live.session.pending_approvals()) if live.paused else 0)
+                    waiting = len(live.session.pending_approvals()) if live.paused else 0
+                    self.index.turn_ended(sid, waiting)  # one write: waiting, and used now
+                    recorded = True
 
         live.task = asyncio.get_running_loop().create_task(run(), name=f"turn-{live.id}")
 
@@ -486,8 +519,9 @@ class SessionManager:
             self._running[owner] -= 1
             if not self._running[owner]:
                 del self._running[owner]
-            with contextlib.suppress(Exception):
-                self.index.touch(sid)
+            if not recorded:  # cancelled before it ran, or the index write failed
+                with contextlib.suppress(Exception):
+                    self.index.touch(sid)
             if sid in self._sessions:
                 self._used(owner, sid)
             elif self._turns.get(sid) is live:  # a session kept nowhere (store: false): gone

@@ -21,8 +21,10 @@ MAX_CONNECTIONS = 1000
 """Default of :attr:`HttpOptions.max_connections`: requests in flight at once per backend (the
 OpenAI Python SDK's default connection limit, https://github.com/openai/openai-python)."""
 
-SHARD_CONNECTIONS = 10
-"""Connections per ``httpx2.AsyncClient`` of an :class:`_AsyncPool` (httpx's default limit)."""
+SHARD_CONNECTIONS = 2
+"""Connections per ``httpx2.AsyncClient`` of an :class:`_AsyncPool`: httpcore checks every
+connection of a client on each request and release (a ``select`` on each idle one), so few
+per client keep that short; a client costs about 3 KiB."""
 
 
 _SSL_LOCK = threading.Lock()
@@ -51,12 +53,15 @@ class _AsyncPool:
     idle connection), so one client holding thousands of connections would cost
     O(connections) to O(connections squared) per request; small shards keep that scan short."""
 
-    __slots__ = ("_busy", "_clients", "_key", "_timeout", "gate", "users")
+    __slots__ = ("_busy", "_clients", "_free", "_key", "_timeout", "gate", "users")
 
     def __init__(self, timeout: Any, max_connections: int | None, key: Any = None) -> None:
         self._timeout = timeout
         self._clients: list[httpx2.AsyncClient] = []
         self._busy: list[int] = []
+        self._free: list[int] = []
+        """One entry per free connection slot: its shard's index (the last released on top, so
+        the connection used last, still kept alive, is used first)."""
         self.gate = SlotGate(max_connections) if max_connections is not None else None
         """The wait for a slot (``None``: no limit); :meth:`acquire` is ``gate.acquire()`` then
         :meth:`take`."""
@@ -76,6 +81,7 @@ class _AsyncPool:
                 )
             )
             self._busy.append(0)
+            self._free.extend([i] * SHARD_CONNECTIONS)
         return self._clients[i]
 
     async def acquire(self) -> int:
@@ -88,23 +94,23 @@ class _AsyncPool:
     def take(self) -> int:
         """The index of the shard to send through, once a slot of :attr:`gate` is held (or
         without a gate); release it with :meth:`release`."""
-        busy = self._busy
-        i = 0
-        while i < len(busy) and busy[i] >= SHARD_CONNECTIONS:
-            i += 1
-        self.client(i)
-        busy[i] += 1
+        free = self._free
+        if not free:  # every shard is full: a new one
+            self.client(len(self._clients))
+        i = free.pop()
+        self._busy[i] += 1
         return i
 
     def release(self, i: int) -> None:
         """Give back the slot taken by :meth:`acquire`."""
         self._busy[i] -= 1
+        self._free.append(i)
         if self.gate is not None:
             self.gate.release()
 
     async def aclose(self) -> None:
         """Close every client (requests still in flight fail)."""
-        clients, self._clients, self._busy = self._clients, [], []
+        clients, self._clients, self._busy, self._free = self._clients, [], [], []
         for c in clients:
             await c.aclose()
 
