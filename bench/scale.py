@@ -23,8 +23,8 @@ would both wait for the queue's poll (``--poll``) and the caller's result pollin
 fixed cost, printed separately (the "enqueue -> result" lines, through a worker process).
 
 Also printed, not judged: the statements the system database gets during one durable turn and
-during one floor workflow (counted in this process, the in-process worker's included; the
-queue's poll may add a few), a figure the machine's load does not move.
+during one floor workflow (counted on DBOS's executor threads of this process, where the
+in-process worker runs them), a figure the machine's load does not move.
 
 Throughput = turns / wall time from the first enqueue to the last result, with ``--turns``
 turns spread over ``--sessions`` sessions (a session's turns run one at a time). Scaling
@@ -93,7 +93,9 @@ class _Statements:
         sqlalchemy.event.listen(sqlalchemy.engine.Engine, "before_cursor_execute", self._count)
 
     def _count(self, *_: Any) -> None:
-        if self.on:
+        # on DBOS's executor threads (the workflows and their blocking calls), not the
+        # queues' pollers
+        if self.on and threading.current_thread().name.startswith("dbos-executor"):
             self.n += 1
 
     async def of(self, run: Awaitable[None]) -> int:
@@ -172,7 +174,7 @@ def step_overhead(kind: str, args: argparse.Namespace, tmp: Path, pg: Any) -> tu
         counted = {name: await STATEMENTS.of(run(-2)) for name, run in runs if name != "plain"}
         print(
             f"{kind:8s}   system-database statements per durable turn: {counted['durable']}, "
-            f"per floor workflow: {counted['floor']} (the durable worker's and this process's)"
+            f"per floor workflow: {counted['floor']}"
         )
         ops = {k: await DBOS.list_workflow_steps_async(v) for k, v in last.items()}
         for name, steps in ops.items():

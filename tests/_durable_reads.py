@@ -1,5 +1,5 @@
 """A process that runs durable turns on an in-process worker and counts the statements the
-system database gets during one of them (``python -m tests._durable_reads DB``; a loopback
+system database gets during one of them (``python -m tests._durable_reads DB [--probe-fails]``; a loopback
 model server at ``FA_MODEL_URL``). Prints one JSON object: the turn's result, and the number of
 statements of each kind (``check``: DBOS's read of a step's recorded outcome; ``steer``: a look
 for a steering message; ``owner``: a read of the workflow's owner alone; ``listing``: a read
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import threading
 from collections import Counter
@@ -37,14 +38,18 @@ def _kind(sql: str) -> str:
         return "check"
     if s.startswith("select") and "owner_xid from" in s and "for no key update" not in s:
         return "owner"
-    if s.startswith("select operation_outputs.function_id, operation_outputs.function_name"):
+    if re.match(
+        r"select (\w+\.)?operation_outputs\.function_id, (\w+\.)?operation_outputs\.function_name", s
+    ):
         return "listing"
     return "other"
 
 
 @sa.event.listens_for(sa.engine.Engine, "before_cursor_execute")
 def _count(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-    if COUNTING[0] and threading.current_thread().name != "foundation-ai-leases":
+    # the turn's statements run on DBOS's executor threads (its event loop and the threads its
+    # steps hand blocking calls to); the queues' pollers run on threads of their own
+    if COUNTING[0] and threading.current_thread().name.startswith("dbos-executor"):
         SEEN[_kind(statement)] += 1
         SEEN["all"] += 1
 
@@ -62,7 +67,15 @@ async def _main() -> dict[str, Any]:
     return {"ok": res.ok, "text": res.text, "counts": dict(SEEN)}
 
 
+def _probe_fails(*_: Any) -> Any:
+    raise RuntimeError("probe refused (test)")
+
+
 def main() -> None:
+    if "--probe-fails" in sys.argv[2:]:  # the turn reads its start one by one instead
+        import foundation_ai.durable.steps as steps
+
+        steps.probe_turn = _probe_fails  # type: ignore[assignment]
     config = DurableConfig(sys.argv[1], worker_concurrency=1, polling_interval=1.0)
     stop, ready = threading.Event(), threading.Event()
     worker = threading.Thread(

@@ -20,7 +20,7 @@ from ._durable_app import FakeModelServer, effects_table
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _counted_turn(tmp_path: Path) -> dict[str, object]:
+def _counted_turn(tmp_path: Path, *extra: str) -> dict[str, object]:
     with FakeModelServer(token_delay=0.001) as model:
         env = {
             **os.environ,
@@ -32,7 +32,7 @@ def _counted_turn(tmp_path: Path) -> dict[str, object]:
         effects_table(env["FA_EFFECTS_DB"]).close()
         db = f"sqlite:///{tmp_path / 'durable.sqlite3'}"
         out = subprocess.run(
-            [sys.executable, "-m", "tests._durable_reads", db],
+            [sys.executable, "-m", "tests._durable_reads", db, *extra],
             env=env,
             cwd=ROOT,
             capture_output=True,
@@ -55,3 +55,15 @@ def test_a_durable_turn_reads_its_start_in_one_statement_and_claims_without_a_re
     assert counts.get("steer") == 2
     # DBOS's read of a recorded outcome: 3 model calls and 2 tool calls, none for the claim
     assert counts.get("check") == 5
+
+
+def test_a_failed_start_probe_leaves_the_turn_to_read_its_start_one_by_one(tmp_path: Path) -> None:
+    seen = _counted_turn(tmp_path, "--probe-fails")
+    assert seen["ok"] and seen["text"] == "done: counted"
+    counts = seen["counts"]
+    assert isinstance(counts, dict)
+    assert counts.get("probe", 0) == 0
+    assert counts.get("listing") == 1  # what DBOS recorded, read at the first steering point
+    assert counts.get("steer") == 3  # a look before each of the 3 model calls
+    assert counts.get("owner", 0) >= 1  # the first session write checks the owner itself
+    assert counts.get("check") == 5  # the claim is still one write (the listing says it is new)

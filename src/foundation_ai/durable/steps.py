@@ -54,7 +54,7 @@ from ..agentic.turn.generate import GenerationRecord
 from ..agentic.turn.hooks import StepRunner
 from ..types import Messages, ToolCall, ToolResultMessage, from_json, to_json
 from .ownership import Ownership
-from .sysdb import probe_turn, record_claim
+from .sysdb import message_waits, probe_turn, record_claim
 
 if TYPE_CHECKING:
     from ..agentic.turn.generate import Generation
@@ -125,18 +125,6 @@ def current_call_id() -> str | None:
     return _CALL_ID.get()
 
 
-class _Flag:
-    """What DBOS's message check signals (it calls ``set()`` when a message waits)."""
-
-    __slots__ = ("up",)
-
-    def __init__(self) -> None:
-        self.up = False
-
-    def set(self) -> None:
-        self.up = True
-
-
 def _dbos_run() -> tuple[Any, Any] | None:
     """(the DBOS context of the workflow running in this task, DBOS's system database), or
     ``None`` when this DBOS release keeps them elsewhere (steering then takes a ``recv``
@@ -152,7 +140,7 @@ def _dbos_run() -> tuple[Any, Any] | None:
     usable = (
         ctx is not None
         and isinstance(getattr(ctx, "function_id", None), int)
-        and hasattr(sys_db, "recv_check")
+        and hasattr(sys_db, "tables")
         and hasattr(sys_db, "list_workflow_steps")
     )
     return (ctx, sys_db) if usable else None
@@ -349,9 +337,11 @@ class DurableSteps(StepRunner):
         waited, self._message_waited = self._message_waited, None
         if waited is not None:  # read by the start probe
             return waited
-        flag = _Flag()
-        await asyncio.to_thread(sys_db.recv_check, wf, STEER_TOPIC, flag)
-        return flag.up
+        try:
+            return await asyncio.to_thread(message_waits, sys_db, wf, STEER_TOPIC)
+        except Exception as exc:  # counts as none: taken at the next generation
+            log.warning("durable turn %s: could not look for a steering message: %s", wf, exc)
+            return False
 
     async def _take_steering(self, step: Generation) -> None:
         while await self._steering_waits():

@@ -10,6 +10,8 @@ would take more round trips (each a round trip on PostgreSQL).
   it is taken at the model call after the first (as one sent right after any steering check),
   and the owner it read counts as a check for
   :data:`~foundation_ai.durable.ownership.CONFIRMED_SECONDS` only.
+- :func:`message_waits`, the look for a steering message before each later model call: one
+  statement (on PostgreSQL in autocommit: no ``BEGIN`` / ``COMMIT`` round trips around it).
 - :func:`record_claim`, a side-effect tool's claim (``DurableSteps``) at a position the probe
   found unrecorded: the claim's step row is written at once (one transaction, which checks this
   run's ownership token as DBOS's own step checkpoints do), without the read of a recorded
@@ -28,7 +30,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ["TurnProbe", "probe_turn", "record_claim"]
+__all__ = ["TurnProbe", "message_waits", "probe_turn", "record_claim"]
 
 _OWNER, _STEP, _MESSAGE = 0, 1, 2
 
@@ -46,6 +48,38 @@ class TurnProbe:
     owner: str | None
     recorded: dict[int, str] = field(default_factory=dict)
     message_waits: bool = False
+
+
+def _reader(sys_db: Any) -> Any:
+    """A connection of the system database for one read statement: on PostgreSQL in
+    autocommit (no ``BEGIN`` and ``COMMIT`` round trips around it); on SQLite as it is (a
+    ``SELECT`` opens no transaction there, and DBOS's connections keep their ``IMMEDIATE``
+    setting)."""
+    conn = sys_db.engine.connect()
+    if sys_db.engine.dialect.name == "postgresql":
+        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+    return conn
+
+
+def message_waits(sys_db: Any, workflow_id: str, topic: str) -> bool:
+    """Whether an unconsumed message on ``topic`` waits for ``workflow_id`` (one statement;
+    blocking: call it on a worker thread).
+
+    Raises:
+        Exception: whatever the database or this DBOS release's tables raise.
+    """
+    msgs = sys_db.tables.notifications
+    query = (
+        sa.select(sa.literal(1))
+        .where(
+            *sys_db._wf(msgs, workflow_id, "destination_uuid"),
+            msgs.c.topic == topic,
+            msgs.c.consumed == sa.false(),
+        )
+        .limit(1)
+    )
+    with _reader(sys_db) as conn:
+        return conn.execute(query).first() is not None
 
 
 def probe_turn(sys_db: Any, workflow_id: str, topic: str) -> TurnProbe:
@@ -71,7 +105,7 @@ def probe_turn(sys_db: Any, workflow_id: str, topic: str) -> TurnProbe:
             msgs.c.consumed == sa.false(),
         ),
     )
-    with sys_db.engine.connect() as conn:
+    with _reader(sys_db) as conn:
         rows = conn.execute(query).fetchall()
     owner: str | None = None
     recorded: dict[int, str] = {}
