@@ -22,6 +22,10 @@ round) / 5; the floor per step = median floor workflow / 5. Goal: overhead <= 1.
 would both wait for the queue's poll (``--poll``) and the caller's result polling, the same
 fixed cost, printed separately (the "enqueue -> result" lines, through a worker process).
 
+Also printed, not judged: the statements the system database gets during one durable turn and
+during one floor workflow (counted on DBOS's executor threads of this process, where the
+in-process worker runs them), a figure the machine's load does not move.
+
 Throughput = turns / wall time from the first enqueue to the last result, with ``--turns``
 turns spread over ``--sessions`` sessions (a session's turns run one at a time). Scaling
 efficiency of N workers = (turns/s with N) / (N x turns/s with 1); not judged (the issue
@@ -49,6 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
+import sqlalchemy  # noqa: E402
 from dbos import DBOS  # noqa: E402
 from tests._durable_app import FakeModelServer, agent, effects_table  # noqa: E402
 from tests._durable_pool import WorkerPool, start_postgres  # noqa: E402
@@ -77,6 +82,32 @@ async def noop_steps(n: int) -> str:
     for i in range(n):
         await DBOS.run_step_async({"name": f"noop:{i}"}, _noop)
     return "ok"
+
+
+class _Statements:
+    """Counts the statements the system database gets (all DBOS engines of this process) while
+    ``on``: a figure the machine's load does not move."""
+
+    def __init__(self) -> None:
+        self.on, self.n = False, 0
+        sqlalchemy.event.listen(sqlalchemy.engine.Engine, "before_cursor_execute", self._count)
+
+    def _count(self, *_: Any) -> None:
+        # on DBOS's executor threads (the workflows and their blocking calls), not the
+        # queues' pollers
+        if self.on and threading.current_thread().name.startswith("dbos-executor"):
+            self.n += 1
+
+    async def of(self, run: Awaitable[None]) -> int:
+        self.on, self.n = True, 0
+        try:
+            await run
+        finally:
+            self.on = False
+        return self.n
+
+
+STATEMENTS = _Statements()
 
 
 def databases(kind: str, tmp: Path, pg: Any, tag: str) -> str:
@@ -140,6 +171,11 @@ def step_overhead(kind: str, args: argparse.Namespace, tmp: Path, pg: Any) -> tu
                 t0 = time.perf_counter()
                 await run(r)
                 times[name].append(time.perf_counter() - t0)
+        counted = {name: await STATEMENTS.of(run(-2)) for name, run in runs if name != "plain"}
+        print(
+            f"{kind:8s}   system-database statements per durable turn: {counted['durable']}, "
+            f"per floor workflow: {counted['floor']}"
+        )
         ops = {k: await DBOS.list_workflow_steps_async(v) for k, v in last.items()}
         for name, steps in ops.items():
             names = [str(s["function_name"]).split(":")[0] for s in steps]

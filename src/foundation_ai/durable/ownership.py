@@ -11,7 +11,8 @@ owner's records stand (``docs/scaling.md``, "Running N workers on M machines").
 
 A step checkpoint DBOS accepted is such a check (DBOS compared the token in its transaction):
 a write within :data:`CONFIRMED_SECONDS` of one (the model's answer or a tool's result, stored
-right after its step) takes it as the check instead of reading the token again.
+right after its step) takes it as the check instead of reading the token again; so does the
+turn's first write after the token was read at the turn's start (:mod:`~foundation_ai.durable.sysdb`).
 """
 
 from __future__ import annotations
@@ -78,6 +79,17 @@ class Ownership:
         if self._owner() != self._token:
             self.mark_lost()
         return not self.lost
+
+    def observed(self, owner: str | None) -> None:
+        """Note the ownership token just read from the system database (e.g. by
+        :func:`~foundation_ai.durable.sysdb.probe_turn`): this run's token confirms the
+        ownership (:meth:`confirm`), another one marks the turn lost."""
+        if self._owner is None:
+            return
+        if owner == self._token:
+            self.confirm()
+        else:
+            self.mark_lost()
 
     def confirm(self) -> None:
         """Note that DBOS just accepted a checkpoint of this run (it checked the token in the

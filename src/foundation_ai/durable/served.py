@@ -276,10 +276,16 @@ async def served_turn(agent: str, session_id: str, prompt: str, params: str) -> 
     mine: Any = None
     try:
         msgs: list[Messages] = from_json(prompt, list[Messages])
-        records = await asyncio.to_thread(rt.store.load, session_id)
+        steps = _StreamingSteps(put, ownership=ownership)
+        # read at the same time: the session's records, what earlier runs published, and the
+        # system database's probe (owner, recorded steps, a waiting steering message)
+        records, (stale, published_pauses), _ = await asyncio.gather(
+            asyncio.to_thread(rt.store.load, session_id),
+            asyncio.to_thread(_published_outputs, rt.sink, turn_id),
+            steps.probe(),
+        )
         history, replay = split_replay(records, msgs[0].id)
-        stale, published_pauses = await asyncio.to_thread(_published_outputs, rt.sink, turn_id)
-        steps = _StreamingSteps(put, stale=stale, ownership=ownership)
+        steps.stale = stale
         steps.checkpoint_filter = rt.checkpoints
         store = _GuardedStore(rt.store, ownership)
         builder = rt.builder(agent).with_store(store).with_step_runner(steps)

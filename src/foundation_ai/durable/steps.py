@@ -31,7 +31,8 @@ next step: DBOS refuses the step's checkpoint, or the runner sees the loss first
 more model or tool calls.
 
 Steering costs a read, not a recorded operation, when nobody steers: before each generation the
-runner looks whether a steering message waits for the turn (one read of DBOS's messages) and
+runner looks whether a steering message waits for the turn (one read of DBOS's messages; before
+the first generation, what the turn's start probe read, :mod:`~foundation_ai.durable.sysdb`) and
 only then takes it with ``DBOS.recv`` (a recorded operation: two commits). A recovered run does
 at each position what the first run recorded there (a ``recv`` or not), so replay stays
 deterministic whatever was sent since.
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
@@ -52,6 +54,7 @@ from ..agentic.turn.generate import GenerationRecord
 from ..agentic.turn.hooks import StepRunner
 from ..types import Messages, ToolCall, ToolResultMessage, from_json, to_json
 from .ownership import Ownership
+from .sysdb import message_waits, probe_turn, record_claim
 
 if TYPE_CHECKING:
     from ..agentic.turn.generate import Generation
@@ -66,6 +69,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+log = logging.getLogger("foundation_ai.durable")
 
 RECV = "DBOS.recv"
 """The name DBOS records a ``recv`` under."""
@@ -120,18 +125,6 @@ def current_call_id() -> str | None:
     return _CALL_ID.get()
 
 
-class _Flag:
-    """What DBOS's message check signals (it calls ``set()`` when a message waits)."""
-
-    __slots__ = ("up",)
-
-    def __init__(self) -> None:
-        self.up = False
-
-    def set(self) -> None:
-        self.up = True
-
-
 def _dbos_run() -> tuple[Any, Any] | None:
     """(the DBOS context of the workflow running in this task, DBOS's system database), or
     ``None`` when this DBOS release keeps them elsewhere (steering then takes a ``recv``
@@ -147,7 +140,7 @@ def _dbos_run() -> tuple[Any, Any] | None:
     usable = (
         ctx is not None
         and isinstance(getattr(ctx, "function_id", None), int)
-        and hasattr(sys_db, "recv_check")
+        and hasattr(sys_db, "tables")
         and hasattr(sys_db, "list_workflow_steps")
     )
     return (ctx, sys_db) if usable else None
@@ -225,7 +218,11 @@ class DurableSteps(StepRunner):
         self.order = StepOrder()
         self._recorded: dict[int, str] | None = None
         """Function id -> name of the operations DBOS had recorded for this workflow when this
-        run first looked (a first run: none), read at the first steering point."""
+        run first looked (a first run: none), read by :meth:`probe` or at the first steering
+        point."""
+        self._message_waited: bool | None = None
+        """Whether a steering message waited when :meth:`probe` looked (``None``: not known,
+        or already used at the first new steering position)."""
         self.checkpoint_filter: Callable[[str], str] | None = None
         """Applied to each step's JSON before DBOS checkpoints it (``serve --db``: its
         secrets masked, ``serve.masking.SecretMask.json``); the run goes on with what was
@@ -271,6 +268,27 @@ class DurableSteps(StepRunner):
         setup[1](recorded)
         return result  # type: ignore[no-any-return]
 
+    async def _claim_at_once(self, name: str) -> bool:
+        """Record the claim step ``name`` with one write (:func:`~.sysdb.record_claim`) when
+        the start probe found its position unrecorded; False (nothing done) otherwise: the
+        claim is then a DBOS step as usual."""
+        run = _dbos_run()
+        own = self.ownership
+        if run is None or self._recorded is None or own is None or self.setup is not None:
+            return False
+        ctx, _ = run
+        token = getattr(ctx, "owner_xid", None)
+        if not isinstance(token, str) or (ctx.function_id + 1) in self._recorded:
+            return False
+        from dbos._dbos import _get_dbos_instance
+
+        own.check()
+        reservation = DBOS.reserve_step()  # takes the position now, as run_step_async would
+        wf, fid = ctx.workflow_id, reservation.step_id
+        await self._refusal_noted(asyncio.to_thread(record_claim, _get_dbos_instance(), wf, fid, name, token))
+        own.confirm()
+        return True
+
     async def _refusal_noted(self, call: Awaitable[T]) -> T:
         """Await a DBOS call of this workflow; DBOS refusing it because another run owns the
         turn (``DBOSWorkflowConflictIDError``, re-raised) marks the turn lost."""
@@ -280,6 +298,25 @@ class DurableSteps(StepRunner):
             if self.ownership is not None:
                 self.ownership.mark_lost()
             raise
+
+    async def probe(self) -> None:
+        """Read at the turn's start, in one statement (:func:`~.sysdb.probe_turn`), the
+        workflow's owner (noted on the ownership), the operations recorded for it and whether
+        a steering message waits: the first steering point then reads nothing. A failed read
+        leaves all three to be read as before (no error)."""
+        run = _dbos_run()
+        if run is None:
+            return
+        ctx, sys_db = run
+        try:
+            seen = await asyncio.to_thread(probe_turn, sys_db, ctx.workflow_id, STEER_TOPIC)
+        except Exception as exc:  # another DBOS release's tables, a failed read
+            log.debug("durable turn %s: start probe failed (%s), read one by one", ctx.workflow_id, exc)
+            return
+        self._recorded = seen.recorded
+        self._message_waited = seen.message_waits
+        if self.ownership is not None:
+            self.ownership.observed(seen.owner)
 
     async def _steering_waits(self) -> bool:
         """Whether to take a steering message now (with ``DBOS.recv``): at a position the
@@ -297,9 +334,14 @@ class DurableSteps(StepRunner):
         name = self._recorded.get(position)
         if name is not None:
             return name == RECV
-        flag = _Flag()
-        await asyncio.to_thread(sys_db.recv_check, wf, STEER_TOPIC, flag)
-        return flag.up
+        waited, self._message_waited = self._message_waited, None
+        if waited is not None:  # read by the start probe
+            return waited
+        try:
+            return await asyncio.to_thread(message_waits, sys_db, wf, STEER_TOPIC)
+        except Exception as exc:  # counts as none: taken at the next generation
+            log.warning("durable turn %s: could not look for a steering message: %s", wf, exc)
+            return False
 
     async def _take_steering(self, step: Generation) -> None:
         while await self._steering_waits():
@@ -355,7 +397,10 @@ class DurableSteps(StepRunner):
             return True
 
         if guarded:
-            await self._step({"name": f"claim:{call.name}"}, claim)
+            if await self._claim_at_once(f"claim:{call.name}"):
+                fresh["claimed"] = True
+            else:
+                await self._step({"name": f"claim:{call.name}"}, claim)
 
         async def run_tool() -> str:
             if not fresh["claimed"]:  # claimed by a run that died before checkpointing

@@ -193,10 +193,12 @@ async def durable_turn(session_id: str, prompt: str) -> str:
     if rt is None:
         raise ConfigurationError("durable_turn runs in a worker (run_worker) only")
     msgs: list[Messages] = from_json(prompt, list[Messages])
-    records = await asyncio.to_thread(rt.store.load, session_id)
-    history, replay = split_replay(records, msgs[0].id)
     ownership = Ownership.of_this_run()
     steps = DurableSteps(steering=rt.steering, ownership=ownership)
+    # the session's records and the system database's probe (owner, recorded steps, a waiting
+    # steering message) are read at the same time
+    records, _ = await asyncio.gather(asyncio.to_thread(rt.store.load, session_id), steps.probe())
+    history, replay = split_replay(records, msgs[0].id)
     store = _GuardedStore(rt.store, ownership)
     builder = (
         _built(rt.agent).with_store(store).with_step_runner(steps).with_phase_hooks(_ShutdownGuard(store))
