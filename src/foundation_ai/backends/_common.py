@@ -39,6 +39,7 @@ from ._http import (
     resolve_endpoint,
     stream_events,
 )
+from ._wire_clock import ChunkClock
 from .base import BaseModel, ModelDescriptor, ModelStream
 
 __all__ = [
@@ -130,7 +131,8 @@ class SnapshotParser:
     Responses): the model id, the provider named in every chunk (``default_provider`` unless
     given), the time-to-first-token ``timer``, the cumulative ``usage`` (priced by
     ``price_key``: genai-prices provider id, API URL) and the building of one chunk. A subclass
-    sets up its own state in ``_init_state`` and gives ``feed`` / ``finish`` / ``flush``."""
+    sets up its own state in ``_init_state`` and gives ``feed`` / ``finish`` / ``flush``.
+    The chunks' timestamps come from the parser's ``clock`` (:class:`~._wire_clock.ChunkClock`)."""
 
     default_provider: ClassVar[str]
 
@@ -148,6 +150,7 @@ class SnapshotParser:
         self.timer = timer if timer is not None else Timer()
         self.usage = _EMPTY_USAGE
         self.finished = False
+        self.clock = ChunkClock()
         self._init_state()
 
     def _init_state(self) -> None:
@@ -176,6 +179,7 @@ class SnapshotParser:
                 provider=self.provider,
                 metadata=meta,
                 signature=signature,
+                timestamp=self.clock.now(),
             )
         )
 
