@@ -228,3 +228,26 @@ def test_a_fast_streams_chunks_share_timestamps_within_a_millisecond() -> None:
     assert len(stamps) == 20_000 and before <= stamps[0] and stamps == sorted(stamps)
     assert len(set(stamps)) <= elapsed / RESOLUTION + 1
     assert isinstance(WireError("x"), ProviderError)
+
+
+def test_half_a_surrogate_pair_then_ascii_text_on_both_fast_paths() -> None:
+    start = '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}'
+    pieces = ["\\ud83d", "ok", "\\ud83d", "\\ude00", "!", "\\ude00"]
+    deltas = [
+        f'{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{p}"}}}}'
+        for p in pieces
+    ]
+    fast, slow = anthropic_both([start, *deltas, '{"type":"message_delta","delta":{}}'])
+    assert fast == slow
+    texts = [x[1][0]["value"]["content"]["content"] for x in fast[1:-3]]
+    assert texts == [
+        "",
+        "\ufffdok",
+        "\ufffdok",
+        "\ufffdok\U0001f600",
+        "\ufffdok\U0001f600!",
+        "\ufffdok\U0001f600!\ufffd",
+    ]
+    chat = [_chunk({"content": json.loads(f'"{p}"')}) for p in pieces]
+    fast, slow = chat_both(chat, True)
+    assert fast == slow

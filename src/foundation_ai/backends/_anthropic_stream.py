@@ -308,11 +308,16 @@ class AnthropicStreamParser(SnapshotParser):
         b = self.blocks.get(idx)
         if b is None:
             b = self.blocks[idx] = _Block("text")
-        b.text = text = join(b.text, text)
+        before = b.text
+        if text.isascii() and not (before and "\ud800" <= before[-1] <= "\udbff"):
+            b.text = text = before + text  # join(before, text) of an ASCII piece, inlined
+        else:
+            b.text = text = join(before, text)
         b.emitted = True
         if self.timer.t_first is None:
             self.timer.first()
-        content = TextContent(visible(text))
+        # visible(text), inlined
+        content = TextContent(text[:-1] if text and "\ud800" <= text[-1] <= "\udbff" else text)
         mid = b.mid
         self.last = (mid, content)
         return [

@@ -556,7 +556,11 @@ class ChatStreamParser(msgspec.Struct, gc=False):
             self.timer.first()
         if self.last == "thinking" and self.text_id is not None:  # text again after reasoning
             self.text, self.text_id = "", None
-        self.text = text = join(self.text, text)
+        before = self.text
+        if text.isascii() and not (before and "\ud800" <= before[-1] <= "\udbff"):
+            self.text = text = before + text  # join(before, text) of an ASCII piece, inlined
+        else:
+            self.text = text = join(before, text)
         if self.emulated_call:
             return []
         mid = self.text_id
