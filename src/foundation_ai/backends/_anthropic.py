@@ -255,14 +255,7 @@ class AnthropicModel(SnapshotHttpModel):
                 m.value.content.content for m in nexts if isinstance(m.value.content, TextContent)
             ]
             return nexts
-        data = ev.data
-        if not data or data == "[DONE]":
-            return []
-        try:
-            doc = _DECODE(data)
-        except msgspec.DecodeError as exc:
-            raise ProviderError(f"malformed event data ({ev.event}): {exc}: {data[:200]!r}") from None
-        return parser.feed(doc)
+        return parser.feed_data(ev.event, ev.data)
 
     def _tail(self, parser: AnthropicStreamParser, params: ModelParams) -> list[ModelStream]:
         items = parser.finish()

@@ -40,6 +40,7 @@ from ..errors import ProviderError
 from ..ids import new_call_id, new_scru128
 from ..pricing import priced
 from ..types import (
+    AssistantMessage,
     GenerationMetadata,
     ModelId,
     ModelProviders,
@@ -57,7 +58,7 @@ from ._wire_text import MALFORMED as _MALFORMED
 from ._wire_text import as_name as _name
 from ._wire_text import as_object as _obj
 from ._wire_text import as_str as _str
-from ._wire_text import final, join, join_all, visible
+from ._wire_text import decode_event, final, join, join_all, visible
 
 __all__ = ["AnthropicStreamError", "AnthropicStreamParser", "error_event_text", "map_stop_reason", "usage_of"]
 
@@ -141,6 +142,27 @@ def tool_arguments(raw: str, initial: Any = None) -> tuple[dict[str, Any] | None
     if isinstance(value, dict):
         return value, None
     return None, raw
+
+
+class _FastDelta(msgspec.Struct, gc=False):
+    type: str = ""
+    text: str = ""
+    partial_json: str = ""
+
+
+class _FastEvent(msgspec.Struct, gc=False):
+    """The fields of a ``content_block_delta`` event that :meth:`AnthropicStreamParser.feed_data`
+    reads without building a dict (typed: a field of another type fails the decode and the
+    event takes the dict path, which reads it as the module docstring says)."""
+
+    type: str = ""
+    index: int = -1
+    delta: _FastDelta | None = None
+
+
+_FAST_DECODE = msgspec.json.Decoder(_FastEvent).decode
+_NEXT = Stream.Next
+_STOP = StopReason.STOP
 
 
 def _index(ev: dict[str, Any]) -> int:
@@ -239,6 +261,78 @@ class AnthropicStreamParser(SnapshotParser):
             return self._feed(ev)
         except _MALFORMED as exc:
             raise AnthropicStreamError(f"malformed stream event ({type(exc).__name__}: {exc})") from None
+
+    def feed_data(self, event: str, data: str) -> list[Stream[Any, Any]]:
+        """:meth:`feed` of one event's raw ``data`` text (``event``: its SSE name, for the error
+        text): the same items. A text, thinking or JSON-fragment delta is decoded straight into
+        a typed struct (built once) and turned into its chunk without a dict; any other event is
+        decoded as JSON (tolerating half a surrogate pair, ``_wire_text``) and fed to
+        :meth:`feed`. Empty data and ``[DONE]`` give no items.
+
+        Raises:
+            ProviderError: ``data`` is not JSON.
+            AnthropicStreamError: as :meth:`feed`.
+        """
+        try:
+            fast: _FastEvent | None = _FAST_DECODE(data)
+        except msgspec.DecodeError:  # not JSON, or a field of another type: the general path
+            fast = None
+        if fast is not None and fast.type == "content_block_delta" and fast.index >= 0:
+            d = fast.delta
+            if d is not None:
+                dt = d.type
+                if dt == "text_delta":
+                    return self._text_delta(fast.index, d.text)
+                if dt == "input_json_delta":
+                    self._block_at(fast.index, "tool_use").parts.append(d.partial_json)
+                    if self.timer.t_first is None:
+                        self.timer.first()
+                    return []
+        if not data or data == "[DONE]":
+            return []
+        try:
+            doc = decode_event(data)
+        except msgspec.DecodeError as exc:
+            raise ProviderError(f"malformed event data ({event}): {exc}: {data[:200]!r}") from None
+        return self.feed(doc)
+
+    def _block_at(self, idx: int, kind: str) -> _Block:
+        b = self.blocks.get(idx)
+        if b is None:  # a delta without its start: open the block it implies
+            b = self.blocks[idx] = _Block(kind)
+        return b
+
+    def _text_delta(self, idx: int, text: str) -> list[Stream[Any, Any]]:
+        """The chunk of a ``text_delta`` of block ``idx`` (what :meth:`_delta` gives, inlined:
+        this runs once per streamed token)."""
+        b = self.blocks.get(idx)
+        if b is None:
+            b = self.blocks[idx] = _Block("text")
+        before = b.text
+        if text.isascii() and not (before and "\ud800" <= before[-1] <= "\udbff"):
+            b.text = text = before + text  # join(before, text) of an ASCII piece, inlined
+        else:
+            b.text = text = join(before, text)
+        b.emitted = True
+        if self.timer.t_first is None:
+            self.timer.first()
+        # visible(text), inlined
+        content = TextContent(text[:-1] if text and "\ud800" <= text[-1] <= "\udbff" else text)
+        mid = b.mid
+        self.last = (mid, content)
+        return [
+            _NEXT(
+                AssistantMessage(
+                    id=mid,
+                    model=self.model,
+                    content=content,
+                    usage=self.usage,
+                    stop_reason=_STOP,
+                    provider=self.provider,
+                    timestamp=self.clock.now(),
+                )
+            )
+        ]
 
     def _feed(self, ev: Any) -> list[Stream[Any, Any]]:
         t = ev.get("type") if isinstance(ev, dict) else None

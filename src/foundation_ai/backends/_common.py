@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping
 from contextlib import aclosing, closing
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, cast
 from urllib.parse import urlsplit
 
 from ..errors import ProviderError
@@ -39,6 +39,7 @@ from ._http import (
     resolve_endpoint,
     stream_events,
 )
+from ._wire_clock import ChunkClock
 from .base import BaseModel, ModelDescriptor, ModelStream
 
 __all__ = [
@@ -130,7 +131,8 @@ class SnapshotParser:
     Responses): the model id, the provider named in every chunk (``default_provider`` unless
     given), the time-to-first-token ``timer``, the cumulative ``usage`` (priced by
     ``price_key``: genai-prices provider id, API URL) and the building of one chunk. A subclass
-    sets up its own state in ``_init_state`` and gives ``feed`` / ``finish`` / ``flush``."""
+    sets up its own state in ``_init_state`` and gives ``feed`` / ``finish`` / ``flush``.
+    The chunks' timestamps come from the parser's ``clock`` (:class:`~._wire_clock.ChunkClock`)."""
 
     default_provider: ClassVar[str]
 
@@ -148,6 +150,7 @@ class SnapshotParser:
         self.timer = timer if timer is not None else Timer()
         self.usage = _EMPTY_USAGE
         self.finished = False
+        self.clock = ChunkClock()
         self._init_state()
 
     def _init_state(self) -> None:
@@ -176,6 +179,7 @@ class SnapshotParser:
                 provider=self.provider,
                 metadata=meta,
                 signature=signature,
+                timestamp=self.clock.now(),
             )
         )
 
@@ -270,22 +274,46 @@ class SnapshotHttpModel(HttpBackend):
 
     def generate(self, interaction: ModelInteraction, params: ModelParams | None = None) -> list[Messages]:
         """The assembled answer: exactly :func:`~foundation_ai.backends.base.assemble` of
-        ``stream`` (one message per output, its last chunk), collected without re-yielding every
-        chunk."""
+        ``stream`` (one message per output, its last chunk), the events' items folded in as
+        they come (the loop of :meth:`_batches` without its generator)."""
+        p = params or ModelParams()
+        body = self.wire_body(interaction, p)
+        parser = self._parser()
+        feed = self._feed
         got: dict[str, Messages] = {}
-        with closing(self._batches(interaction, params)) as batches:
-            for batch in batches:
-                keep(got, batch)
+        try:
+            events = stream_events(self.options, self.url, body, self._headers())
+            with closing(cast(Generator[SseEvent, None, None], events)) as evs:
+                for ev in evs:
+                    for item in feed(parser, ev):  # keep(got, ...), inlined: once per event
+                        if type(item) is _NEXT:
+                            got[item.value.id] = item.value
+            tail = self._tail(parser, p)
+        except ProviderError as exc:
+            tail = self._failure(parser, exc)
+        keep(got, tail)
         return list(got.values())
 
     async def agenerate(
         self, interaction: ModelInteraction, params: ModelParams | None = None
     ) -> list[Messages]:
         """Async :meth:`generate`."""
+        p = params or ModelParams()
+        body = self.wire_body(interaction, p)
+        parser = self._parser()
+        feed = self._feed
         got: dict[str, Messages] = {}
-        async with aclosing(self._abatches(interaction, params)) as batches:
-            async for batch in batches:
-                keep(got, batch)
+        try:
+            events = astream_events(self.options, self.url, body, self._headers())
+            async with aclosing(cast(AsyncGenerator[SseEvent, None], events)) as evs:
+                async for ev in evs:
+                    for item in feed(parser, ev):  # keep(got, ...), inlined: once per event
+                        if type(item) is _NEXT:
+                            got[item.value.id] = item.value
+            tail = self._tail(parser, p)
+        except ProviderError as exc:
+            tail = self._failure(parser, exc)
+        keep(got, tail)
         return list(got.values())
 
 

@@ -8,14 +8,16 @@ and error text in ``_http/``, history sanitation in ``_sanitize.py``, the prefix
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, Literal
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping
+from contextlib import aclosing, closing
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 import httpx2
 import msgspec
 
 from ..types import (
+    Messages,
     ModelId,
     ModelInteraction,
     ModelParams,
@@ -23,13 +25,14 @@ from ..types import (
     Stream,
     ToolChoice,
 )
-from ._common import LOCAL_HOSTS, HttpBackend, ProviderHost, describe, endpoint_options, price_key
+from ._common import LOCAL_HOSTS, HttpBackend, ProviderHost, describe, endpoint_options, keep, price_key
 from ._http import (
     DEFAULT_DEADLINE,
     DEFAULT_FIRST_BYTE_TIMEOUT,
     MAX_CONNECTIONS,
     HttpOptions,
     HttpStreamError,
+    SseEvent,
     WireError,
     astream_events,
     stream_events,
@@ -48,6 +51,8 @@ from ._wire_cache import Prefix, PrefixCache
 from .base import ModelStream
 
 __all__ = ["OpenAIChatModel", "WireCache", "openai_chat"]
+
+_NEXT = Stream.Next
 
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -296,6 +301,55 @@ class OpenAIChatModel(HttpBackend):
         except (HttpStreamError, WireError) as exc:
             for item in p.fail(self.options.redact(exc.detail)):
                 yield item
+
+    def generate(self, interaction: ModelInteraction, params: ModelParams | None = None) -> list[Messages]:
+        """The assembled answer: exactly :func:`~foundation_ai.backends.base.assemble` of
+        :meth:`stream` (one message per output, its last chunk), the chunks folded in as the
+        events arrive instead of each passing through the stream's generator."""
+        body = self._body(interaction, params)
+        p = self._parser(interaction)
+        got: dict[str, Messages] = {}
+        p.timer.start()
+        try:
+            events = stream_events(self.options, self.url, body, self._headers(), final="[DONE]")
+            with closing(cast(Generator[SseEvent, None, None], events)) as evs:
+                for ev in evs:
+                    out = p.feed(ev)
+                    if out:  # keep(got, out), inlined: once per event
+                        for item in out:
+                            if type(item) is _NEXT:
+                                got[item.value.id] = item.value
+                    if p.done:
+                        break
+            tail = p.finish()
+        except (HttpStreamError, WireError) as exc:
+            tail = p.fail(self.options.redact(exc.detail))
+        keep(got, tail)
+        return list(got.values())
+
+    async def agenerate(
+        self, interaction: ModelInteraction, params: ModelParams | None = None
+    ) -> list[Messages]:
+        """Async :meth:`generate` (:func:`~foundation_ai.backends.base.assemble` of
+        :meth:`astream`), keeping only each output's last chunk, not every chunk."""
+        body = self._body(interaction, params)
+        p = self._parser(interaction)
+        got: dict[str, Messages] = {}
+        p.timer.start()
+        try:
+            events = astream_events(self.options, self.url, body, self._headers(), final="[DONE]")
+            async with aclosing(cast(AsyncGenerator[SseEvent, None], events)) as evs:
+                async for ev in evs:
+                    out = p.feed(ev)
+                    if out:  # keep(got, out), inlined: once per event
+                        for item in out:
+                            if type(item) is _NEXT:
+                                got[item.value.id] = item.value
+            tail = p.finish()
+        except (HttpStreamError, WireError) as exc:
+            tail = p.fail(self.options.redact(exc.detail))
+        keep(got, tail)
+        return list(got.values())
 
 
 class WireCache:

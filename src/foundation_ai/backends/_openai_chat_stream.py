@@ -42,6 +42,7 @@ from ._http import (
     error_text,
 )
 from ._reasoning_tokens import billed_output
+from ._wire_clock import ChunkClock
 from ._wire_text import as_name, decode_event, final, has_surrogate_escape, join, join_all, visible
 from .base import ModelStream
 
@@ -102,6 +103,7 @@ class _Chunk(msgspec.Struct, gc=False):
 
 
 _CHUNK = msgspec.json.Decoder(_Chunk)
+_DECODE_CHUNK = _CHUNK.decode
 
 
 def _decode_chunk(data: str, what: str) -> _Chunk:
@@ -122,10 +124,13 @@ def _decode_chunk(data: str, what: str) -> _Chunk:
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
         raise WireError(f"malformed {what} ({exc}): {data[:200]!r}") from None
     if chunk.error is not None:
-        raise WireError(
-            error_text(200, msgspec.json.encode({"error": chunk.error})).replace(" (HTTP 200)", "")
-        )
+        _in_band_error(chunk.error)
     return chunk
+
+
+def _in_band_error(error: Any) -> None:
+    """Raises: WireError: always, with the provider text of an in-band ``error`` object."""
+    raise WireError(error_text(200, msgspec.json.encode({"error": error})).replace(" (HTTP 200)", ""))
 
 
 class _Call:
@@ -322,6 +327,11 @@ _FINISH = {
 }
 
 
+_NEXT = Stream.Next
+_STOP = StopReason.STOP
+_OPENAI = ModelProviders.OpenAI
+
+
 def _num(value: Any) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
@@ -349,6 +359,8 @@ class ChatStreamParser(msgspec.Struct, gc=False):
     as text, parsed into one ``ToolCall`` at the end."""
     origin: str | None = None
     timer: Timer = msgspec.field(default_factory=Timer)
+    clock: ChunkClock = msgspec.field(default_factory=ChunkClock)
+    """The chunks' timestamps (:class:`~._wire_clock.ChunkClock`)."""
     text: str = ""
     text_id: str | None = None
     thinking: str = ""
@@ -378,44 +390,71 @@ class ChatStreamParser(msgspec.Struct, gc=False):
         """Items for one event. Raises ``WireError`` for malformed data (never another
         exception: anything a server sends ends, at worst, in the contract's error tail)."""
         try:
-            return self._feed(ev)
+            data = ev.data
+            if ev.event == "json":
+                return self._whole(data)
+            if data == "[DONE]":
+                self.done = True
+                return None
+            if not data:
+                return None
+            try:
+                chunk = _DECODE_CHUNK(data)
+            except msgspec.DecodeError:  # malformed, or half a surrogate pair: the general decoding
+                chunk = _decode_chunk(data, "stream event")
+            if chunk.error is not None:
+                _in_band_error(chunk.error)
+            self.events += 1
+            fp = chunk.system_fingerprint
+            if fp and fp != self.fingerprint:  # the same on every chunk: read once
+                self.fingerprint = as_name(fp)
+            choices = chunk.choices
+            if chunk.usage is None and choices is not None and len(choices) == 1:
+                # the common chunks: one choice holding only a text delta or only a fragment of a
+                # call's arguments (what _delta and _tool_fragment do for them, fewer checks)
+                c = choices[0]
+                d = c.delta
+                if (
+                    d is not None
+                    and c.index == 0
+                    and c.finish_reason is None
+                    and d.reasoning_content is None
+                    and d.reasoning is None
+                    and d.thinking is None
+                    and d.reasoning_details is None
+                    and d.extra_content is None
+                    and d.refusal is None
+                ):
+                    content = d.content
+                    calls = d.tool_calls
+                    if calls is None:
+                        if type(content) is str:
+                            return self._text_delta(content) or None
+                    elif content is None and len(calls) == 1 and self._arguments_fragment(calls[0]):
+                        return None
+            out: list[ModelStream] | None = None
+            if chunk.usage is not None:
+                self._set_usage(chunk.usage)
+                out = [Stream.Pending(ModelState.GeneratingTokens(self.usage))]
+            if chunk.choices:
+                for choice in chunk.choices:
+                    if choice.index != 0:
+                        continue  # n > 1 is not requested; only the first choice is read
+                    if choice.finish_reason:
+                        self.finish_reason = as_name(choice.finish_reason)
+                    d = choice.delta or choice.message
+                    if d is None:
+                        continue
+                    items = self._delta(d)
+                    if items:
+                        out = items if out is None else out + items
+            return out
         except WireError:
             raise
         except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as exc:
             raise WireError(
                 f"malformed stream event ({type(exc).__name__}: {exc}): {ev.data[:200]!r}"
             ) from None
-
-    def _feed(self, ev: SseEvent) -> list[ModelStream] | None:
-        data = ev.data
-        if ev.event == "json":
-            return self._whole(data)
-        if data == "[DONE]":
-            self.done = True
-            return None
-        if not data:
-            return None
-        chunk = _decode_chunk(data, "stream event")
-        self.events += 1
-        out: list[ModelStream] | None = None
-        if isinstance(chunk.system_fingerprint, str) and chunk.system_fingerprint:
-            self.fingerprint = as_name(chunk.system_fingerprint)
-        if chunk.usage is not None:
-            self._set_usage(chunk.usage)
-            out = [Stream.Pending(ModelState.GeneratingTokens(self.usage))]
-        if chunk.choices:
-            for choice in chunk.choices:
-                if choice.index != 0:
-                    continue  # n > 1 is not requested; only the first choice is read
-                if choice.finish_reason:
-                    self.finish_reason = as_name(choice.finish_reason)
-                d = choice.delta or choice.message
-                if d is None:
-                    continue
-                items = self._delta(d)
-                if items:
-                    out = items if out is None else out + items
-        return out
 
     def _msg(
         self,
@@ -441,6 +480,7 @@ class ChatStreamParser(msgspec.Struct, gc=False):
                 metadata=meta,
                 signature=signature,
                 origin=self.origin if token else None,
+                timestamp=self.clock.now(),
             )
         )
 
@@ -512,27 +552,56 @@ class ChatStreamParser(msgspec.Struct, gc=False):
         this runs once per streamed token)."""
         if not text:
             return []
-        self.timer.first()
+        if self.timer.t_first is None:
+            self.timer.first()
         if self.last == "thinking" and self.text_id is not None:  # text again after reasoning
             self.text, self.text_id = "", None
-        self.text = join(self.text, text)
+        before = self.text
+        if text.isascii() and not (before and "\ud800" <= before[-1] <= "\udbff"):
+            self.text = text = before + text  # join(before, text) of an ASCII piece, inlined
+        else:
+            self.text = text = join(before, text)
         if self.emulated_call:
             return []
-        if self.text_id is None:
-            self.text_id = new_scru128()
+        mid = self.text_id
+        if mid is None:
+            mid = self.text_id = new_scru128()
         self.last = "text"
+        # visible(text), inlined (text is not empty here)
+        shown = text[:-1] if "\ud800" <= text[-1] <= "\udbff" else text
         return [
-            Stream.Next(
+            _NEXT(
                 AssistantMessage(
-                    id=self.text_id,
+                    id=mid,
                     model=self.model_id,
-                    content=TextContent(visible(self.text)),
+                    content=TextContent(shown),
                     usage=self.usage,
-                    stop_reason=StopReason.STOP,
-                    provider=ModelProviders.OpenAI,
+                    stop_reason=_STOP,
+                    provider=_OPENAI,
+                    timestamp=self.clock.now(),
                 )
             )
         ]
+
+    def _arguments_fragment(self, tc: _ToolDelta) -> bool:
+        """:meth:`_tool_fragment` of a delta holding only the next piece of an open call's
+        arguments text (no id, name or ``extra_content``; an integer ``index`` already seen):
+        the piece is kept, True. False (nothing done) for any other delta."""
+        fn = tc.function
+        if fn is None or fn.name is not None or tc.id is not None or tc.extra_content is not None:
+            return False
+        args = fn.arguments
+        index = tc.index
+        if type(args) is not str or type(index) is not int:
+            return False
+        cur = self.by_index.get(index)
+        if cur is None:
+            return False
+        if self.timer.t_first is None:
+            self.timer.first()
+        if args:
+            cur.parts.append(args)
+        return True
 
     def _tool_fragment(self, tc: _ToolDelta) -> None:
         fn = tc.function
@@ -597,7 +666,7 @@ class ChatStreamParser(msgspec.Struct, gc=False):
                 for i, tc in enumerate(choice.message.tool_calls):
                     if tc.index is None:
                         tc.index = i
-        out = self._feed(SseEvent("message", data))
+        out = self.feed(SseEvent("message", data))
         if chunk.choices:
             self.timer.first()
         self.done = True

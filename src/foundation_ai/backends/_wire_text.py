@@ -92,7 +92,9 @@ def join(text: str, piece: str) -> str:
     """
     if not isinstance(piece, str) or not piece:
         return text
-    if _SURROGATE.search(piece) is None and not (text and "\ud800" <= text[-1] <= "\udbff"):
+    if (piece.isascii() or _SURROGATE.search(piece) is None) and not (
+        text and "\ud800" <= text[-1] <= "\udbff"
+    ):
         return text + piece
     return _pair(text + piece)
 
@@ -135,6 +137,8 @@ def as_name(value: Any) -> str:
     encoded), else ``""``."""
     if not isinstance(value, str):
         return ""
+    if value.isascii():  # the common case, checked first (no regex search)
+        return value
     return final(join("", value)) if _SURROGATE.search(value) else value
 
 
