@@ -1,5 +1,5 @@
 """A process that runs durable turns on an in-process worker and counts the statements the
-system database gets during one of them (``python -m tests._durable_reads DB [--probe-fails]``; a loopback
+system database gets during one of them (``python -m tests._durable_reads DB [--probe-fails] [--claim-unsupported]``; a loopback
 model server at ``FA_MODEL_URL``). Prints one JSON object: the turn's result, and the number of
 statements of each kind (``check``: DBOS's read of a step's recorded outcome; ``steer``: a look
 for a steering message; ``owner``: a read of the workflow's owner alone; ``listing``: a read
@@ -72,6 +72,10 @@ def _probe_fails(*_: Any) -> Any:
 
 
 def main() -> None:
+    if "--claim-unsupported" in sys.argv[2:]:  # another DBOS release: the claim is a DBOS step
+        import foundation_ai.durable.steps as steps
+
+        steps.claim_supported = lambda: False  # type: ignore[assignment]
     if "--probe-fails" in sys.argv[2:]:  # the turn reads its start one by one instead
         import foundation_ai.durable.steps as steps
 

@@ -67,3 +67,19 @@ def test_a_failed_start_probe_leaves_the_turn_to_read_its_start_one_by_one(tmp_p
     assert counts.get("steer") == 3  # a look before each of the 3 model calls
     assert counts.get("owner", 0) >= 1  # the first session write checks the owner itself
     assert counts.get("check") == 5  # the claim is still one write (the listing says it is new)
+
+
+def test_a_claim_is_an_ordinary_dbos_step_when_this_dbos_release_lacks_the_internals_it_writes_through(
+    tmp_path: Path,
+) -> None:
+    seen = _counted_turn(tmp_path, "--claim-unsupported")
+    assert seen["ok"] and seen["text"] == "done: counted"
+    counts = seen["counts"]
+    assert isinstance(counts, dict)
+    assert counts.get("probe") == 1
+    assert counts.get("check") == 6  # DBOS reads the claim's position first, as for any step
+    effects = effects_table(str(tmp_path / "effects.sqlite3"))
+    try:  # the warm turn's side effect and the counted one's: each once
+        assert effects.execute("SELECT COUNT(*) FROM effects").fetchone()[0] == 2
+    finally:
+        effects.close()

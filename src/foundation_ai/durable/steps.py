@@ -54,7 +54,7 @@ from ..agentic.turn.generate import GenerationRecord
 from ..agentic.turn.hooks import StepRunner
 from ..types import Messages, ToolCall, ToolResultMessage, from_json, to_json
 from .ownership import Ownership
-from .sysdb import message_waits, probe_turn, record_claim
+from .sysdb import claim_supported, message_waits, probe_turn, record_claim
 
 if TYPE_CHECKING:
     from ..agentic.turn.generate import Generation
@@ -275,6 +275,8 @@ class DurableSteps(StepRunner):
         run = _dbos_run()
         own = self.ownership
         if run is None or self._recorded is None or own is None or self.setup is not None:
+            return False
+        if not claim_supported():  # another DBOS release's internals: an ordinary step
             return False
         ctx, _ = run
         token = getattr(ctx, "owner_xid", None)

@@ -24,13 +24,15 @@ would take more round trips (each a round trip on PostgreSQL).
 
 from __future__ import annotations
 
+import functools
+import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ["TurnProbe", "message_waits", "probe_turn", "record_claim"]
+__all__ = ["TurnProbe", "claim_supported", "message_waits", "probe_turn", "record_claim"]
 
 _OWNER, _STEP, _MESSAGE = 0, 1, 2
 
@@ -118,6 +120,27 @@ def probe_turn(sys_db: Any, workflow_id: str, topic: str) -> TurnProbe:
         else:
             waits = True
     return TurnProbe(owner, recorded, waits)
+
+
+@functools.cache
+def claim_supported() -> bool:
+    """Whether this DBOS release has the internals :func:`record_claim` writes through (checked
+    once per process): ``SystemDatabase.record_operation_result`` taking ``completed_at_epoch_ms``
+    and ``owner_xid``, ``_serialization.serialize_value`` and ``DBOS.reserve_step``. Without
+    them a claim is an ordinary DBOS step (a read and a write), not a failed tool call."""
+    try:
+        from dbos import DBOS
+        from dbos._serialization import serialize_value
+        from dbos._sys_db import SystemDatabase
+
+        params = inspect.signature(SystemDatabase.record_operation_result).parameters
+        return (
+            {"completed_at_epoch_ms", "owner_xid"} <= params.keys()
+            and callable(serialize_value)
+            and callable(getattr(DBOS, "reserve_step", None))
+        )
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return False
 
 
 def record_claim(dbos: Any, workflow_id: str, function_id: int, name: str, owner_xid: str) -> None:
