@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import lazy_exports
 from ..errors import ConfigurationError, FoundationAIError
 from ..types import ModelParams, OutputFormat, to_json
 from .config import KEY_ENV, PROVIDER_KEY, Config, load_config, read_keys
@@ -49,15 +50,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f"{__package__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(globals(), _LAZY, __package__)
 
 
 def open_store(path: str | None, *, read_only: bool = False) -> Any:

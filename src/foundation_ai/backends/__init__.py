@@ -12,9 +12,9 @@ Every backend implements :class:`~foundation_ai.backends.base.Model`.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_exports
 from .base import BaseModel, ChunkMode, Model, ModelDescriptor, ModelStream, assemble
 
 if TYPE_CHECKING:
@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     from ._openai_responses import openai_responses
 
 _LAZY = {
-    "openai_chat": "._openai_chat",
-    "openai_responses": "._openai_responses",
-    "anthropic": "._anthropic",
-    "llamacpp": "._llamacpp",
-    "default_model": "._llamacpp",
+    "openai_chat": "_openai_chat",
+    "openai_responses": "_openai_responses",
+    "anthropic": "_anthropic",
+    "llamacpp": "_llamacpp",
+    "default_model": "_llamacpp",
 }
 
 __all__ = [
@@ -46,10 +46,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'foundation_ai.backends' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(globals(), _LAZY, __name__)

@@ -14,8 +14,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .agent import SubAgent, SubAgents
@@ -55,13 +56,7 @@ _WHERE = {
 package (the turn loop imports :mod:`.policy`) does not load the others."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(globals(), _WHERE, __name__)
 
 
 __all__ = [

@@ -83,8 +83,9 @@ Typical backend code::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .async_stream import astream_events
@@ -133,13 +134,7 @@ _WHERE = {
 not load httpx (issue 31, the cold run)."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(globals(), _WHERE, __name__)
 
 
 __all__ = [
