@@ -370,9 +370,14 @@ def test_an_attached_image_reaches_the_model_and_shows_in_the_chat(
     css(page, "#file")[0].send_keys(str(picture))
     chip = wait_for(lambda: css(page, "#attachments .chip"), "the attachment chip")[0]
     assert "red.png" in chip.text
+    # frames come late on a loaded machine: here 0.5 s late, so that the text is not yet drawn
+    # when the turn's end arrives
+    page.execute_script("window.requestAnimationFrame = (f) => setTimeout(f, 500)")
     send(page, "what is this?")
-    wait_for(lambda: "I see 1 image(s)" in log_text(page), "the model's answer about the image")
-    assert f"image/png of {len(data)} bytes. You said: what is this?" in log_text(page)
+    # the turn's usage line is drawn after its last text piece, never before (pieces are drawn
+    # once per animation frame; the end of the turn draws what is pending first)
+    wait_for(lambda: css(page, ".turn-usage"), "the end of the turn")
+    assert f"I see 1 image(s): image/png of {len(data)} bytes. You said: what is this?" in log_text(page)
     assert not css(page, "#attachments .chip"), "the attachments are sent and cleared"
     thumb = css(page, ".msg.user img.thumb")[0]
     assert thumb.get_attribute("src").startswith("data:image/png;base64,")

@@ -290,6 +290,7 @@ const View = (() => {
   // (approved, denied or aborted, here or elsewhere) the footer says so instead.
   function usageLine(summary, waiting) {
     endUser();
+    if (view.dirty.size) flush();  // the turn's last pieces are drawn before its end is
     const u = summary.usage || {};
     const cost = typeof u.cost_usd === "number" ? " · $" + u.cost_usd.toFixed(6) : "";
     const base = `tokens: ${u.input || 0} in · ${u.output || 0} out · ${u.total_tokens || 0} total${cost}`;
