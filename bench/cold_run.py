@@ -26,7 +26,9 @@ goal is still judged on wall time).
 The raw script is a fair floor: the same GGUF, context (8,192), slots (1), thread count
 (llama.cpp's default in both), ``OMP_WAIT_POLICY``, warm-up (off), extra buffer types, the same
 single user message rendered by the GGUF's chat template inside llama.cpp, the same
-``max_tokens``, temperature 0 and seed. Two differences remain, both of the product: the CLI
+``max_tokens``, temperature 0 and seed, flash attention off as the backend sets it on the CPU
+(with llama.cpp's default, ``auto``, the raw script's greedy answer was another, shorter one:
+fewer tokens generated, an unfair floor; each answer is printed). Two differences remain, both of the product: the CLI
 sends the model's recommended sampling (``top_p`` 0.9, ``repeat_penalty`` 1.1 over 64 tokens,
 ...) under ``temperature`` 0, so the answer is the same greedy one, and guards the loopback
 listener with an API key.
@@ -69,6 +71,9 @@ p.verbosity = -1
 p.no_extra_bufts = amx
 p.hostnames = ["127.0.0.1"]
 p.port = 0
+# as the backend on the CPU: flash attention off (docs/models.md); with llama.cpp's "auto" the
+# greedy answer differs (fewer tokens), so the two would not generate the same text
+p.flash_attn_type = xlc.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED
 server = xlc.Server(p)
 out = []
 
