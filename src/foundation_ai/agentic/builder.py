@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any, Unpack
@@ -53,18 +54,14 @@ def _unique_prefix(store: Any, prefix: str) -> str:
     return matches[0]
 
 
-_ROUTER: list[Any] = []
-"""``[foundation_ai.router]`` once :func:`_router` imported it (on the first build, not at
-import: an import statement run per build cost some 12,000 instructions each time)."""
-
-
+@functools.cache
 def _router() -> Any:
-    """The ``foundation_ai.router`` module (``ProviderRouter``, ``as_model``)."""
-    if not _ROUTER:
-        from .. import router
+    """The ``foundation_ai.router`` module (``ProviderRouter``, ``as_model``), imported on the
+    first build, not at import, and kept: an import statement run per build cost some 12,000
+    instructions each time."""
+    from .. import router
 
-        _ROUTER.append(router)
-    return _ROUTER[0]
+    return router
 
 
 def _is_model(obj: Any) -> bool:
@@ -83,7 +80,7 @@ def _resolve_model(obj: Any, model_id: Any = None, router: Any = None) -> Any:
     Raises:
         ConfigurationError: none of these (or the router cannot resolve it).
     """
-    router_module = _ROUTER[0] if _ROUTER else _router()
+    router_module = _router()
     if isinstance(obj, router_module.ProviderRouter):
         return router_module.as_model(obj, model_id)
     if isinstance(obj, _NAMES):
@@ -459,7 +456,7 @@ class AgentSessionBuilder:
 
             hooks = dataclasses.replace(hooks, gate=can_use_tool_gate(self._can_use_tool, registry))
         tool_choice = _tool_choices(self._tool_choice, registry)
-        router = model if isinstance(model, (_ROUTER[0] if _ROUTER else _router()).ProviderRouter) else None
+        router = model if isinstance(model, _router().ProviderRouter) else None
         models = [_resolve_model(model, self._model_id)]
         if self._fallbacks:
             models += [_resolve_model(m, None if router is None else m, router) for m in self._fallbacks]

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import functools
 import logging
 import threading
 import weakref
@@ -182,8 +183,7 @@ class AgentSession:
         """Start configuring a session on a ``Model``, a ``ProviderRouter`` or a model string
         (``"openai:gpt-4o-mini"``, ``"local"``: ``foundation_ai.model``, ``docs/models.md``).
         Without one, only ``resume`` works (with the model the session recorded)."""
-        make = _BUILDER[0] if _BUILDER else _builder_class()
-        return make(model_or_router)
+        return _builder_class()(model_or_router)
 
     def session_header(self) -> SessionHeader:
         """What this session records about itself in the store now: the primary model's model
@@ -809,17 +809,13 @@ class AgentSession:
         return f"AgentSession(id={self.session_id!r}, model={self.model.descriptor.name!r}, messages={len(self.messages)})"
 
 
-_BUILDER: list[type[AgentSessionBuilder]] = []
-"""``[AgentSessionBuilder]`` once :func:`_builder_class` imported it (``agentic/builder.py``
-imports this module): an import statement run per call costs some 12,000 instructions."""
-
-
+@functools.cache
 def _builder_class() -> type[AgentSessionBuilder]:
-    """``AgentSessionBuilder``, imported on the first :meth:`AgentSession.builder` call."""
+    """``AgentSessionBuilder``, imported on the first :meth:`AgentSession.builder` call and
+    kept (``agentic/builder.py`` imports this module): an import statement run per call costs
+    some 12,000 instructions."""
     from .builder import AgentSessionBuilder
 
-    if not _BUILDER:
-        _BUILDER.append(AgentSessionBuilder)
     return AgentSessionBuilder
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import logging
 import os
 import socket
@@ -342,7 +343,7 @@ def _backend(store: Any) -> tuple[Any, Any]:
     inner = getattr(store, "inner", None)
     if inner is not None:
         store = inner
-    sqlite = _SQLITE_CLASS[0] if _SQLITE_CLASS else _sqlite_store_class()
+    sqlite = _sqlite_store_class()
     if isinstance(store, sqlite) and store.path != ":memory:" and not store.read_only:
         return _SQLITE, store
     postgres = _PG_CLASS[0] if _PG_CLASS else _postgres_store_class()
@@ -351,16 +352,12 @@ def _backend(store: Any) -> tuple[Any, Any]:
     return _LOCAL, store
 
 
-_SQLITE_CLASS: list[Any] = []  # [SqliteSessionStore] once imported
-
-
+@functools.cache
 def _sqlite_store_class() -> Any:
-    """``SqliteSessionStore`` (``stores/sqlite.py`` imports this module), imported once: an
-    import statement run per lookup cost some 14,000 instructions, four lookups a turn."""
+    """``SqliteSessionStore`` (``stores/sqlite.py`` imports this module), imported once and
+    kept: an import statement run per lookup cost some 14,000 instructions, four a turn."""
     from .sqlite import SqliteSessionStore
 
-    if not _SQLITE_CLASS:
-        _SQLITE_CLASS.append(SqliteSessionStore)
     return SqliteSessionStore
 
 
