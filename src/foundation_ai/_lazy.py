@@ -2,8 +2,8 @@
 module ``__getattr__``): :func:`lazy_exports`.
 
 Importing a package then costs only the package itself: ``import foundation_ai`` does not load
-the agent loop, a local model's run does not load httpx (docs/concepts.md, "Layers"; issue 31,
-the cold run).
+the agent loop, a local model's run does not load httpx (docs/concepts.md, "Layers"; the cold
+run, ``bench/cold_run.py``).
 """
 
 from __future__ import annotations

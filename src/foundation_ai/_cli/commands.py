@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .session_index import SessionInfo
 
 # Imported where used: rich's renderers (``render``, ``report``), the built-in tools and the
-# session index, so a piped ``run -q`` on the local model loads none of them (issue 31).
+# session index, so a piped ``run -q`` on the local model loads none of them (`bench/cold_run.py`).
 _LAZY = {"failure_message": "report", "usage_line": "report"}
 
 __all__ = [

@@ -253,7 +253,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     ``command``: ``"run"`` or ``"chat"`` builds only that command's subparser (the entry point
     passes the command it found in ``argv``, see :func:`command_of`): the same parse of that
     command's arguments without building, or importing the modules of, the other commands
-    (issue 31, the cold run). Anything else builds them all.
+    (the cold run, `bench/cold_run.py`). Anything else builds them all.
     """
     only = command if command in ("run", "chat") else None
     parser = _Parser(

@@ -14,7 +14,7 @@ the endpoints the wheel does not bind in Python: ``/tokenize``, ``/apply-templat
 (llama.cpp server README, "API Endpoints"). Those loopback calls go through the standard
 library's ``http.client`` (one connection per call), not an HTTP client library: a local model
 then loads no network stack (httpx and what it pulls in cost a cold ``foundation-ai run`` about
-0.2 s of imports, issue 31).
+0.2 s of imports, `bench/cold_run.py`).
 
 On the CPU (``n_gpu_layers=0``) llama.cpp's flash attention is off (its default, ``auto``, turns
 it on): with it, evaluating the ~20 new tokens of a chat turn costs more the longer the cached

@@ -131,7 +131,7 @@ _WHERE = {
 }
 """Where each re-exported name lives: imported on first use, so a caller needing only
 ``mask_url`` or ``resolve_endpoint`` (the CLI, model strings, the local llama.cpp backend) does
-not load httpx (issue 31, the cold run)."""
+not load httpx (the cold run, `bench/cold_run.py`)."""
 
 
 __getattr__ = lazy_exports(globals(), _WHERE, __name__)
